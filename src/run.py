@@ -1,0 +1,24 @@
+"""trainbench: how fast does training run on this machine?
+
+    python src/run.py                                   # one cell with the defaults (conf/config.yaml)
+    python src/run.py model=resnet18 batch_size=32      # one cell, overridden
+    python src/run.py -m device=cpu,gpu model=resnet50  # a sweep: one MLflow run per cell
+
+Every cell runs in its own process and is recorded in MLflow; see README.md.
+"""
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from trainbench import cli
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def job(cfg: DictConfig) -> None:
+    cli.run_job(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(cli.main(job))

@@ -1,0 +1,229 @@
+"""The config schema and its validation: every cell of a run is composed and checked before any work.
+
+The schema is a tree of dataclasses. Merging a composed Hydra config into it rejects unknown keys and
+wrong types (OmegaConf does that, naming the key); `check_ranges` then rejects values of the right type
+that cannot work (batch_size 0, a device that does not exist). Choices that are files in `conf/`
+(model, framework, data, ...) are listed from the folder, so adding a model is adding a YAML.
+
+This module must stay light: the parent process imports it, and the parent never imports a
+deep-learning framework.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CONF_DIR = PROJECT_ROOT / "conf"
+
+DEVICES = ("auto", "cpu", "gpu")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+AUTOCAST_DTYPES = ("bfloat16", "float16")
+FAULTS = ("abort", "raise", "sleep")
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work. str() is the one line shown to the user."""
+
+    def __init__(self, key: str, value: Any, expected: str) -> None:
+        self.key, self.value, self.expected = key, value, expected
+        super().__init__(f"`{key}`={value!r} is not valid: {expected}")
+
+
+@dataclass
+class FrameworkConfig:
+    name: str
+    adapter: str  # module implementing trainbench.frameworks.base.Framework
+
+
+@dataclass
+class DeviceConfig:
+    name: str
+
+
+@dataclass
+class ModelConfig:
+    name: str
+    input: str = "image"
+    builder: Optional[str] = None  # trainbench's own builder, where no library has the model
+    torchvision: Optional[str] = None
+    keras: Optional[str] = None
+    hidden_sizes: list[int] = field(default_factory=list)
+    depth: Optional[int] = None
+    width: Optional[int] = None
+    activation: str = "relu"
+    output_activation: Optional[str] = None
+    pretrained: bool = False
+
+
+@dataclass
+class DataConfig:
+    name: str
+    root: str = "data"
+    download: bool = True
+    image_size: Optional[int] = None
+    channels: int = 3
+    num_classes: int = 10
+    learnable: bool = True
+    grayscale_to_rgb: bool = False
+    num_samples: Optional[int] = None
+    num_val_samples: Optional[int] = None
+    val_fraction: float = 0.2
+    mean: list[float] = field(default_factory=lambda: [0.5])
+    std: list[float] = field(default_factory=lambda: [0.25])
+
+
+@dataclass
+class TaskConfig:
+    name: str
+    warmup_steps: int = 5
+    steps: int = 20
+
+
+@dataclass
+class PrecisionConfig:
+    name: str
+    tf32: bool = False
+    autocast: Optional[str] = None
+
+
+@dataclass
+class OptimConfig:
+    name: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+
+
+@dataclass
+class TrackingConfig:
+    uri: Optional[str] = None
+    experiment: str = "trainbench"
+
+
+@dataclass
+class CellRunConfig:
+    timeout_s: Optional[float] = None
+
+
+@dataclass
+class DebugConfig:
+    inject_fault: Optional[str] = None
+
+
+@dataclass
+class CellConfig:
+    framework: FrameworkConfig
+    device: DeviceConfig
+    model: ModelConfig
+    data: DataConfig
+    task: TaskConfig
+    precision: PrecisionConfig
+    batch_size: int = 64
+    epochs: int = 3
+    seed: int = 0
+    compile: bool = False
+    channels_last: bool = False
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    cell: CellRunConfig = field(default_factory=CellRunConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
+
+
+def choices(group: str) -> list[str]:
+    """The options of a config group: the YAML files in conf/<group>/."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def validate(cfg: DictConfig) -> dict[str, Any]:
+    """Check a composed cell config; return it as a plain dict. Raises ConfigError naming the key."""
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("hydra", None)
+    try:
+        typed = OmegaConf.merge(OmegaConf.structured(CellConfig), plain)
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "config"
+        reason = str(error).splitlines()[0]
+        raise ConfigError(key, _value_at(plain, key), reason) from None
+    checked = OmegaConf.to_container(typed)
+    check_ranges(checked)
+    return checked
+
+
+def check_ranges(cfg: dict[str, Any]) -> None:
+    """Values of the right type that still cannot work."""
+
+    def need(ok: bool, key: str, expected: str) -> None:
+        if not ok:
+            raise ConfigError(key, _value_at(cfg, key), expected)
+
+    for group in ("framework", "model", "data", "task", "precision"):
+        name = cfg[group]["name"]
+        need(name in choices(group), f"{group}.name", f"choose one of {', '.join(choices(group))}")
+    need(cfg["device"]["name"] in DEVICES, "device", f"choose one of {', '.join(DEVICES)}")
+    need(cfg["batch_size"] >= 1, "batch_size", "must be a whole number >= 1, e.g. batch_size=32")
+    need(cfg["epochs"] >= 0, "epochs", "must be >= 0 (0 builds and records the model without training)")
+    task = cfg["task"]
+    need(task["steps"] >= 1, "task.steps", "must be >= 1")
+    need(task["warmup_steps"] >= 0, "task.warmup_steps", "must be >= 0")
+    optim = cfg["optim"]
+    need(optim["name"] in OPTIMIZERS, "optim.name", f"choose one of {', '.join(OPTIMIZERS)}")
+    need(optim["lr"] > 0, "optim.lr", "must be > 0")
+    autocast = cfg["precision"]["autocast"]
+    need(autocast in (None, *AUTOCAST_DTYPES), "precision.autocast", f"null or one of {', '.join(AUTOCAST_DTYPES)}")
+    model = cfg["model"]
+    need(
+        bool(model["builder"] or model["torchvision"] or model["keras"]),
+        "model",
+        "a model YAML must name a builder, a torchvision constructor or a Keras class",
+    )
+    if model["depth"] is not None:
+        need(model["depth"] >= 1, "model.depth", "must be >= 1")
+        need((model["width"] or 0) >= 1, "model.width", "must be >= 1 when model.depth is set")
+    data = cfg["data"]
+    for key in ("num_samples", "num_val_samples", "image_size"):
+        if data[key] is not None:
+            need(data[key] >= 1, f"data.{key}", "must be null or >= 1")
+    need(0 < data["val_fraction"] < 1, "data.val_fraction", "must be between 0 and 1")
+    need(len(data["mean"]) == len(data["std"]), "data.std", "needs one value per channel, like data.mean")
+    need(all(s > 0 for s in data["std"]), "data.std", "must be > 0")
+    timeout = cfg["cell"]["timeout_s"]
+    need(timeout is None or timeout > 0, "cell.timeout_s", "must be null or > 0 seconds")
+    fault = cfg["debug"]["inject_fault"]
+    need(fault in (None, *FAULTS), "debug.inject_fault", f"null or one of {', '.join(FAULTS)}")
+
+
+def config_hash(cfg: dict[str, Any]) -> str:
+    """Identical cells share this hash, wherever and whenever they ran (tracking settings left out)."""
+    relevant = {k: v for k, v in cfg.items() if k not in ("tracking", "cell")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"model": {"name": "mlp"}} -> {"model.name": "mlp"}: the form MLflow params take."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _value_at(tree: dict[str, Any], dotted: str) -> Any:
+    node: Any = tree
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return None
+    if isinstance(node, dict) and "name" in node:  # `device` means device.name on the command line
+        return node["name"]
+    return node

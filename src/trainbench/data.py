@@ -1,0 +1,235 @@
+"""Datasets as NumPy arrays, the same for every framework: uint8 images (N, C, H, W) and int64 labels.
+
+Loading happens once, in the cell's process, before anything is timed. Adapters move the arrays to the
+device once and do the per-batch work there (scale to [0, 1], resize, gray -> RGB, normalise), so a
+training epoch measures the model and not a Python data pipeline. Keras adapters transpose to NHWC;
+that is the only difference between frameworks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import pickle
+import shutil
+import struct
+import sys
+import tarfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
+CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"  # torchvision's mirror
+MNIST_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+class DatasetMissing(RuntimeError):
+    """The dataset is not on disk and could not be downloaded. str() says where it must be."""
+
+
+@dataclass
+class Split:
+    images: np.ndarray  # uint8 (N, C, H, W)
+    labels: np.ndarray  # int64 (N,)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def first(self, n: int | None) -> "Split":
+        return self if n is None else Split(self.images[:n], self.labels[:n])
+
+
+@dataclass
+class Dataset:
+    name: str
+    train: Split
+    val: Split
+    num_classes: int
+    mean: list[float]
+    std: list[float]
+    image_size: int  # what the model sees, after any resize
+    channels: int  # what the model sees, after any gray -> RGB
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """(C, H, W) of one model input."""
+        return (self.channels, self.image_size, self.image_size)
+
+    @property
+    def needs_resize(self) -> bool:
+        return self.train.images.shape[-1] != self.image_size
+
+
+def load(cfg: dict[str, Any], seed: int) -> Dataset:
+    """The dataset `cfg` (a resolved `data` config) describes, capped to data.num_samples."""
+    name = cfg["name"]
+    if name.startswith("synthetic"):
+        train, val, classes = synthetic(cfg, seed)
+    elif name == "cifar10":
+        train, val, classes = cifar10(Path(cfg["root"]), cfg["download"])
+    elif name == "mnist":
+        train, val, classes = mnist(Path(cfg["root"]), cfg["download"])
+    elif name == "digits":
+        train, val, classes = digits(cfg["val_fraction"], seed)
+    else:
+        raise ValueError(f"no loader for data `{name}`")
+    train, val = train.first(cfg["num_samples"]), val.first(cfg["num_val_samples"])
+    native_channels, native_size = train.images.shape[1], train.images.shape[-1]
+    channels = 3 if cfg.get("grayscale_to_rgb") and native_channels == 1 else native_channels
+    mean, std = list(cfg["mean"]), list(cfg["std"])
+    if channels != len(mean):  # gray -> RGB repeats the gray statistics per channel
+        mean, std = mean * channels, std * channels
+    return Dataset(name, train, val, classes, mean, std, cfg.get("image_size") or native_size, channels)
+
+
+def synthetic(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:
+    """Random images; with `learnable`, each class is a fixed coarse pattern plus noise.
+
+    The patterns are 4x4 per channel, upsampled: a rule a linear model can learn, so training on them
+    reaches high accuracy in a few epochs, while `learnable: false` (noise, random labels) cannot.
+    """
+    rng = np.random.default_rng(seed)
+    size, channels, classes = cfg["image_size"], cfg["channels"], cfg["num_classes"]
+    n_train, n_val = cfg["num_samples"] or 8192, cfg["num_val_samples"] or 1024
+    patterns = rng.uniform(-1.0, 1.0, size=(classes, channels, 4, 4)).astype(np.float32)
+
+    def make(n: int) -> Split:
+        labels = rng.integers(0, classes, size=n, dtype=np.int64)
+        images = np.empty((n, channels, size, size), dtype=np.uint8)
+        for start in range(0, n, 256):  # in chunks: 224 px float intermediates are large
+            chunk = labels[start : start + 256]
+            noise = rng.normal(0.0, 64.0, size=(len(chunk), channels, size, size)).astype(np.float32)
+            if cfg["learnable"]:
+                signal = _upsample(patterns[chunk], size) * 16.0
+            else:
+                signal = 0.0
+            images[start : start + 256] = np.clip(128.0 + signal + noise, 0, 255).astype(np.uint8)
+        return Split(images, labels)
+
+    return make(n_train), make(n_val), classes
+
+
+def _upsample(patterns: np.ndarray, size: int) -> np.ndarray:
+    """Nearest-neighbour upsampling of (N, C, 4, 4) to (N, C, size, size)."""
+    index = (np.arange(size) * patterns.shape[-1]) // size
+    return patterns[:, :, index][:, :, :, index]
+
+
+def digits(val_fraction: float, seed: int) -> tuple[Split, Split, int]:
+    """scikit-learn's 1,797 real 8x8 digits (pixel values 0-16), split stratified by class."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    images = np.clip(bunch.images * (255.0 / 16.0), 0, 255).astype(np.uint8)[:, None]
+    labels = bunch.target.astype(np.int64)
+    x_train, x_val, y_train, y_val = train_test_split(
+        images, labels, test_size=val_fraction, random_state=seed, stratify=labels
+    )
+    return Split(x_train, y_train), Split(x_val, y_val), 10
+
+
+def cifar10(root: Path, download: bool) -> tuple[Split, Split, int]:
+    """CIFAR-10 from the python-pickle batches in root/cifar-10-batches-py."""
+    folder = root.resolve() / "cifar-10-batches-py"
+    if not all((folder / name).exists() for name in CIFAR10_FILES):
+        if not download:
+            raise DatasetMissing(_missing("CIFAR-10", folder, CIFAR10_FILES, CIFAR10_URL, "data.download=true"))
+        archive = root.resolve() / "cifar-10-python.tar.gz"
+        _download(CIFAR10_URL, archive, CIFAR10_MD5, lambda why: _missing("CIFAR-10", folder, CIFAR10_FILES, CIFAR10_URL, why))
+        with tarfile.open(archive) as tar:
+            tar.extractall(root.resolve(), filter="data")
+
+    def read(names: list[str]) -> Split:
+        images, labels = [], []
+        for name in names:
+            with open(folder / name, "rb") as batch_file:
+                batch = pickle.load(batch_file, encoding="bytes")
+            images.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+            labels.append(np.asarray(batch[b"labels"], dtype=np.int64))
+        return Split(np.concatenate(images), np.concatenate(labels))
+
+    return read(CIFAR10_FILES[:5]), read(CIFAR10_FILES[5:]), 10
+
+
+def mnist(root: Path, download: bool) -> tuple[Split, Split, int]:
+    """MNIST from the IDX files in root/MNIST/raw (torchvision's layout; plain or .gz)."""
+    folder = root.resolve() / "MNIST" / "raw"
+    names = [name for pair in MNIST_FILES.values() for name in pair]
+
+    def path(name: str) -> Path | None:
+        for candidate in (folder / name, folder / f"{name}.gz"):
+            if candidate.exists():
+                return candidate
+        return None
+
+    for name in names:
+        if path(name) is None:
+            if not download:
+                raise DatasetMissing(_missing("MNIST", folder, names, MNIST_URL, "data.download=true"))
+            _download(f"{MNIST_URL}{name}.gz", folder / f"{name}.gz", None, lambda why: _missing("MNIST", folder, names, MNIST_URL, why))
+
+    def read(split: str) -> Split:
+        image_file, label_file = MNIST_FILES[split]
+        images = read_idx(path(image_file))
+        return Split(images[:, None].astype(np.uint8), read_idx(path(label_file)).astype(np.int64))
+
+    return read("train"), read("val"), 10
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An IDX file (the MNIST format): magic (0, 0, dtype, ndim), big-endian dims, then the data."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as idx:
+        raw = idx.read()
+    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise ValueError(f"{path} is not an unsigned-byte IDX file")
+    shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _missing(what: str, folder: Path, files: list[str], url: str, remedy: str) -> str:
+    return (
+        f"{what} not found: expected {', '.join(files)} in {folder} "
+        f"({remedy}; or download from {url} and place the files there)"
+    )
+
+
+def _download(url: str, target: Path, md5: str | None, explain: Any) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(target.suffix + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response, open(partial, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0)
+            from tqdm import tqdm
+
+            with tqdm(total=total, unit="B", unit_scale=True, desc=target.name, file=sys.stdout,
+                      disable=not sys.stdout.isatty()) as bar:
+                for block in iter(lambda: response.read(1 << 20), b""):
+                    out.write(block)
+                    bar.update(len(block))
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise DatasetMissing(explain(f"download failed: {error}")) from None
+    if md5 is not None and _md5(partial) != md5:
+        partial.unlink(missing_ok=True)
+        raise DatasetMissing(explain(f"download of {url} was corrupt (md5 mismatch)"))
+    shutil.move(partial, target)
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
