@@ -61,6 +61,7 @@ class ModelConfig:
     activation: str = "relu"
     output_activation: Optional[str] = None
     pretrained: bool = False
+    min_image_size: int = 1  # smaller inputs pool away to nothing (alexnet: 63 px)
 
 
 @dataclass
@@ -68,7 +69,7 @@ class DataConfig:
     name: str
     root: str = "data"
     download: bool = True
-    image_size: Optional[int] = None
+    image_size: int = 32  # what the model sees; real datasets resize to it on the device
     channels: int = 3
     num_classes: int = 10
     learnable: bool = True
@@ -188,6 +189,11 @@ def check_ranges(cfg: dict[str, Any]) -> None:
         need(model["depth"] >= 1, "model.depth", "must be >= 1")
         need((model["width"] or 0) >= 1, "model.width", "must be >= 1 when model.depth is set")
     data = cfg["data"]
+    need(
+        data["image_size"] >= model["min_image_size"],
+        "data.image_size",
+        f"{model['name']} needs images of at least {model['min_image_size']} px, e.g. data.image_size=224",
+    )
     for key in ("num_samples", "num_val_samples", "image_size"):
         if data[key] is not None:
             need(data[key] >= 1, f"data.{key}", "must be null or >= 1")

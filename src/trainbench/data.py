@@ -83,12 +83,12 @@ def load(cfg: dict[str, Any], seed: int) -> Dataset:
     else:
         raise ValueError(f"no loader for data `{name}`")
     train, val = train.first(cfg["num_samples"]), val.first(cfg["num_val_samples"])
-    native_channels, native_size = train.images.shape[1], train.images.shape[-1]
+    native_channels = train.images.shape[1]
     channels = 3 if cfg.get("grayscale_to_rgb") and native_channels == 1 else native_channels
     mean, std = list(cfg["mean"]), list(cfg["std"])
     if channels != len(mean):  # gray -> RGB repeats the gray statistics per channel
         mean, std = mean * channels, std * channels
-    return Dataset(name, train, val, classes, mean, std, cfg.get("image_size") or native_size, channels)
+    return Dataset(name, train, val, classes, mean, std, cfg["image_size"], channels)
 
 
 def synthetic(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:

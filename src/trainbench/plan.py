@@ -75,7 +75,8 @@ def _parse(parser: OverridesParser, overrides: list[str]) -> list[Any]:
     try:
         return parser.parse_overrides(overrides)
     except OverrideParseException as error:
-        raise ConfigError("overrides", " ".join(overrides), str(error).splitlines()[0]) from None
+        first_line = str(error).splitlines()[0]
+        raise ConfigError("overrides", " ".join(overrides), f"{first_line} (Hydra's override syntax)") from None
 
 
 def _compose(config_name: str, overrides: list[str], with_hydra: bool = False) -> Any:
@@ -87,9 +88,9 @@ def _compose(config_name: str, overrides: list[str], with_hydra: bool = False) -
             raise ConfigError(group, value, f"choose one of {', '.join(sorted(error.options))}") from None
         raise ConfigError("config", error.missing_cfg_file, str(error).splitlines()[0]) from None
     except HydraException as error:
-        message = str(error).strip().splitlines()
-        key = _key_in(message[0], overrides)
-        raise ConfigError(key, _value_of(key, overrides), message[-1] if message else "") from None
+        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+        key = _key_in(lines[0] if lines else "", overrides)
+        raise ConfigError(key, _value_of(key, overrides), " ".join(lines)) from None
 
 
 def _key_in(message: str, overrides: list[str]) -> str:
