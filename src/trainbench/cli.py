@@ -8,7 +8,8 @@ tracking store), nothing run; 130 interrupted with Ctrl-C.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig
 

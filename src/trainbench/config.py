@@ -15,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -52,14 +52,14 @@ class DeviceConfig:
 class ModelConfig:
     name: str
     input: str = "image"
-    builder: Optional[str] = None  # trainbench's own builder, where no library has the model
-    torchvision: Optional[str] = None
-    keras: Optional[str] = None
+    builder: str | None = None  # trainbench's own builder, where no library has the model
+    torchvision: str | None = None
+    keras: str | None = None
     hidden_sizes: list[int] = field(default_factory=list)
-    depth: Optional[int] = None
-    width: Optional[int] = None
+    depth: int | None = None
+    width: int | None = None
     activation: str = "relu"
-    output_activation: Optional[str] = None
+    output_activation: str | None = None
     pretrained: bool = False
     min_image_size: int = 1  # smaller inputs pool away to nothing (alexnet: 63 px)
 
@@ -74,8 +74,8 @@ class DataConfig:
     num_classes: int = 10
     learnable: bool = True
     grayscale_to_rgb: bool = False
-    num_samples: Optional[int] = None
-    num_val_samples: Optional[int] = None
+    num_samples: int | None = None
+    num_val_samples: int | None = None
     val_fraction: float = 0.2
     mean: list[float] = field(default_factory=lambda: [0.5])
     std: list[float] = field(default_factory=lambda: [0.25])
@@ -92,7 +92,7 @@ class TaskConfig:
 class PrecisionConfig:
     name: str
     tf32: bool = False
-    autocast: Optional[str] = None
+    autocast: str | None = None
 
 
 @dataclass
@@ -105,18 +105,18 @@ class OptimConfig:
 
 @dataclass
 class TrackingConfig:
-    uri: Optional[str] = None
+    uri: str | None = None
     experiment: str = "trainbench"
 
 
 @dataclass
 class CellRunConfig:
-    timeout_s: Optional[float] = None
+    timeout_s: float | None = None
 
 
 @dataclass
 class DebugConfig:
-    inject_fault: Optional[str] = None
+    inject_fault: str | None = None
 
 
 @dataclass

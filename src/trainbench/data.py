@@ -44,7 +44,7 @@ class Split:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def first(self, n: int | None) -> "Split":
+    def first(self, n: int | None) -> Split:
         return self if n is None else Split(self.images[:n], self.labels[:n])
 
 
@@ -108,10 +108,7 @@ def synthetic(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:
         for start in range(0, n, 256):  # in chunks: 224 px float intermediates are large
             chunk = labels[start : start + 256]
             noise = rng.normal(0.0, 64.0, size=(len(chunk), channels, size, size)).astype(np.float32)
-            if cfg["learnable"]:
-                signal = _upsample(patterns[chunk], size) * 16.0
-            else:
-                signal = 0.0
+            signal = _upsample(patterns[chunk], size) * 16.0 if cfg["learnable"] else 0.0
             images[start : start + 256] = np.clip(128.0 + signal + noise, 0, 255).astype(np.uint8)
         return Split(images, labels)
 

@@ -8,7 +8,6 @@ tests check them on outputs captured from real machines.
 from __future__ import annotations
 
 import functools
-import os
 import platform
 import re
 import subprocess

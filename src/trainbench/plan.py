@@ -9,8 +9,9 @@ cell, with one line naming the key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -50,10 +51,7 @@ def plan(argv: Sequence[str]) -> Plan:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-            if args.multirun:
-                jobs = _expand_sweep(overrides, config_name)
-            else:
-                jobs = [overrides]
+            jobs = _expand_sweep(overrides, config_name) if args.multirun else [overrides]
             cells = [validate(_compose(config_name, job)) for job in jobs]
     finally:
         GlobalHydra.instance().clear()  # hydra.main initialises its own

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -23,7 +23,7 @@ class Timer:
         self.synchronize = synchronize
         self.seconds = 0.0
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self.synchronize()
         self._start = time.perf_counter()
         return self
@@ -46,7 +46,7 @@ class StepStats:
     cv_pct: float  # coefficient of variation: how noisy the measurement was
 
     @classmethod
-    def of(cls, durations_s: list[float]) -> "StepStats":
+    def of(cls, durations_s: list[float]) -> StepStats:
         if not durations_s:
             raise ValueError("no steps were timed")
         ms = np.asarray(durations_s) * 1000.0

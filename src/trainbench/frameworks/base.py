@@ -7,8 +7,9 @@ own process. Tasks (trainbench.tasks) drive adapters through this interface and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from trainbench.data import Dataset
 

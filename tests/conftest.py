@@ -1,0 +1,71 @@
+"""Shared fixtures: run the real entry point in a temporary folder against a real SQLite MLflow store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_PY = ROOT / "src" / "run.py"
+# Small enough for seconds on two CPU cores, big enough to exercise every code path.
+TINY = ["data.num_samples=64", "data.num_val_samples=16", "epochs=2"]
+
+
+@dataclass
+class Invocation:
+    returncode: int
+    stdout: str
+    stderr: str
+    uri: str
+
+    def runs(self, experiment: str = "trainbench") -> list[Any]:
+        """Every run in the experiment, oldest first."""
+        return runs_in(self.uri, experiment)
+
+
+def runs_in(uri: str, experiment: str = "trainbench") -> list[Any]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return sorted(client.search_runs([found.experiment_id], max_results=1000), key=lambda r: r.info.start_time)
+
+
+def metric_history(uri: str, run_id: str, key: str) -> list[Any]:
+    from mlflow.tracking import MlflowClient
+
+    return sorted(MlflowClient(tracking_uri=uri).get_metric_history(run_id, key), key=lambda m: m.step)
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def trainbench(tmp_path: Path):
+    """Call `python src/run.py ARGS...` from tmp_path with the store at tmp_path/mlflow.db."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> Invocation:
+        completed = subprocess.run(
+            [sys.executable, str(RUN_PY), *args],
+            cwd=tmp_path,
+            env=child_env({"MLFLOW_TRACKING_URI": uri, **(env or {})}),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return Invocation(completed.returncode, completed.stdout, completed.stderr, uri)
+
+    return run

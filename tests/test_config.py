@@ -1,0 +1,75 @@
+"""Compose-time behaviour: every config composes, and bad input stops before any work with one line."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from trainbench import plan
+from trainbench.config import CONF_DIR, ConfigError, choices, validate
+
+
+@pytest.mark.parametrize("device", choices("device"))
+@pytest.mark.parametrize("model", choices("model"))
+def test_every_model_composes_on_every_device(model: str, device: str) -> None:
+    # Models that pool small inputs away need larger images than CIFAR's 32 px.
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = validate(compose("config", overrides=[f"model={model}", f"device={device}", "data.image_size=224"]))
+    assert cfg["model"]["name"] == model
+    assert cfg["device"]["name"] == device
+
+
+def test_sweep_expands_like_hydra_in_order() -> None:
+    cells = plan.plan(["-m", "model=mlp,resnet18", "device=cpu,gpu", "batch_size=8"]).cells
+    assert [(c["model"]["name"], c["device"]["name"]) for c in cells] == [
+        ("mlp", "cpu"), ("mlp", "gpu"), ("resnet18", "cpu"), ("resnet18", "gpu"),
+    ]
+    assert {c["batch_size"] for c in cells} == {8}
+
+
+def test_mlp_deep_depth_is_a_config_not_code() -> None:
+    cells = plan.plan(["-m", "model=mlp_deep", "model.depth=5,20"]).cells
+    assert [(c["model"]["depth"], c["model"]["width"]) for c in cells] == [(5, 1024), (20, 1024)]
+
+
+def test_a_bad_value_late_in_a_sweep_is_found_before_the_first_cell() -> None:
+    with pytest.raises(ConfigError) as error:
+        plan.plan(["-m", "batch_size=32,0"])
+    assert error.value.key == "batch_size"
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "hint"),
+    [
+        (["model=nonexistent"], "`model`", "resnet50"),
+        (["batch_size=0"], "`batch_size`", ">= 1"),
+        (["batch_size=many"], "`batch_size`", "Integer"),
+        (["epochs=-1"], "`epochs`", ">= 0"),
+        (["device=tpu"], "`device`", "auto, cpu, gpu"),
+        (["framework=caffe"], "`framework`", "pytorch"),
+        (["model=alexnet"], "`data.image_size`", "at least 63 px"),
+        (["-m", "model=mlp,nonexistent"], "`model`", "resnet50"),
+        (["optim.name=lbfgs"], "`optim.name`", "sgd"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_naming_the_key(trainbench, args, key, hint) -> None:
+    result = trainbench(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert key in lines[0] and hint in lines[0]
+    assert "Traceback" not in result.stderr
+    assert result.runs() == []  # nothing started, nothing recorded
+
+
+def test_unreachable_tracking_server_is_one_line_and_exit_2(trainbench) -> None:
+    result = trainbench("epochs=1", env={"MLFLOW_TRACKING_URI": "http://127.0.0.1:9"})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach the MLflow tracking store http://127.0.0.1:9" in lines[0]
+
+
+def test_help_still_reaches_hydra(trainbench) -> None:
+    result = trainbench("--help")
+    assert result.returncode == 0
+    assert "model: " in result.stdout and "alexnet, efficientnet_b0" in result.stdout

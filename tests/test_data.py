@@ -1,0 +1,128 @@
+"""Dataset loaders on small files written here in the real formats (no network)."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import TINY
+from trainbench import data
+
+CIFAR_CFG = {"name": "cifar10", "download": False, "image_size": 32, "grayscale_to_rgb": False,
+             "num_samples": None, "num_val_samples": None, "mean": [0.5] * 3, "std": [0.25] * 3}
+
+
+def write_cifar10(root: Path, per_batch: int = 20) -> np.ndarray:
+    """The python-pickle batches of cifar-10-python.tar.gz: dicts of bytes keys, rows of 3072 uint8."""
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    first = None
+    for name in data.CIFAR10_FILES:
+        rows = rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8)
+        first = rows if first is None else first
+        batch = {b"batch_label": name.encode(), b"labels": list(rng.integers(0, 10, per_batch)),
+                 b"data": rows, b"filenames": [b"x.png"] * per_batch}
+        with open(folder / name, "wb") as out:
+            pickle.dump(batch, out)
+    return first
+
+
+def write_idx(path: Path, array: np.ndarray, compress: bool) -> None:
+    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    payload = header + array.astype(np.uint8).tobytes()
+    if compress:
+        with gzip.open(f"{path}.gz", "wb") as out:
+            out.write(payload)
+    else:
+        path.write_bytes(payload)
+
+
+def write_mnist(root: Path, train: int = 30, test: int = 10, compress: bool = True) -> None:
+    folder = root / "MNIST" / "raw"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    for (images, labels), n in zip(data.MNIST_FILES.values(), (train, test), strict=True):
+        write_idx(folder / images, rng.integers(0, 256, (n, 28, 28)), compress)
+        write_idx(folder / labels, rng.integers(0, 10, n), compress)
+
+
+def test_cifar10_reads_the_pickle_batches(tmp_path: Path) -> None:
+    first_rows = write_cifar10(tmp_path)
+    loaded = data.load({**CIFAR_CFG, "root": str(tmp_path)}, seed=0)
+    assert loaded.train.images.shape == (100, 3, 32, 32) and loaded.val.images.shape == (20, 3, 32, 32)
+    # Rows are channel-major (1024 red, 1024 green, 1024 blue), as the CIFAR page documents.
+    assert np.array_equal(loaded.train.images[0, 1].ravel(), first_rows[0, 1024:2048])
+    assert loaded.input_shape == (3, 32, 32) and loaded.num_classes == 10
+
+
+def test_num_samples_takes_a_fixed_subset(tmp_path: Path) -> None:
+    write_cifar10(tmp_path)
+    full = data.load({**CIFAR_CFG, "root": str(tmp_path)}, seed=0)
+    capped = data.load({**CIFAR_CFG, "root": str(tmp_path), "num_samples": 7, "num_val_samples": 3}, seed=5)
+    assert len(capped.train) == 7 and len(capped.val) == 3
+    assert np.array_equal(capped.train.images, full.train.images[:7])
+
+
+def test_missing_cifar10_offline_names_the_folder_and_files(tmp_path: Path) -> None:
+    with pytest.raises(data.DatasetMissing) as error:
+        data.load({**CIFAR_CFG, "root": str(tmp_path)}, seed=0)
+    message = str(error.value)
+    assert str(tmp_path / "cifar-10-batches-py") in message
+    assert "data_batch_1" in message and "test_batch" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_mnist_reads_idx_files_and_converts_gray_to_rgb_at_224(tmp_path: Path, compress: bool) -> None:
+    write_mnist(tmp_path, compress=compress)
+    cfg = {"name": "mnist", "root": str(tmp_path), "download": False, "image_size": 224, "grayscale_to_rgb": True,
+           "num_samples": 12, "num_val_samples": None, "mean": [0.1307], "std": [0.3081]}
+    loaded = data.load(cfg, seed=0)
+    assert loaded.train.images.shape == (12, 1, 28, 28)  # stored native; resized per batch on the device
+    assert loaded.input_shape == (3, 224, 224) and loaded.needs_resize
+    assert loaded.mean == [0.1307] * 3
+    assert len(loaded.val) == 10
+
+
+def test_digits_is_real_and_split_by_class() -> None:
+    cfg = {"name": "digits", "image_size": 8, "grayscale_to_rgb": False, "num_samples": None,
+           "num_val_samples": None, "val_fraction": 0.2, "mean": [0.3], "std": [0.35]}
+    loaded = data.load(cfg, seed=0)
+    assert len(loaded.train) + len(loaded.val) == 1797
+    assert set(np.unique(loaded.val.labels)) == set(range(10))
+    assert loaded.train.images.max() > 200  # 0-16 scaled to bytes
+
+
+def test_synthetic_learnable_labels_depend_on_the_images() -> None:
+    cfg = {"name": "synthetic", "image_size": 16, "channels": 3, "num_classes": 4, "learnable": True,
+           "num_samples": 400, "num_val_samples": 40, "mean": [0.5] * 3, "std": [0.25] * 3}
+    loaded = data.load(cfg, seed=0)
+    images, labels = loaded.train.images.astype(float), loaded.train.labels
+    class_means = np.stack([images[labels == c].mean(axis=0) for c in range(4)])
+    # Nearest class mean classifies learnable data well above the 25% of chance...
+    distances = ((images[:, None] - class_means[None]) ** 2).sum(axis=(2, 3, 4))
+    assert (distances.argmin(axis=1) == labels).mean() > 0.9
+    # ...and the same generator is reproducible from the seed.
+    assert np.array_equal(data.load(cfg, seed=0).train.images, loaded.train.images)
+
+
+def test_a_missing_dataset_fails_the_cell_with_the_folder_named(trainbench, tmp_path: Path) -> None:
+    result = trainbench("data=cifar10", f"data.root={tmp_path / 'nowhere'}", "data.download=false", *TINY)
+    assert result.returncode == 1
+    (cell,) = result.runs()
+    assert cell.data.tags["trainbench.outcome"] == "failed"
+    assert "DatasetMissing" in cell.data.tags["trainbench.reason"]
+    assert str(tmp_path / "nowhere" / "cifar-10-batches-py") in cell.data.tags["trainbench.reason"]
+
+
+def test_cifar10_trains_end_to_end_from_local_files(trainbench, tmp_path: Path) -> None:
+    write_cifar10(tmp_path / "cifar")
+    result = trainbench("data=cifar10", f"data.root={tmp_path / 'cifar'}", "device=cpu", "epochs=1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (cell,) = result.runs()
+    assert cell.data.params["data.name"] == "cifar10" and cell.data.metrics["val_accuracy"] >= 0
