@@ -73,3 +73,20 @@ def test_help_still_reaches_hydra(trainbench) -> None:
     result = trainbench("--help")
     assert result.returncode == 0
     assert "model: " in result.stdout and "alexnet, efficientnet_b0" in result.stdout
+
+
+def test_presets_say_only_what_differs_and_expand_their_sweeps() -> None:
+    cells = plan.plan(["-m", "+experiment=pytorch_mps_study"]).cells
+    assert len(cells) == 5 * 2 * 2
+    assert {c["model"]["name"] for c in cells} == {"vgg16", "alexnet", "resnet18", "mobilenet_v2", "efficientnet_b0"}
+    assert {(c["data"]["name"], c["data"]["image_size"], c["data"]["num_samples"]) for c in cells} == {("mnist", 224, 1000)}
+    assert {(c["optim"]["name"], c["optim"]["lr"], c["epochs"]) for c in cells} == {("adam", 0.001, 1)}
+    # a command-line value narrows the preset's sweep
+    narrowed = plan.plan(["-m", "+experiment=mlp_depth_study", "device=cpu"]).cells
+    assert [(c["model"]["depth"], c["device"]["name"]) for c in narrowed] == [(5, "cpu"), (10, "cpu"), (15, "cpu"), (20, "cpu")]
+
+
+def test_unknown_preset_lists_the_presets(trainbench) -> None:
+    result = trainbench("+experiment=nope")
+    assert result.returncode == 2
+    assert "`experiment`='nope'" in result.stderr and "mlp_depth_study" in result.stderr
