@@ -12,11 +12,15 @@ from trainbench.config import CONF_DIR, ConfigError, choices, validate
 @pytest.mark.parametrize("device", choices("device"))
 @pytest.mark.parametrize("model", choices("model"))
 def test_every_model_composes_on_every_device(model: str, device: str) -> None:
-    # Models that pool small inputs away need larger images than CIFAR's 32 px.
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = validate(compose("config", overrides=[f"model={model}", f"device={device}", "data.image_size=224"]))
+        text = "input: text" in (CONF_DIR / "model" / f"{model}.yaml").read_text()
+        # Models that pool small inputs away need larger images than CIFAR's 32 px.
+        data = ["data=synthetic_text"] if text else ["data.image_size=224"]
+        cfg = validate(compose("config", overrides=[f"model={model}", f"device={device}", *data]))
     assert cfg["model"]["name"] == model
     assert cfg["device"]["name"] == device
+    if text:
+        assert cfg["data"]["seq_len"] == cfg["model"]["seq_len"] == 128  # the data follows the model
 
 
 def test_sweep_expands_like_hydra_in_order() -> None:
@@ -50,6 +54,9 @@ def test_a_bad_value_late_in_a_sweep_is_found_before_the_first_cell() -> None:
         (["model=alexnet"], "`data.image_size`", "at least 63 px"),
         (["-m", "model=mlp,nonexistent"], "`model`", "resnet50"),
         (["optim.name=lbfgs"], "`optim.name`", "sgd"),
+        (["model=distilbert"], "`data`", "data=sst2 or data=synthetic_text"),
+        (["model=resnet18", "data=sst2"], "`data`", "data=cifar10"),
+        (["task=matmul", "task.shape=cube"], "`task.shape`", "square, vector"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_key(trainbench, args, key, hint) -> None:
@@ -72,7 +79,7 @@ def test_unreachable_tracking_server_is_one_line_and_exit_2(trainbench) -> None:
 def test_help_still_reaches_hydra(trainbench) -> None:
     result = trainbench("--help")
     assert result.returncode == 0
-    assert "model: " in result.stdout and "alexnet, efficientnet_b0" in result.stdout
+    assert "model: alexnet, bert_base" in result.stdout and "task: benchmark, matmul, train" in result.stdout
 
 
 def test_presets_say_only_what_differs_and_expand_their_sweeps() -> None:

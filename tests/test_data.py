@@ -55,9 +55,9 @@ def write_mnist(root: Path, train: int = 30, test: int = 10, compress: bool = Tr
 def test_cifar10_reads_the_pickle_batches(tmp_path: Path) -> None:
     first_rows = write_cifar10(tmp_path)
     loaded = data.load({**CIFAR_CFG, "root": str(tmp_path)}, seed=0)
-    assert loaded.train.images.shape == (100, 3, 32, 32) and loaded.val.images.shape == (20, 3, 32, 32)
+    assert loaded.train.inputs.shape == (100, 3, 32, 32) and loaded.val.inputs.shape == (20, 3, 32, 32)
     # Rows are channel-major (1024 red, 1024 green, 1024 blue), as the CIFAR page documents.
-    assert np.array_equal(loaded.train.images[0, 1].ravel(), first_rows[0, 1024:2048])
+    assert np.array_equal(loaded.train.inputs[0, 1].ravel(), first_rows[0, 1024:2048])
     assert loaded.input_shape == (3, 32, 32) and loaded.num_classes == 10
 
 
@@ -66,7 +66,7 @@ def test_num_samples_takes_a_fixed_subset(tmp_path: Path) -> None:
     full = data.load({**CIFAR_CFG, "root": str(tmp_path)}, seed=0)
     capped = data.load({**CIFAR_CFG, "root": str(tmp_path), "num_samples": 7, "num_val_samples": 3}, seed=5)
     assert len(capped.train) == 7 and len(capped.val) == 3
-    assert np.array_equal(capped.train.images, full.train.images[:7])
+    assert np.array_equal(capped.train.inputs, full.train.inputs[:7])
 
 
 def test_missing_cifar10_offline_names_the_folder_and_files(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_mnist_reads_idx_files_and_converts_gray_to_rgb_at_224(tmp_path: Path, c
     cfg = {"name": "mnist", "root": str(tmp_path), "download": False, "image_size": 224, "grayscale_to_rgb": True,
            "num_samples": 12, "num_val_samples": None, "mean": [0.1307], "std": [0.3081]}
     loaded = data.load(cfg, seed=0)
-    assert loaded.train.images.shape == (12, 1, 28, 28)  # stored native; resized per batch on the device
+    assert loaded.train.inputs.shape == (12, 1, 28, 28)  # stored native; resized per batch on the device
     assert loaded.input_shape == (3, 224, 224) and loaded.needs_resize
     assert loaded.mean == [0.1307] * 3
     assert len(loaded.val) == 10
@@ -95,20 +95,20 @@ def test_digits_is_real_and_split_by_class() -> None:
     loaded = data.load(cfg, seed=0)
     assert len(loaded.train) + len(loaded.val) == 1797
     assert set(np.unique(loaded.val.labels)) == set(range(10))
-    assert loaded.train.images.max() > 200  # 0-16 scaled to bytes
+    assert loaded.train.inputs.max() > 200  # 0-16 scaled to bytes
 
 
 def test_synthetic_learnable_labels_depend_on_the_images() -> None:
     cfg = {"name": "synthetic", "image_size": 16, "channels": 3, "num_classes": 4, "learnable": True,
            "num_samples": 400, "num_val_samples": 40, "mean": [0.5] * 3, "std": [0.25] * 3}
     loaded = data.load(cfg, seed=0)
-    images, labels = loaded.train.images.astype(float), loaded.train.labels
+    images, labels = loaded.train.inputs.astype(float), loaded.train.labels
     class_means = np.stack([images[labels == c].mean(axis=0) for c in range(4)])
     # Nearest class mean classifies learnable data well above the 25% of chance...
     distances = ((images[:, None] - class_means[None]) ** 2).sum(axis=(2, 3, 4))
     assert (distances.argmin(axis=1) == labels).mean() > 0.9
     # ...and the same generator is reproducible from the seed.
-    assert np.array_equal(data.load(cfg, seed=0).train.images, loaded.train.images)
+    assert np.array_equal(data.load(cfg, seed=0).train.inputs, loaded.train.inputs)
 
 
 def test_a_missing_dataset_fails_the_cell_with_the_folder_named(trainbench, tmp_path: Path) -> None:

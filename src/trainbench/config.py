@@ -27,6 +27,7 @@ DEVICES = ("auto", "cpu", "gpu")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 AUTOCAST_DTYPES = ("bfloat16", "float16")
 FAULTS = ("abort", "raise", "sleep")
+MATMUL_SHAPES = ("square", "vector")
 
 
 class ConfigError(ValueError):
@@ -62,11 +63,23 @@ class ModelConfig:
     output_activation: str | None = None
     pretrained: bool = False
     min_image_size: int = 1  # smaller inputs pool away to nothing (alexnet: 63 px)
+    # Transformer encoders (input: text): the architecture family and its dimensions
+    transformers: str | None = None  # distilbert | bert: a transformers config + *ForSequenceClassification
+    keras_hub: str | None = None  # keras-hub backbone class for the Keras frameworks
+    num_layers: int | None = None
+    hidden_size: int | None = None
+    num_heads: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int = 30522
+    max_position_embeddings: int = 512
+    seq_len: int = 128
+    num_labels: int = 2
 
 
 @dataclass
 class DataConfig:
     name: str
+    input: str = "image"  # image | text: what the data gives (must be what the model takes)
     root: str = "data"
     download: bool = True
     image_size: int = 32  # what the model sees; real datasets resize to it on the device
@@ -77,6 +90,8 @@ class DataConfig:
     num_samples: int | None = None
     num_val_samples: int | None = None
     val_fraction: float = 0.2
+    seq_len: int = 128  # text: tokens per sequence (padded or truncated)
+    vocab_size: int = 30522  # text: token ids are below this
     mean: list[float] = field(default_factory=lambda: [0.5])
     std: list[float] = field(default_factory=lambda: [0.25])
 
@@ -86,6 +101,8 @@ class TaskConfig:
     name: str
     warmup_steps: int = 5
     steps: int = 20
+    shape: str = "square"  # matmul: square (n x n @ n x n) | vector (1 x n @ n x 1)
+    sizes: list[int] | None = None  # matmul: the n to sweep (null: the shape's defaults)
 
 
 @dataclass
@@ -145,15 +162,17 @@ def choices(group: str) -> list[str]:
 
 def validate(cfg: DictConfig) -> dict[str, Any]:
     """Check a composed cell config; return it as a plain dict. Raises ConfigError naming the key."""
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = OmegaConf.to_container(cfg, resolve=False)
     plain.pop("hydra", None)
     try:
+        # Interpolations resolve after the merge, so `${model.seq_len}` finds the schema's default
+        # even for a model that does not set it.
         typed = OmegaConf.merge(OmegaConf.structured(CellConfig), plain)
+        checked = OmegaConf.to_container(typed, resolve=True)
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "config"
         reason = str(error).splitlines()[0]
         raise ConfigError(key, _value_at(plain, key), reason) from None
-    checked = OmegaConf.to_container(typed)
     check_ranges(checked)
     return checked
 
@@ -181,16 +200,29 @@ def check_ranges(cfg: dict[str, Any]) -> None:
     need(autocast in (None, *AUTOCAST_DTYPES), "precision.autocast", f"null or one of {', '.join(AUTOCAST_DTYPES)}")
     model = cfg["model"]
     need(
-        bool(model["builder"] or model["torchvision"] or model["keras"]),
+        bool(model["builder"] or model["torchvision"] or model["keras"] or model["transformers"]),
         "model",
-        "a model YAML must name a builder, a torchvision constructor or a Keras class",
+        "a model YAML must name a builder, a torchvision constructor, a Keras class or a transformers family",
     )
+    data = cfg["data"]
+    if task["name"] != "matmul":
+        need(
+            data["input"] == model["input"],
+            "data",
+            f"model `{model['name']}` takes {model['input']} input but data `{data['name']}` gives "
+            f"{data['input']}: choose data={' or data='.join(_data_for(model['input']))}",
+        )
+    need(task["shape"] in MATMUL_SHAPES, "task.shape", f"choose one of {', '.join(MATMUL_SHAPES)}")
+    if task["sizes"] is not None:
+        need(bool(task["sizes"]) and min(task["sizes"]) >= 1, "task.sizes", "a list of matrix sizes >= 1")
+    need(data["seq_len"] >= 2, "data.seq_len", "must be >= 2 (a [CLS] token and at least one more)")
+    need(data["seq_len"] <= model["max_position_embeddings"], "data.seq_len",
+         f"must be <= model.max_position_embeddings ({model['max_position_embeddings']})")
     if model["depth"] is not None:
         need(model["depth"] >= 1, "model.depth", "must be >= 1")
         need((model["width"] or 0) >= 1, "model.width", "must be >= 1 when model.depth is set")
-    data = cfg["data"]
     need(
-        data["image_size"] >= model["min_image_size"],
+        data["input"] != "image" or data["image_size"] >= model["min_image_size"],
         "data.image_size",
         f"{model['name']} needs images of at least {model['min_image_size']} px, e.g. data.image_size=224",
     )
@@ -204,6 +236,13 @@ def check_ranges(cfg: dict[str, Any]) -> None:
     need(timeout is None or timeout > 0, "cell.timeout_s", "must be null or > 0 seconds")
     fault = cfg["debug"]["inject_fault"]
     need(fault in (None, *FAULTS), "debug.inject_fault", f"null or one of {', '.join(FAULTS)}")
+
+
+def _data_for(kind: str) -> list[str]:
+    """The data choices that give `kind` input (read from their YAML files)."""
+    return [name for name in choices("data")
+            if f"input: {kind}" in (CONF_DIR / "data" / f"{name}.yaml").read_text()
+            or (kind == "image" and "input:" not in (CONF_DIR / "data" / f"{name}.yaml").read_text())]
 
 
 def config_hash(cfg: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""Datasets as NumPy arrays, the same for every framework: uint8 images (N, C, H, W) and int64 labels.
+"""Datasets as NumPy arrays, the same for every framework: inputs and int64 labels. Image inputs are
+uint8 (N, C, H, W); text inputs are int64 token ids (N, seq_len) with 0 as padding.
 
 Loading happens once, in the cell's process, before anything is timed. Adapters move the arrays to the
 device once and do the per-batch work there (scale to [0, 1], resize, gray -> RGB, normalise), so a
@@ -11,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import pickle
+import re
 import shutil
 import struct
 import sys
@@ -26,6 +28,12 @@ CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"  # torchvision's mirror
+SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"  # GLUE's own copy
+SST2_FILES = ["train.tsv", "dev.tsv"]
+# BERT's special token ids (bert-base-uncased vocabulary), kept so hashed text looks like WordPiece ids.
+PAD_ID, UNK_ID, CLS_ID, SEP_ID = 0, 100, 101, 102
+FIRST_WORD_ID = 1000  # ids below are BERT's special and unused tokens
+MARKERS_PER_SEQUENCE = 8
 MNIST_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -38,14 +46,14 @@ class DatasetMissing(RuntimeError):
 
 @dataclass
 class Split:
-    images: np.ndarray  # uint8 (N, C, H, W)
+    inputs: np.ndarray  # images: uint8 (N, C, H, W); text: int64 token ids (N, seq_len)
     labels: np.ndarray  # int64 (N,)
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def first(self, n: int | None) -> Split:
-        return self if n is None else Split(self.images[:n], self.labels[:n])
+        return self if n is None else Split(self.inputs[:n], self.labels[:n])
 
 
 @dataclass
@@ -58,20 +66,27 @@ class Dataset:
     std: list[float]
     image_size: int  # what the model sees, after any resize
     channels: int  # what the model sees, after any gray -> RGB
+    kind: str = "image"  # image | text
+    seq_len: int = 0  # text: tokens per sequence
+    vocab_size: int = 0  # text: token ids are below this
 
     @property
-    def input_shape(self) -> tuple[int, int, int]:
-        """(C, H, W) of one model input."""
+    def input_shape(self) -> tuple[int, ...]:
+        """(C, H, W) of one image input; (seq_len,) of one text input."""
+        if self.kind == "text":
+            return (self.seq_len,)
         return (self.channels, self.image_size, self.image_size)
 
     @property
     def needs_resize(self) -> bool:
-        return self.train.images.shape[-1] != self.image_size
+        return self.kind == "image" and self.train.inputs.shape[-1] != self.image_size
 
 
 def load(cfg: dict[str, Any], seed: int) -> Dataset:
     """The dataset `cfg` (a resolved `data` config) describes, capped to data.num_samples."""
     name = cfg["name"]
+    if cfg.get("input") == "text":
+        return _load_text(cfg, seed)
     if name.startswith("synthetic"):
         train, val, classes = synthetic(cfg, seed)
     elif name == "cifar10":
@@ -83,12 +98,87 @@ def load(cfg: dict[str, Any], seed: int) -> Dataset:
     else:
         raise ValueError(f"no loader for data `{name}`")
     train, val = train.first(cfg["num_samples"]), val.first(cfg["num_val_samples"])
-    native_channels = train.images.shape[1]
+    native_channels = train.inputs.shape[1]
     channels = 3 if cfg.get("grayscale_to_rgb") and native_channels == 1 else native_channels
     mean, std = list(cfg["mean"]), list(cfg["std"])
     if channels != len(mean):  # gray -> RGB repeats the gray statistics per channel
         mean, std = mean * channels, std * channels
     return Dataset(name, train, val, classes, mean, std, cfg["image_size"], channels)
+
+
+def _load_text(cfg: dict[str, Any], seed: int) -> Dataset:
+    if cfg["name"] == "sst2":
+        train, val, classes = sst2(Path(cfg["root"]), cfg["download"], cfg["seq_len"], cfg["vocab_size"])
+    else:
+        train, val, classes = synthetic_text(cfg, seed)
+    train, val = train.first(cfg["num_samples"]), val.first(cfg["num_val_samples"])
+    return Dataset(cfg["name"], train, val, classes, [], [], 0, 0, kind="text",
+                   seq_len=cfg["seq_len"], vocab_size=cfg["vocab_size"])
+
+
+def synthetic_text(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:
+    """Random token ids, [CLS] first; with `learnable`, each sequence hides a few marker tokens of its
+    class (a bag-of-words rule any encoder learns in a few epochs)."""
+    rng = np.random.default_rng(seed)
+    seq_len, vocab, classes = cfg["seq_len"], cfg["vocab_size"], cfg["num_classes"]
+    markers = FIRST_WORD_ID + np.arange(classes * 16).reshape(classes, 16)  # 16 marker ids per class
+
+    def make(n: int) -> Split:
+        tokens = rng.integers(FIRST_WORD_ID + markers.size, vocab, size=(n, seq_len), dtype=np.int64)
+        tokens[:, 0] = CLS_ID
+        labels = rng.integers(0, classes, size=n, dtype=np.int64)
+        if cfg["learnable"]:
+            count = min(MARKERS_PER_SEQUENCE, seq_len - 1)
+            positions = 1 + np.argsort(rng.random((n, seq_len - 1)), axis=1)[:, :count]
+            chosen = markers[labels[:, None], rng.integers(0, 16, size=(n, count))]
+            np.put_along_axis(tokens, positions, chosen, axis=1)
+        return Split(tokens, labels)
+
+    return make(cfg["num_samples"] or 2048), make(cfg["num_val_samples"] or 256), classes
+
+
+def sst2(root: Path, download: bool, seq_len: int, vocab_size: int) -> tuple[Split, Split, int]:
+    """GLUE SST-2 from root/SST-2/{train,dev}.tsv, tokenised by hashing words (see tokenize)."""
+    folder = root.resolve() / "SST-2"
+    if not all((folder / name).exists() for name in SST2_FILES):
+        if not download:
+            raise DatasetMissing(_missing("SST-2", folder, SST2_FILES, SST2_URL, "data.download=true"))
+        archive = root.resolve() / "SST-2.zip"
+        _download(SST2_URL, archive, None, lambda why: _missing("SST-2", folder, SST2_FILES, SST2_URL, why))
+        import zipfile
+
+        with zipfile.ZipFile(archive) as bundle:
+            bundle.extractall(root.resolve())
+
+    def read(name: str) -> Split:
+        sentences, labels = [], []
+        with open(folder / name, encoding="utf-8") as tsv:
+            header = tsv.readline().rstrip("\n").split("\t")
+            text_column, label_column = header.index("sentence"), header.index("label")
+            for number, line in enumerate(tsv, start=2):
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) <= max(text_column, label_column) or not fields[label_column].isdigit():
+                    raise ValueError(f"{folder / name}:{number}: expected 'sentence<TAB>label', got {line[:80]!r}")
+                sentences.append(fields[text_column])
+                labels.append(int(fields[label_column]))
+        return Split(tokenize(sentences, seq_len, vocab_size), np.asarray(labels, dtype=np.int64))
+
+    return read("train.tsv"), read("dev.tsv"), 2
+
+
+def tokenize(sentences: list[str], seq_len: int, vocab_size: int) -> np.ndarray:
+    """[CLS] w1 w2 ... [SEP] [PAD]...: lower-cased words hashed (stable across runs and machines) into
+    the ids a BERT vocabulary uses for words. Offline and tokenizer-file free: what a speed benchmark
+    needs; the accuracy it allows is below a real WordPiece tokenizer's."""
+    ids = np.full((len(sentences), seq_len), PAD_ID, dtype=np.int64)
+    span = vocab_size - FIRST_WORD_ID
+    for row, sentence in enumerate(sentences):
+        words = re.findall(r"[\w']+|[^\w\s]", sentence.lower())[: seq_len - 2]
+        hashed = [FIRST_WORD_ID + int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "big") % span
+                  for w in words]
+        tokens = [CLS_ID, *hashed, SEP_ID]
+        ids[row, : len(tokens)] = tokens
+    return ids
 
 
 def synthetic(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:

@@ -39,6 +39,7 @@ class CellResult:
     samples_per_s: float | None
     reason: str | None
     run_id: str
+    peak_tflops: float | None = None  # matmul cells
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def run_cell(cfg: dict[str, Any], store: Store, overrides: list[str]) -> CellRes
     tracking.close(store.client, run_id, result["outcome"], result.get("reason"))
     if result.get("backend"):
         name = tracking.run_name(cfg, result["backend"])
-    return CellResult(name, result["outcome"], result.get("samples_per_s"), result.get("reason"), run_id)
+    return CellResult(name, result["outcome"], result.get("samples_per_s"), result.get("reason"), run_id,
+                      result.get("peak_tflops"))
 
 
 def _create_run(cfg: dict[str, Any], store: Store, overrides: list[str]) -> str:
@@ -85,6 +87,7 @@ def _create_run(cfg: dict[str, Any], store: Store, overrides: list[str]) -> str:
         "trainbench.data": cfg["data"]["name"],
         "trainbench.batch_size": cfg["batch_size"],
         "trainbench.precision": cfg["precision"]["name"],
+        "trainbench.matmul_shape": cfg["task"]["shape"] if cfg["task"]["name"] == "matmul" else None,
         "trainbench.config_hash": config_hash(cfg),
         "trainbench.outcome": "running",
         "git.commit": tracking.git_commit(),
@@ -97,7 +100,7 @@ def _create_run(cfg: dict[str, Any], store: Store, overrides: list[str]) -> str:
     run = store.client.create_run(
         store.experiment_id,
         run_name=tracking.run_name(cfg, cfg["device"]["name"]),
-        tags={k: str(v) for k, v in tags.items()},
+        tags={k: str(v) for k, v in tags.items() if v is not None},
     )
     run_id = run.info.run_id
     tracking.log_params(store.client, run_id, tracking.params_of(flatten(cfg)))

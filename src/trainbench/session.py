@@ -98,6 +98,8 @@ def summary_table(results: list[CellResult]) -> str:
     rows = [("cell", "outcome", "samples/s", "reason")]
     for r in results:
         speed = f"{r.samples_per_s:,.1f}" if r.samples_per_s is not None else "-"
+        if r.peak_tflops is not None:
+            speed = f"{r.peak_tflops:,.2f} TFLOPS peak"
         rows.append((r.name, r.outcome, speed, r.reason or ""))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = []

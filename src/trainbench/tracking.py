@@ -151,7 +151,10 @@ def _param_text(value: Any) -> str:
 
 
 def run_name(cfg: Mapping[str, Any], backend: str) -> str:
-    """`{framework}-{model}-{backend}-bs{batch_size}`; before the backend is known, the device asked for."""
+    """`{framework}-{model}-{backend}-bs{batch_size}`; before the backend is known, the device asked for.
+    A matmul cell has no model or batch: `{framework}-matmul_{shape}-{backend}-{precision}`."""
+    if cfg["task"]["name"] == "matmul":
+        return f"{cfg['framework']['name']}-matmul_{cfg['task']['shape']}-{backend}-{cfg['precision']['name']}"
     return f"{cfg['framework']['name']}-{cfg['model']['name']}-{backend}-bs{cfg['batch_size']}"
 
 
@@ -169,3 +172,6 @@ class RunLogger:
 
     def text(self, text: str, artifact_file: str) -> None:
         self.tracking.log_text(self.run_id, text, artifact_file)
+
+    def figure(self, figure: Any, artifact_file: str) -> None:
+        self.tracking.log_figure(self.run_id, figure, artifact_file)

@@ -62,6 +62,10 @@ class Adapter:
         import torchvision
 
         tags = {"sw.torch": torch.__version__, "sw.torchvision": torchvision.__version__}
+        if self.cfg["model"]["transformers"]:
+            import transformers
+
+            tags["sw.transformers"] = transformers.__version__
         if self.device.type == "cuda":
             tags["sw.cuda"] = torch.version.cuda or ""
             tags["sw.cudnn"] = str(torch.backends.cudnn.version())
@@ -96,6 +100,8 @@ class Adapter:
         torch.manual_seed(self.cfg["seed"])
         if model_cfg["builder"] == "mlp":
             model = mlp(model_cfg, data)
+        elif model_cfg["transformers"]:
+            model = transformer_classifier(model_cfg, data.num_classes)
         elif model_cfg["torchvision"]:
             model = torchvision_model(model_cfg, data.num_classes)
         else:
@@ -190,11 +196,14 @@ class Adapter:
 
     def _resident(self, split: Split) -> tuple[torch.Tensor, torch.Tensor]:
         """The split's uint8 images and labels, moved to the device once (4x smaller than float)."""
-        return (torch.from_numpy(split.images).to(self.device), torch.from_numpy(split.labels).to(self.device))
+        return (torch.from_numpy(split.inputs).to(self.device), torch.from_numpy(split.labels).to(self.device))
 
-    def _prepare(self, images: torch.Tensor, data: Dataset) -> torch.Tensor:
-        """uint8 batch on the device -> normalised float input of the model's size and channels."""
-        x = images.float().div_(255.0)
+    def _prepare(self, inputs: torch.Tensor, data: Dataset) -> torch.Tensor:
+        """uint8 image batch on the device -> normalised float input of the model's size and channels.
+        Token ids go to the model as they are."""
+        if data.kind == "text":
+            return inputs
+        x = inputs.float().div_(255.0)
         if data.needs_resize:
             x = F.interpolate(x, size=(data.image_size, data.image_size), mode="bilinear", align_corners=False)
         if x.shape[1] != data.channels:
@@ -218,7 +227,38 @@ class Adapter:
         return bool(self.cfg["compile"])
 
     def _channels_last(self) -> bool:
-        return bool(self.cfg["channels_last"]) and self.cfg["model"]["builder"] != "mlp"
+        model = self.cfg["model"]
+        return bool(self.cfg["channels_last"]) and model["input"] == "image" and model["builder"] != "mlp"
+
+    # -- matmul -------------------------------------------------------------------------------
+    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+        """One product in the cell's precision: n x n @ n x n (square) or 1 x n @ n x 1 (vector)."""
+        dtype = self._matmul_dtype()
+        generator = torch.Generator(device=self.device).manual_seed(self.cfg["seed"])
+        a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        a = torch.randn(a_shape, device=self.device, dtype=dtype, generator=generator)
+        b = torch.randn(b_shape, device=self.device, dtype=dtype, generator=generator)
+        out = torch.empty((a_shape[0], b_shape[1]), device=self.device, dtype=dtype)
+
+        def multiply() -> None:
+            torch.matmul(a, b, out=out)
+
+        return multiply
+
+    def matmul_element_bytes(self) -> int:
+        return torch.finfo(self._matmul_dtype()).bits // 8
+
+    def _matmul_dtype(self) -> torch.dtype:
+        precision = self.cfg["precision"]
+        if precision["name"] == "tf32" and self.device.type != "cuda":
+            raise DeviceUnavailable(f"TF32 is an NVIDIA tensor-core mode (Ampere or newer); {self.device.type} "
+                                    "computes fp32: use precision=fp32")
+        dtype = self.autocast or torch.float32
+        try:  # the first product tells whether this device implements the dtype at all
+            torch.ones((2, 2), device=self.device, dtype=dtype) @ torch.ones((2, 2), device=self.device, dtype=dtype)
+        except (RuntimeError, TypeError) as error:
+            raise DeviceUnavailable(f"{dtype} matmul not supported on {self.device.type}: {str(error).splitlines()[0]}")
+        return dtype
 
 
 def mlp(model_cfg: dict[str, Any], data: Dataset) -> nn.Sequential:
@@ -238,6 +278,38 @@ def hidden_sizes(model_cfg: dict[str, Any]) -> list[int]:
     if model_cfg["depth"] is not None:
         return [model_cfg["width"]] * model_cfg["depth"]
     return list(model_cfg["hidden_sizes"])
+
+
+class LogitsOnly(nn.Module):
+    """A transformers classifier behind the same interface as a vision model: token ids in, logits out.
+    Padding (id 0) is masked out of attention."""
+
+    def __init__(self, classifier: nn.Module) -> None:
+        super().__init__()
+        self.classifier = classifier
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.classifier(input_ids=input_ids, attention_mask=(input_ids != 0).long()).logits
+
+
+def transformer_classifier(model_cfg: dict[str, Any], num_classes: int) -> nn.Module:
+    """A randomly initialised *ForSequenceClassification built from a config object (no hub access)."""
+    import transformers
+
+    family = model_cfg["transformers"]
+    common = {"vocab_size": model_cfg["vocab_size"], "max_position_embeddings": model_cfg["max_position_embeddings"],
+              "num_labels": num_classes}
+    if family == "distilbert":
+        config = transformers.DistilBertConfig(
+            dim=model_cfg["hidden_size"], n_layers=model_cfg["num_layers"], n_heads=model_cfg["num_heads"],
+            hidden_dim=model_cfg["intermediate_size"], **common)
+        return LogitsOnly(transformers.DistilBertForSequenceClassification(config))
+    if family == "bert":
+        config = transformers.BertConfig(
+            hidden_size=model_cfg["hidden_size"], num_hidden_layers=model_cfg["num_layers"],
+            num_attention_heads=model_cfg["num_heads"], intermediate_size=model_cfg["intermediate_size"], **common)
+        return LogitsOnly(transformers.BertForSequenceClassification(config))
+    raise ValueError(f"model.transformers={family!r}: use distilbert or bert")
 
 
 def torchvision_model(model_cfg: dict[str, Any], num_classes: int) -> nn.Module:

@@ -1,0 +1,251 @@
+"""Hardware identity: probes on this machine, parsers on outputs captured from machines we do not have."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainbench import hardware
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def sample(name: str) -> str:
+    return (SAMPLES / name).read_text()
+
+
+def mac_tags(machine: str) -> dict[str, Any]:
+    """What mac_tags() would give on `machine`, from its captured command outputs."""
+    tags = hardware.mac_tags_from_sysctl(hardware.parse_sysctl(sample(f"{machine}_sysctl.txt")))
+    tags["hw.gpu_cores"] = hardware.parse_ioreg_gpu_cores(sample(f"{machine}_ioreg_agx.txt"))
+    tags["hw.power_source"] = hardware.parse_pmset_batt(sample(f"{machine}_pmset_batt.txt"))
+    tags["hw.low_power_mode"] = hardware.parse_pmset_low_power_mode(sample(f"{machine}_pmset_g.txt"))
+    return tags
+
+
+# ------------------------------------------------------------------------------------------- this machine
+
+
+def test_this_machine_is_identified():
+    tags = hardware.host_tags()
+    for key in ("hw.os", "hw.machine", "hw.cpu", "hw.cpu_cores", "hw.memory_gb"):
+        assert tags.get(key), key
+    assert int(tags["hw.cpu_cores"]) >= 1
+    assert float(tags["hw.memory_gb"]) > 0
+    assert all(isinstance(v, str) and v for v in tags.values())  # MLflow tags: strings, never empty
+    assert hardware.label("cpu", tags).endswith(" CPU")
+
+
+def test_host_tags_are_a_copy():
+    hardware.host_tags()["hw.os"] = "changed"
+    assert hardware.host_tags()["hw.os"] != "changed"
+
+
+def test_probing_imports_no_deep_learning_framework():
+    code = (
+        "import sys; from trainbench import hardware, energy, peaks; hardware.host_tags();"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'keras', 'jax', 'zeus') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(Path(__file__).parents[1] / "src")},
+    ).stdout
+    assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------------------- Apple silicon
+
+
+def test_m1_macbook_air():
+    tags = mac_tags("m1")
+    assert tags["hw.chip"] == "Apple M1"
+    assert (tags["hw.cpu_performance_cores"], tags["hw.cpu_efficiency_cores"]) == (4, 4)
+    assert tags["hw.cpu_cores"] == 8
+    assert tags["hw.memory_gb"] == 16.0
+    assert tags["hw.gpu_cores"] == 7
+    assert tags["hw.power_source"] == "battery"
+    assert tags["hw.low_power_mode"] == "true"
+    assert tags["hw.virtualized"] == "none"
+    assert "hw.rosetta" not in tags
+
+
+def test_m1_max_macbook_pro():
+    tags = mac_tags("m1max")
+    assert tags["hw.chip"] == "Apple M1 Max"
+    assert (tags["hw.cpu_performance_cores"], tags["hw.cpu_efficiency_cores"]) == (8, 2)
+    assert tags["hw.cpu_cores"] == 10
+    assert tags["hw.memory_gb"] == 64.0
+    assert tags["hw.gpu_cores"] == 32
+    assert tags["hw.power_source"] == "ac"
+    assert tags["hw.low_power_mode"] == "false"
+
+
+@pytest.mark.parametrize(("machine", "model", "cores"), [("m1", "Apple M1", 7), ("m1max", "Apple M1 Max", 32)])
+def test_gpu_from_ioreg_and_system_profiler_agree(machine, model, cores):
+    expected = {"model": model, "cores": cores}
+    assert hardware.parse_ioreg_gpu(sample(f"{machine}_ioreg_agx.txt")) == expected
+    assert hardware.parse_system_profiler_displays(sample(f"{machine}_system_profiler_displays.json")) == expected
+
+
+def test_mac_parsers_give_nothing_for_nothing():
+    assert hardware.parse_system_profiler_displays("") == {}
+    assert hardware.parse_system_profiler_displays('{"SPDisplaysDataType": []}') == {}
+    assert hardware.parse_ioreg_gpu_cores("") is None
+    assert hardware.parse_pmset_batt("") is None
+    assert hardware.parse_pmset_low_power_mode("System-wide power settings:\n sleep 1\n") is None
+    assert hardware.mac_tags_from_sysctl({}) == {}
+
+
+def test_intel_mac_has_no_apple_chip_and_rosetta_is_flagged():
+    intel = hardware.mac_tags_from_sysctl({"machdep.cpu.brand_string": "Intel(R) Core(TM) i9-9980HK CPU @ 2.40GHz"})
+    assert "hw.chip" not in intel
+    translated = hardware.mac_tags_from_sysctl({"sysctl.proc_translated": "1", "kern.hv_vmm_present": "1"})
+    assert translated == {"hw.rosetta": "true", "hw.virtualized": "vm"}
+
+
+# ------------------------------------------------------------------------------------------- Linux, NVIDIA
+
+
+def test_xeon_cpuinfo():
+    text = sample("xeon_8480_proc_cpuinfo.txt")
+    assert hardware.parse_proc_cpuinfo(text) == "Intel(R) Xeon(R) Platinum 8480+"
+    assert hardware.parse_proc_cpuinfo_cores(text) == 4  # 2 sockets x 2 cores in the excerpt
+
+
+def test_grace_cpuinfo_names_the_arm_core():
+    assert hardware.parse_proc_cpuinfo(sample("grace_proc_cpuinfo.txt")) == "ARM Neoverse-V2"
+    assert hardware.parse_proc_cpuinfo_cores(sample("grace_proc_cpuinfo.txt")) is None
+
+
+def test_dgx_h100_nvidia_smi():
+    gpus = hardware.parse_nvidia_smi_query(sample("dgx_h100_nvidia_smi.csv"))
+    assert len(gpus) == 8
+    assert gpus[0] == {
+        "name": "NVIDIA H100 80GB HBM3",
+        "memory_mib": 81559.0,
+        "driver": "550.54.15",
+        "power_limit_w": 700.0,
+    }
+    assert hardware.nvidia_tags_from_smi(gpus) == {
+        "hw.gpu": "NVIDIA H100 80GB HBM3",
+        "hw.gpu_count": 8,
+        "hw.gpu_driver": "550.54.15",
+        "hw.gpu_memory_gb": 79.6,
+        "hw.gpu_power_limit_w": 700,
+    }
+
+
+def test_nvidia_smi_fields_it_cannot_read_are_left_out():
+    gpus = hardware.parse_nvidia_smi_query("NVIDIA GeForce RTX 3090, 24576, 535.104.05, [N/A]\n")
+    assert hardware.nvidia_tags_from_smi(gpus)["hw.gpu_memory_gb"] == 24.0
+    assert "hw.gpu_power_limit_w" not in hardware.nvidia_tags_from_smi(gpus)
+    assert hardware.nvidia_tags_from_smi(hardware.parse_nvidia_smi_query("")) == {}
+
+
+def test_cuda_driver_version_text():
+    assert hardware.cuda_version_text(12040) == "12.4"
+    assert hardware.cuda_version_text(13000) == "13.0"
+
+
+class FakeNvml:
+    """Four GPUs as NVML numbers them; CUDA_VISIBLE_DEVICES decides which CUDA sees, in which order."""
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 4
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        return f"uuid:{uuid}"
+
+
+@pytest.mark.parametrize(
+    ("visible", "handles"),
+    [
+        (None, ["gpu0", "gpu1", "gpu2", "gpu3"]),
+        ("2,0", ["gpu2", "gpu0"]),
+        ("GPU-8f3a", ["uuid:GPU-8f3a"]),
+        ("-1", []),
+        ("", []),
+        ("1,9,3", ["gpu1"]),  # CUDA stops at the first id it cannot use
+    ],
+)
+def test_nvml_handles_follow_cuda_visible_devices(monkeypatch, visible, handles):
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert hardware.nvml_visible_handles(FakeNvml()) == handles
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_linux_power_source(tmp_path):
+    assert hardware.linux_power_source(tmp_path / "missing") is None
+    assert hardware.linux_power_source(tmp_path) is None  # a server: no supplies listed
+    write(tmp_path / "AC" / "type", "Mains\n")
+    write(tmp_path / "AC" / "online", "0\n")
+    write(tmp_path / "BAT0" / "type", "Battery\n")
+    write(tmp_path / "BAT0" / "status", "Discharging\n")
+    assert hardware.linux_power_source(tmp_path) == "battery"
+    write(tmp_path / "AC" / "online", "1\n")
+    write(tmp_path / "BAT0" / "status", "Charging\n")
+    assert hardware.linux_power_source(tmp_path) == "ac"
+
+
+def test_virtualization(tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert hardware.virtualization(bare, detect_virt="none") == "none"
+    assert hardware.virtualization(bare, detect_virt="") is None  # nothing can tell
+
+    ec2 = tmp_path / "ec2"
+    write(ec2 / ".dockerenv", "")
+    write(ec2 / "proc/1/cgroup", "12:pids:/docker/3f2a9c\n0::/\n")
+    write(ec2 / "sys/class/dmi/id/sys_vendor", "Amazon EC2\n")
+    write(ec2 / "sys/class/dmi/id/product_name", "p5.48xlarge\n")
+    assert hardware.virtualization(ec2, detect_virt="docker") == "docker,amazon"
+
+    kube = tmp_path / "kube"
+    write(kube / "proc/1/cgroup", "11:memory:/kubepods/burstable/pod1234/abcd\n")
+    write(kube / "sys/class/dmi/id/product_name", "KVM\n")
+    assert hardware.virtualization(kube, detect_virt="") == "kubernetes,kvm"
+
+
+# ------------------------------------------------------------------------------------------- labels
+
+
+def test_labels():
+    h100 = hardware.nvidia_tags_from_smi(hardware.parse_nvidia_smi_query(sample("dgx_h100_nvidia_smi.csv")))
+    assert hardware.label("cuda", h100) == "NVIDIA H100 80GB HBM3"
+    m1max = mac_tags("m1max")
+    assert hardware.label("mps", m1max) == "Apple M1 Max GPU"
+    assert hardware.label("metal", m1max) == "Apple M1 Max GPU"
+    assert hardware.label("cpu", m1max) == "Apple M1 Max CPU"
+    xeon = {"hw.cpu": hardware.parse_proc_cpuinfo(sample("xeon_8480_proc_cpuinfo.txt"))}
+    assert hardware.label("cpu", xeon) == "Intel Xeon Platinum 8480+ CPU"
+
+
+@pytest.mark.parametrize(
+    ("cpu", "short"),
+    [
+        ("Intel(R) Xeon(R) CPU @ 2.20GHz", "Intel Xeon CPU"),  # Colab / GCE
+        ("Intel(R) Xeon(R) Processor", "Intel Xeon CPU"),  # a VM hiding the model
+        ("AMD EPYC 7763 64-Core Processor", "AMD EPYC 7763 CPU"),
+        ("Intel(R) Core(TM) i9-9980HK CPU @ 2.40GHz", "Intel Core i9-9980HK CPU"),
+        ("ARM Neoverse-V2", "ARM Neoverse-V2 CPU"),
+    ],
+)
+def test_short_cpu_names(cpu, short):
+    assert hardware.short_cpu_name(cpu) == short
