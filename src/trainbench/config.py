@@ -101,6 +101,10 @@ class TaskConfig:
     name: str
     warmup_steps: int = 5
     steps: int = 20
+    repeats: int = 1
+    settle_cv_pct: float | None = None
+    max_warmup_steps: int = 200
+    drift_threshold_pct: float = 5.0
     shape: str = "square"  # matmul: square (n x n @ n x n) | vector (1 x n @ n x 1)
     sizes: list[int] | None = None  # matmul: the n to sweep (null: the shape's defaults)
 
@@ -129,6 +133,7 @@ class TrackingConfig:
 @dataclass
 class CellRunConfig:
     timeout_s: float | None = None
+    memory_limit_mb: int | None = None
 
 
 @dataclass
@@ -193,6 +198,8 @@ def check_ranges(cfg: dict[str, Any]) -> None:
     task = cfg["task"]
     need(task["steps"] >= 1, "task.steps", "must be >= 1")
     need(task["warmup_steps"] >= 0, "task.warmup_steps", "must be >= 0")
+    need(task["repeats"] >= 1, "task.repeats", "must be >= 1")
+    need(task["settle_cv_pct"] is None or task["settle_cv_pct"] > 0, "task.settle_cv_pct", "must be null or > 0")
     optim = cfg["optim"]
     need(optim["name"] in OPTIMIZERS, "optim.name", f"choose one of {', '.join(OPTIMIZERS)}")
     need(optim["lr"] > 0, "optim.lr", "must be > 0")
@@ -234,6 +241,8 @@ def check_ranges(cfg: dict[str, Any]) -> None:
     need(all(s > 0 for s in data["std"]), "data.std", "must be > 0")
     timeout = cfg["cell"]["timeout_s"]
     need(timeout is None or timeout > 0, "cell.timeout_s", "must be null or > 0 seconds")
+    memory = cfg["cell"]["memory_limit_mb"]
+    need(memory is None or memory >= 256, "cell.memory_limit_mb", "must be null or >= 256 (MB)")
     fault = cfg["debug"]["inject_fault"]
     need(fault in (None, *FAULTS), "debug.inject_fault", f"null or one of {', '.join(FAULTS)}")
 

@@ -70,6 +70,8 @@ def run_cell(cfg: dict[str, Any], store: Store, overrides: list[str]) -> CellRes
         result = _read_result(result_path, returncode, cfg["cell"]["timeout_s"])
     if result["outcome"] == "failed" and stderr_tail:
         store.client.log_text(run_id, stderr_tail, "stderr_tail.txt")
+    if result.get("failure"):
+        tracking.set_tags(store.client, run_id, {"trainbench.failure": result["failure"]})
     tracking.close(store.client, run_id, result["outcome"], result.get("reason"))
     if result.get("backend"):
         name = tracking.run_name(cfg, result["backend"])

@@ -167,3 +167,49 @@ def _nvidia(label: str) -> Peak | None:
         if re.search(pattern, text):
             return peak
     return None
+
+
+def cpu_peak_tflops(host: dict[str, str], dtype: str, cpuinfo_path: str = "/proc/cpuinfo",
+                    max_freq_path: str = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") -> tuple[float | None, str | None]:
+    """An fp32 peak for an x86/Arm Linux CPU: physical cores x max clock x FMA FLOPs per cycle per core.
+
+    Vendors publish no single TFLOPS figure for CPUs, so this is the textbook estimate, and the returned
+    source says so (tagged mfu.peak_source). FLOPs/cycle: AVX-512 with two FMA units 64, AVX2+FMA 32,
+    NEON (two 128-bit FMA pipes) 16. (None, None) when any input is unknown or dtype is not fp32.
+    """
+    if _dtype(dtype) != "fp32":
+        return None, None
+    try:
+        with open(cpuinfo_path, encoding="utf-8") as cpuinfo:
+            text = cpuinfo.read()
+    except OSError:
+        return None, None
+    flags_line = re.search(r"^(flags|Features)\s*:\s*(.+)$", text, flags=re.MULTILINE)
+    flags = set(flags_line.group(2).split()) if flags_line else set()
+    if "avx512f" in flags:
+        per_cycle = 64
+    elif {"avx2", "fma"} <= flags:
+        per_cycle = 32
+    elif "asimd" in flags:
+        per_cycle = 16
+    else:
+        return None, None
+    ghz = _max_ghz(max_freq_path, text)
+    cores = host.get("hw.cpu_cores", "")
+    if ghz is None or not cores.isdigit():
+        return None, None
+    peak = int(cores) * ghz * per_cycle / 1000.0
+    return peak, f"estimated: {cores} cores x {ghz:.2f} GHz x {per_cycle} fp32 FLOPs/cycle"
+
+
+def _max_ghz(max_freq_path: str, cpuinfo_text: str) -> float | None:
+    try:
+        with open(max_freq_path, encoding="utf-8") as khz:
+            return int(khz.read().strip()) / 1e6
+    except (OSError, ValueError):
+        pass
+    nominal = re.search(r"@\s*([\d.]+)\s*GHz", cpuinfo_text)  # "Intel(R) Xeon(R) ... @ 2.10GHz"
+    if nominal:
+        return float(nominal.group(1))
+    current = re.search(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo_text, flags=re.MULTILINE)
+    return float(current.group(1)) / 1000.0 if current else None

@@ -7,44 +7,70 @@ import sys
 from typing import Any
 
 from trainbench import data as datasets
-from trainbench import hardware, progress
+from trainbench import hardware, peaks, progress
+from trainbench.energy import EnergyMeter
 from trainbench.frameworks.base import EpochStats, Framework
-from trainbench.timing import Timer, time_steps
+from trainbench.timing import StepStats, Timer, drift_pct, mean_ci95, time_steps, timed_steps, warm_up
 from trainbench.tracking import RunLogger, run_name
 
 
 def run(framework: Framework, cfg: dict[str, Any], log: RunLogger) -> dict[str, Any]:
     """Bind the device, load data, build the model, run the task; log everything; return the summary."""
     backend = framework.select_device(cfg["device"]["name"])
-    host = hardware.host_tags()
+    host = hardware.host_tags()  # probed again here: the parent's may be a sweep old (power source)
+    label = hardware.label(backend, host)
     log.tags({
+        **host,
         "mlflow.runName": run_name(cfg, backend),
         "trainbench.backend": backend,
-        "hw.label": hardware.label(backend, host),
+        "hw.label": label,
         "trainbench.framework_version": _framework_version(framework),
         **framework.versions(),
         **framework.flags(),
     })
+    meter = EnergyMeter(backend, synchronize=framework.synchronize)
     if cfg["task"]["name"] == "matmul":
         summary = matmul(framework, cfg, log, backend)
     else:
         data = datasets.load(_data_config(cfg), cfg["seed"])
         model = framework.build_model(cfg["model"], data)
-        log.metrics({"num_parameters": framework.num_parameters(model)})
+        flops_per_sample = framework.flops_per_sample(model, data, cfg)
+        log.metrics({"num_parameters": framework.num_parameters(model), "flops_per_sample": flops_per_sample})
         if cfg["task"]["name"] == "train":
-            summary = train(framework, model, data, cfg, log)
+            summary = train(framework, model, data, cfg, log, meter)
         else:
-            summary = benchmark(framework, model, data, cfg)
+            summary = benchmark(framework, model, data, cfg, log, meter)
         if data.kind == "text" and summary.get("samples_per_s"):
             # Every sequence is seq_len tokens long as the model sees it (padding included).
             summary["tokens_per_s"] = summary["samples_per_s"] * data.seq_len
+        if flops_per_sample and summary.get("samples_per_s"):
+            summary.update(utilisation(flops_per_sample * summary["samples_per_s"] / 1e12, label, cfg, host, log))
+    log.tags(meter.tags())
     summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
     summary["peak_host_memory_mb"] = peak_host_memory_mb()
     log.metrics(summary)
     return {"backend": backend, "samples_per_s": summary.get("samples_per_s"), "peak_tflops": summary.get("peak_tflops")}
 
 
-def train(framework: Framework, model: Any, data: datasets.Dataset, cfg: dict[str, Any], log: RunLogger) -> dict[str, Any]:
+def utilisation(achieved_tflops: float, label: str, cfg: dict[str, Any], host: dict[str, str],
+                log: RunLogger) -> dict[str, float]:
+    """achieved_tflops, and mfu against the device's published dense peak for the cell's precision."""
+    dtype = cfg["precision"]["name"]
+    if label.endswith(" CPU"):
+        peak, source = peaks.cpu_peak_tflops(host, dtype)
+    else:
+        cores = host.get("hw.gpu_cores")
+        peak = peaks.peak_tflops(label, dtype, int(cores) if cores and cores.isdigit() else None)
+        source = "published dense peak" if peak else None
+    if not peak:
+        log.tags({"mfu.reason": peaks.why_no_peak(label, dtype) or f"no peak known for {label} at {dtype}"})
+        return {"achieved_tflops": achieved_tflops}
+    log.tags({"mfu.peak_source": source})
+    return {"achieved_tflops": achieved_tflops, "device_peak_tflops": peak, "mfu": achieved_tflops / peak}
+
+
+def train(framework: Framework, model: Any, data: datasets.Dataset, cfg: dict[str, Any], log: RunLogger,
+          meter: EnergyMeter) -> dict[str, Any]:
     epochs: list[EpochStats] = []
 
     def on_epoch_end(stats: EpochStats) -> None:
@@ -54,7 +80,8 @@ def train(framework: Framework, model: Any, data: datasets.Dataset, cfg: dict[st
         progress.line(f"epoch {stats.epoch}/{cfg['epochs']}: {stats.seconds:.2f} s, "
                       f"{stats.samples / stats.seconds:,.0f} samples/s, train_loss {stats.train_loss:.4f}{val}")
 
-    with Timer(framework.synchronize) as total:
+    # Energy covers all epochs, validation included: the counters cannot be paused per batch.
+    with meter, Timer(framework.synchronize) as total:
         framework.fit(model, data, cfg, on_epoch_end)
     summary: dict[str, Any] = {"total_time_s": total.seconds}
     if epochs:
@@ -63,22 +90,43 @@ def train(framework: Framework, model: Any, data: datasets.Dataset, cfg: dict[st
         steady = epochs[1:] or epochs
         summary["first_epoch_time_s"] = epochs[0].seconds
         summary["samples_per_s"] = sum(e.samples for e in steady) / sum(e.seconds for e in steady)
+        summary.update(meter.metrics(sum(e.samples for e in epochs)))
     return summary
 
 
-def benchmark(framework: Framework, model: Any, data: datasets.Dataset, cfg: dict[str, Any]) -> dict[str, Any]:
+def benchmark(framework: Framework, model: Any, data: datasets.Dataset, cfg: dict[str, Any], log: RunLogger,
+              meter: EnergyMeter) -> dict[str, Any]:
+    """Warm up (a fixed count, or until step times settle), then `repeats` blocks of timed steps."""
     task = cfg["task"]
+    sync = framework.synchronize
     step = framework.resident_train_step(model, data, cfg)
-    progress.line(f"benchmark: {task['warmup_steps']} warm-up steps, then {task['steps']} timed steps")
-    warmup_s, stats = time_steps(step, framework.synchronize, task["warmup_steps"], task["steps"])
     batch = min(cfg["batch_size"], len(data.train))
-    progress.line(f"benchmark: {stats.mean_ms:.2f} ms/step (p90 {stats.p90_ms:.2f}), "
-                  f"{batch * stats.steps / stats.total_s:,.0f} samples/s")
+    warmup_s, warmup_count = warm_up(step, sync, task["warmup_steps"], task["settle_cv_pct"], task["max_warmup_steps"])
+    progress.line(f"benchmark: {warmup_count} warm-up steps ({warmup_s:.2f} s), then "
+                  f"{task['repeats']} x {task['steps']} timed steps")
+    durations: list[float] = []
+    rates: list[float] = []
+    with meter:  # only the timed steps: warm-up stays out of the energy figure
+        for _ in range(task["repeats"]):
+            block = timed_steps(step, sync, task["steps"])
+            durations += block
+            rates.append(batch * len(block) / sum(block))
+    stats = StepStats.of(durations)
+    samples_per_s, ci95 = mean_ci95(rates)
+    drift = drift_pct(durations)
+    if drift is not None:
+        log.tags({"trainbench.drift": str(drift > task["drift_threshold_pct"]).lower()})
+    progress.line(f"benchmark: {stats.mean_ms:.2f} ms/step (p90 {stats.p90_ms:.2f}), {samples_per_s:,.0f} samples/s"
+                  + (f" +/- {ci95:,.0f} (95% CI)" if ci95 is not None else ""))
     return {
         "warmup_time_s": warmup_s,
+        "warmup_steps_run": warmup_count,
         "total_time_s": warmup_s + stats.total_s,
-        "samples_per_s": batch * stats.steps / stats.total_s,
+        "samples_per_s": samples_per_s,
+        "samples_per_s_ci95": ci95,
+        "drift_pct": drift,
         **stats.metrics(),
+        **meter.metrics(batch * len(durations)),
     }
 
 
@@ -110,6 +158,7 @@ def matmul(framework: Framework, cfg: dict[str, Any], log: RunLogger, backend: s
             rate = f"{metrics['gbytes_per_s']:.2f} GB/s" if shape == "vector" else f"{metrics['tflops']:.3f} TFLOPS"
             progress.line(f"matmul {shape} n={n}: {stats.p50_ms:.3f} ms, {rate}")
     log.figure(_matmul_figure(points, cfg, backend), "matmul.png")
+    # peak_tflops: the best this device reached here (device_peak_tflops is the datasheet's figure).
     return {"peak_tflops": max(t for _, t in points), "total_time_s": total.seconds}
 
 

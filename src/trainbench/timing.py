@@ -65,6 +65,69 @@ class StepStats:
         }
 
 
+def warm_up(
+    step: Callable[[], None],
+    synchronize: Callable[[], None],
+    steps: int,
+    settle_cv_pct: float | None = None,
+    max_steps: int = 200,
+    window: int = 5,
+) -> tuple[float, int]:
+    """Untimed-for-statistics steps before measuring; returns (seconds, steps run).
+
+    With `settle_cv_pct`, warm-up runs at least `steps` and then goes on until the last `window` step times
+    vary by less than that coefficient of variation (caches, clocks and autotuners have settled), or until
+    `max_steps`. Each step is synchronized so its time is real.
+    """
+    durations: list[float] = []
+    with Timer(synchronize) as whole:
+        while len(durations) < max(steps, 0) or (
+            settle_cv_pct is not None and len(durations) < max_steps and not _settled(durations, window, settle_cv_pct)
+        ):
+            with Timer(synchronize) as one:
+                step()
+            durations.append(one.seconds)
+    return whole.seconds, len(durations)
+
+
+def _settled(durations: list[float], window: int, cv_pct: float) -> bool:
+    if len(durations) < window:
+        return False
+    recent = durations[-window:]
+    mean = statistics.fmean(recent)
+    return mean > 0 and 100.0 * statistics.stdev(recent) / mean < cv_pct
+
+
+def timed_steps(step: Callable[[], None], synchronize: Callable[[], None], steps: int) -> list[float]:
+    """Durations of `steps` calls, each bracketed by synchronizations."""
+    durations = []
+    for _ in range(steps):
+        with Timer(synchronize) as timed:
+            step()
+        durations.append(timed.seconds)
+    return durations
+
+
+def drift_pct(durations: list[float]) -> float | None:
+    """How much slower the last tenth of the steps ran than the first tenth, in percent (thermal throttling
+    on a fanless laptop shows up here). None with fewer than 10 steps."""
+    if len(durations) < 10:
+        return None
+    tenth = len(durations) // 10
+    first, last = statistics.fmean(durations[:tenth]), statistics.fmean(durations[-tenth:])
+    return 100.0 * (last - first) / first if first > 0 else None
+
+
+def mean_ci95(values: list[float]) -> tuple[float, float | None]:
+    """Mean and the half-width of its 95% confidence interval (Student's t); None for a single value."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    from scipy.stats import t
+
+    return mean, float(t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5)
+
+
 def time_steps(
     step: Callable[[], None], synchronize: Callable[[], None], warmup_steps: int, steps: int
 ) -> tuple[float, StepStats]:
@@ -76,9 +139,4 @@ def time_steps(
     with Timer(synchronize) as warmup:
         for _ in range(warmup_steps):
             step()
-    durations = []
-    for _ in range(steps):
-        with Timer(synchronize) as timed:
-            step()
-        durations.append(timed.seconds)
-    return warmup.seconds, StepStats.of(durations)
+    return warmup.seconds, StepStats.of(timed_steps(step, synchronize, steps))

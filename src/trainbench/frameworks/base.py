@@ -58,6 +58,9 @@ class Framework(Protocol):
     def num_parameters(self, model: Any) -> int:
         """Trainable parameters, counted the same way in every framework."""
 
+    def flops_per_sample(self, model: Any, data: Dataset, cfg: dict[str, Any]) -> float | None:
+        """Training FLOPs (forward + backward) per sample as the framework counts them; None if it cannot."""
+
     def fit(self, model: Any, data: Dataset, cfg: dict[str, Any], on_epoch_end: OnEpochEnd) -> None:
         """Train for cfg["epochs"] epochs, timing each through trainbench.timing; call on_epoch_end
         after each epoch's validation, outside the timed region."""

@@ -114,6 +114,20 @@ class Adapter:
     def num_parameters(self, model: nn.Module) -> int:
         return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
+    def flops_per_sample(self, model: nn.Module, data: Dataset, cfg: dict[str, Any]) -> float | None:
+        """Training FLOPs (forward + backward) per sample, counted by torch.utils.flop_counter on a
+        two-sample batch. In eval mode so BatchNorm statistics are not touched; the count is the same."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        inputs, labels = self._resident(data.train.first(2))
+        model.eval()
+        counter = FlopCounterMode(display=False)
+        with counter:
+            _loss(cfg["model"]["output_activation"])(model(self._prepare(inputs, data)).float(), labels).backward()
+        model.zero_grad(set_to_none=True)
+        model.train()
+        return counter.get_total_flops() / len(labels)
+
     # -- training -----------------------------------------------------------------------------
     def fit(self, model: nn.Module, data: Dataset, cfg: dict[str, Any], on_epoch_end: OnEpochEnd) -> None:
         images, labels = self._resident(data.train)
@@ -257,7 +271,8 @@ class Adapter:
         try:  # the first product tells whether this device implements the dtype at all
             torch.ones((2, 2), device=self.device, dtype=dtype) @ torch.ones((2, 2), device=self.device, dtype=dtype)
         except (RuntimeError, TypeError) as error:
-            raise DeviceUnavailable(f"{dtype} matmul not supported on {self.device.type}: {str(error).splitlines()[0]}")
+            reason = str(error).splitlines()[0]
+            raise DeviceUnavailable(f"{dtype} matmul not supported on {self.device.type}: {reason}") from None
         return dtype
 
 
