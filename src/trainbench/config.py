@@ -134,6 +134,7 @@ class TrackingConfig:
 class CellRunConfig:
     timeout_s: float | None = None
     memory_limit_mb: int | None = None
+    max_batch_size: int = 65536
 
 
 @dataclass
@@ -149,7 +150,7 @@ class CellConfig:
     data: DataConfig
     task: TaskConfig
     precision: PrecisionConfig
-    batch_size: int = 64
+    batch_size: Any = 64  # a whole number >= 1, or "max"
     epochs: int = 3
     seed: int = 0
     compile: bool = False
@@ -193,7 +194,9 @@ def check_ranges(cfg: dict[str, Any]) -> None:
         name = cfg[group]["name"]
         need(name in choices(group), f"{group}.name", f"choose one of {', '.join(choices(group))}")
     need(cfg["device"]["name"] in DEVICES, "device", f"choose one of {', '.join(DEVICES)}")
-    need(cfg["batch_size"] >= 1, "batch_size", "must be a whole number >= 1, e.g. batch_size=32")
+    batch = cfg["batch_size"]
+    need(batch == "max" or (isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1), "batch_size",
+         "must be a whole number >= 1, e.g. batch_size=32, or max (the largest that fits)")
     need(cfg["epochs"] >= 0, "epochs", "must be >= 0 (0 builds and records the model without training)")
     task = cfg["task"]
     need(task["steps"] >= 1, "task.steps", "must be >= 1")
@@ -241,6 +244,7 @@ def check_ranges(cfg: dict[str, Any]) -> None:
     need(all(s > 0 for s in data["std"]), "data.std", "must be > 0")
     timeout = cfg["cell"]["timeout_s"]
     need(timeout is None or timeout > 0, "cell.timeout_s", "must be null or > 0 seconds")
+    need(cfg["cell"]["max_batch_size"] >= 1, "cell.max_batch_size", "must be >= 1")
     memory = cfg["cell"]["memory_limit_mb"]
     need(memory is None or memory >= 256, "cell.memory_limit_mb", "must be null or >= 256 (MB)")
     fault = cfg["debug"]["inject_fault"]

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from trainbench import hardware, tracking
+from trainbench.batch_search import Probe, SearchFailed, find_max_batch
 from trainbench.config import PROJECT_ROOT, config_hash, flatten
 
 STDERR_TAIL_LINES = 200
@@ -55,19 +56,22 @@ class Store:
 
 def run_cell(cfg: dict[str, Any], store: Store, overrides: list[str]) -> CellResult:
     run_id = _create_run(cfg, store, overrides)
-    name = tracking.run_name(cfg, cfg["device"]["name"])
-    with tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch:
-        result_path = Path(scratch) / "result.json"
-        spec_path = Path(scratch) / "spec.json"
-        spec_path.write_text(json.dumps({
-            "config": cfg, "run_id": run_id, "tracking_uri": store.uri, "result_path": str(result_path),
-        }))
+    if cfg["batch_size"] == "max":
         try:
-            returncode, stderr_tail = _run_child(spec_path, cfg["cell"]["timeout_s"])
-        except KeyboardInterrupt:
-            tracking.close(store.client, run_id, "killed", "interrupted by the user (Ctrl-C)")
-            raise
-        result = _read_result(result_path, returncode, cfg["cell"]["timeout_s"])
+            cfg = _with_max_batch(cfg, store, run_id)
+        except (SearchFailed, KeyboardInterrupt) as stop:
+            outcome = "killed" if isinstance(stop, KeyboardInterrupt) else "failed"
+            reason = "interrupted by the user (Ctrl-C)" if outcome == "killed" else str(stop)
+            tracking.close(store.client, run_id, outcome, reason)
+            if outcome == "killed":
+                raise
+            return CellResult(tracking.run_name(cfg, cfg["device"]["name"]), "failed", None, reason, run_id)
+    name = tracking.run_name(cfg, cfg["device"]["name"])
+    try:
+        result, stderr_tail = _run_in_child(cfg, run_id, store.uri, cfg["cell"]["timeout_s"])
+    except KeyboardInterrupt:
+        tracking.close(store.client, run_id, "killed", "interrupted by the user (Ctrl-C)")
+        raise
     if result["outcome"] == "failed" and stderr_tail:
         store.client.log_text(run_id, stderr_tail, "stderr_tail.txt")
     if result.get("failure"):
@@ -77,6 +81,35 @@ def run_cell(cfg: dict[str, Any], store: Store, overrides: list[str]) -> CellRes
         name = tracking.run_name(cfg, result["backend"])
     return CellResult(name, result["outcome"], result.get("samples_per_s"), result.get("reason"), run_id,
                       result.get("peak_tflops"))
+
+
+def _with_max_batch(cfg: dict[str, Any], store: Store, run_id: str) -> dict[str, Any]:
+    """Search the largest batch that fits (each probe its own process), record it, return the cell's config
+    with that batch size. Raises SearchFailed when a probe fails for another reason or nothing fits."""
+    limit = cfg["cell"]["max_batch_size"]
+
+    def probe(batch_size: int) -> Probe:
+        probe_cfg = {**cfg, "batch_size": batch_size,
+                     "task": {**cfg["task"], "name": "benchmark", "warmup_steps": 2, "steps": 1, "repeats": 1,
+                              "settle_cv_pct": None}}
+        print(f"  batch_size=max: probing {batch_size} ...", flush=True)
+        result, _ = _run_in_child(probe_cfg, None, store.uri, cfg["cell"]["timeout_s"])
+        fits = result["outcome"] == "finished"
+        if not fits and result.get("failure") != "oom":
+            raise SearchFailed(f"batch_size=max: the probe at batch {batch_size} failed ({result.get('reason')})")
+        tracking.log_metrics(store.client, run_id, {"batch_size_probe_fits": float(fits)}, step=batch_size)
+        return Probe(batch_size, fits, result.get("reason"))
+
+    best, probes = find_max_batch(probe, limit)
+    if best == 0:
+        tracking.set_tags(store.client, run_id, {"trainbench.failure": "oom"})
+        raise SearchFailed(f"batch_size=max: not even batch 1 fits ({probes[0].reason})")
+    print(f"  batch_size=max: {best} fits" + (f" ({best * 2 if best < limit else limit + 1} does not)"
+                                               if best < limit else f" (the limit, cell.max_batch_size={limit})"),
+          flush=True)
+    tracking.log_metrics(store.client, run_id, {"max_batch_size": best, "batch_size_probes": len(probes)})
+    tracking.set_tags(store.client, run_id, {"trainbench.batch_size": best, "trainbench.batch_size_search": "max"})
+    return {**cfg, "batch_size": best}
 
 
 def _create_run(cfg: dict[str, Any], store: Store, overrides: list[str]) -> str:
@@ -110,6 +143,20 @@ def _create_run(cfg: dict[str, Any], store: Store, overrides: list[str]) -> str:
     store.client.log_text(run_id, "\n".join(overrides) + "\n", "overrides.txt")
     store.client.log_text(run_id, store.packages, "requirements-freeze.txt")
     return run_id
+
+
+def _run_in_child(cfg: dict[str, Any], run_id: str | None, uri: str,
+                  timeout_s: float | None) -> tuple[dict[str, Any], str]:
+    """Run `cfg` in a worker process (logging into run_id; None: a probe that logs nothing);
+    return (its result, its stderr tail)."""
+    with tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch:
+        result_path = Path(scratch) / "result.json"
+        spec_path = Path(scratch) / "spec.json"
+        spec_path.write_text(json.dumps({
+            "config": cfg, "run_id": run_id, "tracking_uri": uri, "result_path": str(result_path),
+        }))
+        returncode, stderr_tail = _run_child(spec_path, timeout_s)
+        return _read_result(result_path, returncode, timeout_s), stderr_tail
 
 
 def _run_child(spec_path: Path, timeout_s: float | None) -> tuple[int, str]:

@@ -38,6 +38,9 @@ def main(spec_path: str) -> int:
             monitor = _system_metrics(spec["run_id"], spec["tracking_uri"])
             log = RunLogger(spec["tracking_uri"], spec["run_id"])
         else:  # a probe (batch_size=max search): runs the cell, records nothing
+            # ...but loads the same MLflow client, so that under cell.memory_limit_mb the probe's host
+            # memory is the real cell's and "fits" means fits.
+            RunLogger(spec["tracking_uri"], "probe")
             log = NullLogger()
         framework = frameworks.load(cfg)
         result.update(tasks.run(framework, cfg, log))
