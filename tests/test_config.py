@@ -97,3 +97,22 @@ def test_unknown_preset_lists_the_presets(trainbench) -> None:
     result = trainbench("+experiment=nope")
     assert result.returncode == 2
     assert "`experiment`='nope'" in result.stderr and "mlp_depth_study" in result.stderr
+
+
+def test_the_tf_metal_study_keeps_each_models_own_batch_size() -> None:
+    cells = plan.plan(["-m", "+experiment=tf_metal_study"]).cells
+    models = {(c["model"]["name"], c["batch_size"]) for c in cells if c["task"]["name"] == "benchmark"}
+    assert models == {("resnet50", 64), ("mobilenet_v2", 128), ("distilbert", 64), ("bert_large", 32)}
+    assert [c["task"]["shape"] for c in cells if c["task"]["name"] == "matmul"] == ["square"]
+    assert {(c["framework"]["name"], c["device"]["name"]) for c in cells} == {("tensorflow", "gpu")}
+    text = [c for c in cells if c["model"]["name"] == "distilbert"][0]
+    assert (text["data"]["name"], text["data"]["seq_len"]) == ("synthetic_text", 128)
+
+
+def test_the_m1_blog_preset_is_the_blogs_setup() -> None:
+    cells = plan.plan(["-m", "+experiment=m1_tensorflow_blog"]).cells
+    assert [c["device"]["name"] for c in cells] == ["cpu", "gpu"]
+    for cell in cells:
+        assert cell["model"]["hidden_sizes"] == [3000, 1000] and cell["model"]["output_activation"] == "sigmoid"
+        assert (cell["data"]["name"], cell["batch_size"], cell["epochs"]) == ("cifar10", 32, 5)
+        assert (cell["optim"]["name"], cell["optim"]["momentum"]) == ("sgd", 0.0)

@@ -118,7 +118,7 @@ def _create_run(cfg: dict[str, Any], store: Store, overrides: list[str]) -> str:
         "trainbench.framework": cfg["framework"]["name"],
         "trainbench.device": cfg["device"]["name"],
         "trainbench.task": cfg["task"]["name"],
-        "trainbench.model": cfg["model"]["name"],
+        "trainbench.model": "matmul" if cfg["task"]["name"] == "matmul" else cfg["model"]["name"],
         "trainbench.data": cfg["data"]["name"],
         "trainbench.batch_size": cfg["batch_size"],
         "trainbench.precision": cfg["precision"]["name"],
