@@ -47,7 +47,7 @@ def test_a_bad_value_late_in_a_sweep_is_found_before_the_first_cell() -> None:
     [
         (["model=nonexistent"], "`model`", "resnet50"),
         (["batch_size=0"], "`batch_size`", ">= 1"),
-        (["batch_size=many"], "`batch_size`", "Integer"),
+        (["batch_size=many"], "`batch_size`", "or max"),
         (["epochs=-1"], "`epochs`", ">= 0"),
         (["device=tpu"], "`device`", "auto, cpu, gpu"),
         (["framework=caffe"], "`framework`", "pytorch"),
