@@ -18,6 +18,11 @@ COLUMNS = [
     ("step ms p50", lambda r: _number(r.data.metrics.get("step_time_ms_p50"), 2)),
     ("cv %", lambda r: _number(r.data.metrics.get("step_time_cv_pct"), 2)),
     ("peak GPU MB", lambda r: _number(r.data.metrics.get("peak_device_memory_mb"))),
+    ("MFU", lambda r: _number(r.data.metrics.get("mfu"), 3)),
+    ("avg W", lambda r: _number(r.data.metrics.get("avg_power_w"))),
+    ("samples/J", lambda r: _number(r.data.metrics.get("samples_per_j"), 2)),
+    ("energy", lambda r: r.data.tags.get("energy.source", "")),
+    ("peak TFLOPS", lambda r: _number(r.data.metrics.get("peak_tflops"))),
     ("versions", lambda r: " ".join(f"{k[3:]} {v}" for k, v in sorted(r.data.tags.items())
                                      if k in ("sw.torch", "sw.cuda", "sw.keras", "sw.jax", "sw.tensorflow"))),
 ]
