@@ -69,6 +69,7 @@ class Dataset:
     kind: str = "image"  # image | text
     seq_len: int = 0  # text: tokens per sequence
     vocab_size: int = 0  # text: token ids are below this
+    padded: bool = False  # text: some sequences end in padding (id 0), so attention must mask it
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -112,8 +113,9 @@ def _load_text(cfg: dict[str, Any], seed: int) -> Dataset:
     else:
         train, val, classes = synthetic_text(cfg, seed)
     train, val = train.first(cfg["num_samples"]), val.first(cfg["num_val_samples"])
+    padded = bool((train.inputs == PAD_ID).any() or (val.inputs == PAD_ID).any())
     return Dataset(cfg["name"], train, val, classes, [], [], 0, 0, kind="text",
-                   seq_len=cfg["seq_len"], vocab_size=cfg["vocab_size"])
+                   seq_len=cfg["seq_len"], vocab_size=cfg["vocab_size"], padded=padded)
 
 
 def synthetic_text(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:

@@ -57,7 +57,7 @@ class Session:
         print(table, flush=True)
         print(f"MLflow: {self.store.uri} (experiment {self.store.experiment_id}"
               + (f", sweep run {self.store.parent_run_id}" if self.store.parent_run_id else "") + ")"
-              + "  -- browse with `mlflow ui` from the project root", flush=True)
+              + f"  -- {browse_hint(self.store.uri)}", flush=True)
         parent = self.store.parent_run_id
         if parent:
             client = self.store.client
@@ -92,6 +92,14 @@ class Session:
             "git.commit": tracking.git_commit(),
             **hardware.host_tags(),
         })
+
+
+def browse_hint(uri: str) -> str:
+    if uri == tracking.default_tracking_uri():
+        return "browse with `mlflow ui` from the project root"
+    if uri.startswith(("http://", "https://")):
+        return f"open {uri} in a browser"
+    return f"browse with `mlflow ui --backend-store-uri {uri}`"
 
 
 def summary_table(results: list[CellResult]) -> str:

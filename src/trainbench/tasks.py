@@ -31,6 +31,9 @@ def run(framework: Framework, cfg: dict[str, Any], log: RunLogger) -> dict[str, 
     meter = EnergyMeter(backend, synchronize=framework.synchronize)
     if cfg["task"]["name"] == "matmul":
         summary = matmul(framework, cfg, log, backend)
+        if cfg["task"]["shape"] == "square":  # the vector product is memory-bound: no FLOPs peak applies
+            summary.update(utilisation(summary["peak_tflops"], label, cfg, host, log))
+            summary.pop("achieved_tflops", None)  # that is peak_tflops here
     else:
         data = datasets.load(_data_config(cfg), cfg["seed"])
         model = framework.build_model(cfg["model"], data)

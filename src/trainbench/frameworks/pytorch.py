@@ -101,7 +101,7 @@ class Adapter:
         if model_cfg["builder"] == "mlp":
             model = mlp(model_cfg, data)
         elif model_cfg["transformers"]:
-            model = transformer_classifier(model_cfg, data.num_classes)
+            model = transformer_classifier(model_cfg, data.num_classes, data.padded)
         elif model_cfg["torchvision"]:
             model = torchvision_model(model_cfg, data.num_classes)
         else:
@@ -297,17 +297,22 @@ def hidden_sizes(model_cfg: dict[str, Any]) -> list[int]:
 
 class LogitsOnly(nn.Module):
     """A transformers classifier behind the same interface as a vision model: token ids in, logits out.
-    Padding (id 0) is masked out of attention."""
 
-    def __init__(self, classifier: nn.Module) -> None:
+    Padding (id 0) is masked out of attention only when the data has padding: an all-ones mask changes
+    nothing in the result but makes scaled-dot-product attention leave its fastest (flash) kernel.
+    """
+
+    def __init__(self, classifier: nn.Module, mask_padding: bool) -> None:
         super().__init__()
         self.classifier = classifier
+        self.mask_padding = mask_padding
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.classifier(input_ids=input_ids, attention_mask=(input_ids != 0).long()).logits
+        mask = (input_ids != 0).long() if self.mask_padding else None
+        return self.classifier(input_ids=input_ids, attention_mask=mask).logits
 
 
-def transformer_classifier(model_cfg: dict[str, Any], num_classes: int) -> nn.Module:
+def transformer_classifier(model_cfg: dict[str, Any], num_classes: int, mask_padding: bool = True) -> nn.Module:
     """A randomly initialised *ForSequenceClassification built from a config object (no hub access)."""
     import transformers
 
@@ -318,12 +323,12 @@ def transformer_classifier(model_cfg: dict[str, Any], num_classes: int) -> nn.Mo
         config = transformers.DistilBertConfig(
             dim=model_cfg["hidden_size"], n_layers=model_cfg["num_layers"], n_heads=model_cfg["num_heads"],
             hidden_dim=model_cfg["intermediate_size"], **common)
-        return LogitsOnly(transformers.DistilBertForSequenceClassification(config))
+        return LogitsOnly(transformers.DistilBertForSequenceClassification(config), mask_padding)
     if family == "bert":
         config = transformers.BertConfig(
             hidden_size=model_cfg["hidden_size"], num_hidden_layers=model_cfg["num_layers"],
             num_attention_heads=model_cfg["num_heads"], intermediate_size=model_cfg["intermediate_size"], **common)
-        return LogitsOnly(transformers.BertForSequenceClassification(config))
+        return LogitsOnly(transformers.BertForSequenceClassification(config), mask_padding)
     raise ValueError(f"model.transformers={family!r}: use distilbert or bert")
 
 

@@ -1,0 +1,199 @@
+"""The MLflow UI, looked at as a person does: a real sweep and the references, served by `mlflow server`, in Chromium.
+
+A store is built in tmp_path with the real entry points (a two-cell sweep, then `python src/references.py`),
+`mlflow server` serves it on a free loopback port, and headless Chromium (Debian's, driven by Playwright)
+opens the experiment `trainbench`: the runs are listed by name, the columns `samples_per_s` and `hw.label`
+are added with the column selector and show each run's values, and the compare view puts a local cell next
+to two reference runs. Screenshots of both views are saved in tmp_path; with TRAINBENCH_UI_SHOTS=DIR they are
+also copied to DIR (that is how docs/screenshots/ is made).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
+from test_team_server import mlflow_server
+
+CHROMIUM = Path(os.environ.get("TRAINBENCH_CHROMIUM", "/usr/bin/chromium"))
+# What the machine's docs say headless Chromium needs here (no network but package registries).
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SWEEP = ["-m", "model=mlp", "device=cpu,gpu", *TINY]
+SEARCH = "attributes.run_name LIKE '%mlp-%'"  # the local MLP cells and the published MLP references
+RUN_NAME, SAMPLES, LABEL, BACKEND = ("attributes.`Run Name`", "metrics.`samples_per_s`", "tags.`hw.label`",
+                                     "tags.`trainbench.backend`")
+TIMEOUT_MS = 30_000
+
+
+def browser_or_skip() -> Any:
+    """Playwright's sync API; skip (fail under CI, which installs both) when it or Chromium is missing."""
+    missing = []
+    try:
+        from playwright import sync_api
+    except ImportError:
+        sync_api = None
+        missing.append("the Python package playwright (pip install -r requirements.txt)")
+    if not CHROMIUM.is_file():
+        missing.append(f"Chromium at {CHROMIUM} (apt-get install chromium, or set TRAINBENCH_CHROMIUM)")
+    if missing:
+        reason = "the UI test needs " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(reason + "; .ci/run installs both")
+        pytest.skip(reason)
+    return sync_api
+
+
+def build_store(folder: Path) -> str:
+    """A real two-cell sweep (cpu finishes; gpu finishes or is `unavailable`) and the published references."""
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    env = child_env({"MLFLOW_TRACKING_URI": uri})
+    sweep = subprocess.run([sys.executable, str(RUN_PY), *SWEEP], cwd=folder, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert sweep.returncode in (0, 1), sweep.stderr[-2000:]  # 1: no GPU here, the gpu cell is `unavailable`
+    references = subprocess.run([sys.executable, str(ROOT / "src" / "references.py")], cwd=folder, env=env,
+                                capture_output=True, text=True, timeout=300)
+    assert references.returncode == 0, references.stderr[-2000:]
+    return uri
+
+
+def test_runs_columns_and_compare_view_as_a_person_sees_them(tmp_path) -> None:
+    sync_api = browser_or_skip()
+    expect = sync_api.expect
+
+    uri = build_store(tmp_path)
+    runs = runs_in(uri)
+    by_kind: dict[str, list[Any]] = {}
+    for run in runs:
+        by_kind.setdefault(run.data.tags.get("trainbench.kind"), []).append(run)
+    (sweep,) = by_kind["sweep"]
+    cells = {run.info.run_name: run for run in by_kind["cell"]}
+    assert set(cells) == {"pytorch-mlp-cpu-bs64", "pytorch-mlp-gpu-bs64"}
+    local = cells["pytorch-mlp-cpu-bs64"]
+    references = [r for r in by_kind["reference"] if "mlp-" in r.info.run_name and "samples_per_s" in r.data.metrics]
+    labels = {r.data.tags["hw.label"] for r in references}
+    assert len(labels) >= 2, "references/published-results.csv should hold MLP figures of two machines"
+    # two references on different hardware, fastest first
+    shown = sorted({r.data.tags["hw.label"]: r for r in references}.values(),
+                   key=lambda r: -r.data.metrics["samples_per_s"])[:2]
+    compared = [local, *shown]
+
+    with mlflow_server(tmp_path / "server", store=uri) as server, sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1440, "height": 900})
+        context.set_default_timeout(TIMEOUT_MS)
+        expect.set_options(timeout=TIMEOUT_MS)
+        page = context.new_page()
+        try:
+            check_views(page, expect, server, tmp_path, runs, sweep, cells, compared)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(tmp_path / "failure.png"))
+                print(f"screenshot of the page at the failure: {tmp_path / 'failure.png'}")
+            raise
+        finally:
+            context.close()
+
+    for name in ("runs-table.png", "compare-view.png"):
+        assert (tmp_path / name).stat().st_size > 10_000
+    if os.environ.get("TRAINBENCH_UI_SHOTS"):
+        target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("runs-table.png", "compare-view.png"):
+            shutil.copyfile(tmp_path / name, target / name)
+
+
+def check_views(page: Any, expect: Any, server: str, tmp_path: Path, runs: list[Any], sweep: Any,
+                cells: dict[str, Any], compared: list[Any]) -> None:
+    experiment = sweep.info.experiment_id
+
+    def cell(run: Any, column: str) -> Any:
+        """The table cell a person reads for `run` in `column`."""
+        return page.locator(f'[role=row][row-id="{run.info.run_id}"] [col-id="{column}"]')
+
+    # The experiment's runs table lists every run of the store.
+    page.goto(f"{server}/#/experiments/{experiment}/runs")
+    expect(page.get_by_text(f"{len(runs)} matching runs")).to_be_visible()
+    close_assistant(page)
+
+    # Narrow it down as a person would, with the search box; the cells sit under their collapsed sweep.
+    search = page.get_by_test_id("search-box")
+    search.fill(SEARCH)
+    search.press("Enter")
+    expect(cell(sweep, RUN_NAME).get_by_role("link")).to_have_text(sweep.info.run_name)
+    cell(sweep, RUN_NAME).get_by_role("button").first.click()  # the [+] that expands the sweep's children
+    for run in [*cells.values(), *compared[1:]]:
+        link = cell(run, RUN_NAME).get_by_role("link")
+        expect(link).to_have_text(run.info.run_name)
+        expect(link).to_be_visible()
+
+    # Show samples_per_s, hw.label and trainbench.backend with the column selector (and drop empty columns).
+    page.get_by_role("button", name="Columns", exact=True).click()
+    columns = page.get_by_placeholder("Search columns")
+    for title in ("samples_per_s", "hw.label", "trainbench.backend", "Dataset", "Source", "Models"):
+        columns.fill(title)
+        exact = page.locator(".du-bois-light-tree-title").filter(has_text=re.compile(f"^{re.escape(title)}$"))
+        page.locator("[data-testid=column-selector-tree] .du-bois-light-tree-treenode").filter(has=exact) \
+            .locator(".du-bois-light-tree-checkbox").click()
+    page.keyboard.press("Escape")
+    for column in (RUN_NAME, SAMPLES, BACKEND, LABEL):  # fit the columns to their text, as a person would
+        page.locator(f'.ag-header-cell[col-id="{column}"] .ag-header-cell-resize').dblclick()
+    for run in compared:
+        expect(cell(run, LABEL)).to_have_text(run.data.tags["hw.label"])
+        expect(cell(run, LABEL)).to_be_visible()
+        expect(cell(run, BACKEND)).to_have_text(run.data.tags["trainbench.backend"])
+        shown = cell(run, SAMPLES)
+        expect(shown).to_be_visible()
+        expect(shown).to_have_text(re.compile(r"^\d[\d.,]*$"))
+        assert float(shown.inner_text().replace(",", "")) == pytest.approx(run.data.metrics["samples_per_s"], rel=1e-3)
+    # the gpu cell, when it was `unavailable`, has no throughput and says so with a dash
+    gpu = cells["pytorch-mlp-gpu-bs64"]
+    if "samples_per_s" not in gpu.data.metrics:
+        expect(cell(gpu, SAMPLES)).to_have_text("-")
+    page.screenshot(path=str(tmp_path / "runs-table.png"))
+
+    # Select the local cell and two references, then Compare: one column per run, a row per param/metric/tag.
+    for run in compared:
+        page.locator(f'[role=row][row-id="{run.info.run_id}"] input.ag-checkbox-input').click()
+    page.get_by_test_id("runs-compare-button").click()
+    page.wait_for_url(re.compile(r"#/compare-runs\?runs="))
+    expect(page.get_by_role("heading", name=f"Comparing {len(compared)} Runs from 1 Experiment")).to_be_visible()
+    page.set_viewport_size({"width": 1440, "height": 1500})
+    for section in ("Visualizations", "Parameters", "Artifacts"):  # fold away what is not compared here
+        page.get_by_role("button", name=section, exact=True).click()
+    page.get_by_role("switch", name="Tags - Show diff only").click()
+    names = row(page, "Run Name:")
+    expect(names.get_by_role("cell")).to_have_text([run.info.run_name for run in compared])
+    expect(names).to_be_visible()
+    expect(page.get_by_role("link", name="samples_per_s", exact=True)).to_be_visible()  # a row of Metrics
+    labels = row(page, "hw.label")
+    labels.scroll_into_view_if_needed()
+    expect(labels.get_by_role("cell")).to_have_text([run.data.tags["hw.label"] for run in compared])
+    expect(labels).to_be_visible()
+    page.screenshot(path=str(tmp_path / "compare-view.png"))
+
+
+def row(page: Any, header: str) -> Any:
+    """The compare view's table row whose header reads `header`."""
+    return page.get_by_role("row").filter(has=page.get_by_role("rowheader", name=header, exact=True))
+
+
+def close_assistant(page: Any) -> None:
+    """MLflow 3 opens its chat assistant beside every page; a person closes it to see the table."""
+    close = page.locator('[data-component-id="mlflow.assistant.chat_panel.close"]')
+    try:
+        close.click(timeout=5_000)
+    except Exception as error:  # not there (another MLflow release, or already closed): nothing to do
+        if type(error).__name__ != "TimeoutError":
+            raise
+
