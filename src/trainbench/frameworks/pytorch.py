@@ -121,7 +121,8 @@ class Adapter:
 
         inputs, labels = self._resident(data.train.first(2))
         model.eval()
-        counter = FlopCounterMode(display=False)
+        counter = FlopCounterMode(display=False, custom_mapping={
+            torch.ops.aten.convolution_backward: _convolution_backward_flops})
         with counter:
             _loss(cfg["model"]["output_activation"])(model(self._prepare(inputs, data)).float(), labels).backward()
         model.zero_grad(set_to_none=True)
@@ -368,6 +369,18 @@ def _replace_head(model: nn.Module, name: str, num_classes: int) -> None:
         parent[int(last)] = new
     else:
         setattr(parent, last, new)
+
+
+def _convolution_backward_flops(grad_out_shape: Any, x_shape: Any, w_shape: Any, _bias: Any, _stride: Any,
+                                _padding: Any, _dilation: Any, transposed: bool, _output_padding: Any, _groups: Any,
+                                output_mask: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    """FLOPs of a convolution's backward pass: each gradient asked for (input, weight) costs one forward
+    convolution. torch's own formula ignores `groups` and overcounts depthwise convolutions (MobileNetV2,
+    EfficientNet) by the channel count."""
+    from torch.utils.flop_counter import conv_flop_count
+
+    forward = conv_flop_count(list(x_shape), list(w_shape), list(grad_out_shape), transposed)
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
 def _optimizer(model: nn.Module, optim: dict[str, Any]) -> torch.optim.Optimizer:

@@ -1,0 +1,400 @@
+"""Keras builds of the models in conf/model/, shaped like their torchvision (or transformers) counterparts.
+
+Imported only by trainbench.frameworks.keras, after it has chosen the Keras backend (KERAS_BACKEND must be
+set before keras is first imported). Models take NHWC float input, already normalised, and return logits.
+
+Parity with torchvision, checked by tests/test_keras_parity.py (trainable parameters, at 32 px / 10 classes
+and 224 px / 1000 classes):
+- mlp, resnet18, alexnet: written here layer for layer, with torchvision's initialisation: exact.
+- VGG16 (and VGG19): keras.applications' convolutions (the same as torchvision's) with torchvision's head:
+  adaptive average pooling to 7x7, then 4096-4096-classes with dropout. keras.applications' own top
+  flattens whatever the convolutions leave (1x1x512 at 32 px), so its count would change with the input.
+- MobileNetV2: keras.applications' body with torchvision's head (dropout 0.2, then Linear); exact.
+- EfficientNetB0: keras.applications' model without the Rescaling + Normalization layers it starts with
+  (trainbench normalises the input itself, the same way for every framework); exact.
+- ResNet50: keras.applications.ResNet50 has biases in its convolutions (torchvision's have none: BatchNorm
+  follows each) and strides in the first 1x1 convolution of a downsampling block (torchvision, "v1.5",
+  strides in the 3x3 one): +26,560 parameters (+0.10% at 1000 classes, +0.11% at 10 classes), and
+  slightly more FLOPs at the same input size.
+- distilbert, bert_base, bert_large: keras-hub backbones with transformers' heads; exact.
+Initialisation of keras.applications and keras-hub models is Keras' own (glorot/he as their authors chose), and
+BatchNorm momentum/epsilon follow each library's model; neither changes a parameter count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+# Builders written here, by the `keras:` name in the model YAML (keras.applications has no such class).
+OWN_BUILDERS: dict[str, Callable[[tuple[int, int, int], int], keras.Model]] = {}
+
+
+def build(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """The model of `model_cfg` for NHWC `input_shape` and `classes` outputs (logits)."""
+    if model_cfg["builder"] == "mlp":
+        return mlp(model_cfg, input_shape, classes)
+    name = model_cfg["keras"]
+    if not name:
+        raise ValueError(f"model `{model_cfg['name']}` names no Keras class (its YAML has no `keras:` key)")
+    if model_cfg["pretrained"]:
+        raise ValueError(
+            f"model.pretrained=true is PyTorch-only (torchvision checkpoints); {name} on Keras starts from "
+            "random weights: set model.pretrained=false"
+        )
+    if name in OWN_BUILDERS:
+        return OWN_BUILDERS[name](input_shape, classes)
+    if not hasattr(keras.applications, name):
+        known = ", ".join(sorted(OWN_BUILDERS))
+        raise ValueError(f"model.keras={name!r} is neither a keras.applications class nor one of {known}")
+    return applications_model(name, input_shape, classes)
+
+
+# -- torch-style initialisation ------------------------------------------------------------------
+# A new initializer for every layer: an unseeded Keras initializer fixes its seed when it is created,
+# so one instance shared by layers of the same shape would give them identical weights.
+def _torch_default_kernel() -> keras.initializers.Initializer:
+    """torch.nn.Linear / Conv2d default: kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in))."""
+    return keras.initializers.VarianceScaling(1.0 / 3.0, "fan_in", "uniform")
+
+
+def _torch_kaiming_fan_out() -> keras.initializers.Initializer:
+    """torchvision ResNet convolutions: kaiming_normal(mode="fan_out", nonlinearity="relu")."""
+    return keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+
+
+def _torch_classifier_kernel() -> keras.initializers.Initializer:
+    """torchvision VGG / MobileNetV2 classifiers: normal(0, 0.01), zero bias."""
+    return keras.initializers.RandomNormal(0.0, 0.01)
+
+
+def _torch_bias(fan_in: int) -> keras.initializers.Initializer:
+    """torch.nn.Linear / Conv2d default bias: U(+-1/sqrt(fan_in))."""
+    bound = 1.0 / math.sqrt(fan_in)
+    return keras.initializers.RandomUniform(-bound, bound)
+
+
+def _linear(units: int, fan_in: int, activation: str | None = None, name: str | None = None) -> layers.Dense:
+    """torch.nn.Linear(fan_in, units) with its default initialisation."""
+    return layers.Dense(units, activation=activation, kernel_initializer=_torch_default_kernel(),
+                        bias_initializer=_torch_bias(fan_in), name=name)
+
+
+# -- MLP -----------------------------------------------------------------------------------------
+def mlp(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """Flatten -> (Dense + activation) per hidden layer -> Dense to the classes (logits), as pytorch.mlp."""
+    hidden = [model_cfg["width"]] * model_cfg["depth"] if model_cfg["depth"] is not None else list(model_cfg["hidden_sizes"])
+    inputs = keras.Input(input_shape)
+    x = layers.Flatten()(inputs)
+    width = int(np.prod(input_shape))
+    for units in hidden:
+        x = _linear(units, width, model_cfg["activation"])(x)
+        width = units
+    outputs = _linear(classes, width)(x)  # logits; an output sigmoid is the loss's business
+    return keras.Model(inputs, outputs, name=model_cfg["name"])
+
+
+# -- pooling as torchvision does it ----------------------------------------------------------------
+class AdaptiveAveragePool2D(layers.Layer):
+    """torch.nn.AdaptiveAvgPool2d for NHWC: output bin i of n averages input rows floor(i*h/n) to
+    ceil((i+1)*h/n), the same split torch uses. Written as two small averaging matrices (no weights).
+
+    Not keras.layers.AdaptiveAveragePooling2D: it exists only from Keras 3.13, and in Keras 3.15.1 on the
+    JAX backend it returns NaN when the output size equals the input size (VGG16 at 224 px: 7x7 -> 7x7).
+    """
+
+    def __init__(self, output_size: tuple[int, int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.output_size = tuple(output_size)
+
+    @staticmethod
+    def _averaging(size: int, bins: int) -> np.ndarray:
+        matrix = np.zeros((bins, size), dtype="float32")
+        for i in range(bins):
+            start, end = (i * size) // bins, -((-(i + 1) * size) // bins)
+            matrix[i, start:end] = 1.0 / (end - start)
+        return matrix
+
+    def call(self, x: Any) -> Any:
+        height, width = x.shape[1], x.shape[2]
+        if (height, width) == self.output_size:
+            return x
+        rows = ops.convert_to_tensor(self._averaging(height, self.output_size[0]), dtype=x.dtype)
+        cols = ops.convert_to_tensor(self._averaging(width, self.output_size[1]), dtype=x.dtype)
+        return ops.einsum("ih,jw,nhwc->nijc", rows, cols, x)
+
+    def compute_output_shape(self, input_shape: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (input_shape[0], *self.output_size, input_shape[-1])
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "output_size": self.output_size}
+
+
+def _torchvision_vgg_head(x: Any, classes: int) -> Any:
+    x = AdaptiveAveragePool2D((7, 7), name="avgpool")(x)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(4096, activation="relu", kernel_initializer=_torch_classifier_kernel(), name="fc1")(x)
+    x = layers.Dropout(0.5)(x)
+    x = layers.Dense(4096, activation="relu", kernel_initializer=_torch_classifier_kernel(), name="fc2")(x)
+    x = layers.Dropout(0.5)(x)
+    return layers.Dense(classes, kernel_initializer=_torch_classifier_kernel(), name="predictions")(x)
+
+
+def _torchvision_mobilenet_head(x: Any, classes: int) -> Any:
+    x = layers.GlobalAveragePooling2D(name="avgpool")(x)
+    x = layers.Dropout(0.2)(x)
+    return layers.Dense(classes, kernel_initializer=_torch_classifier_kernel(), name="predictions")(x)
+
+
+# keras.applications models whose own top differs from torchvision's: built without it, plus this head.
+TORCHVISION_HEADS: dict[str, Callable[[Any, int], Any]] = {
+    "VGG16": _torchvision_vgg_head,
+    "VGG19": _torchvision_vgg_head,
+    "MobileNetV2": _torchvision_mobilenet_head,
+}
+
+
+def applications_model(name: str, input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    constructor = getattr(keras.applications, name)
+    # An input tensor rather than input_shape: keras.applications refuses input_shape below 32 px even
+    # with weights=None, where torchvision builds the same networks at any size that survives pooling.
+    inputs = keras.Input(input_shape)
+    options: dict[str, Any] = {"weights": None, "input_tensor": inputs}
+    head = TORCHVISION_HEADS.get(name)
+    if head is not None:
+        base = constructor(include_top=False, **options)
+        model = keras.Model(inputs, head(base.output, classes), name=name)
+    else:
+        model = constructor(include_top=True, classes=classes, classifier_activation=None, **options)
+    return _without_input_scaling(model, inputs)
+
+
+def _without_input_scaling(model: keras.Model, inputs: Any) -> keras.Model:
+    """The model minus the Rescaling(1/255) / Normalization layers some keras.applications models
+    (EfficientNet B0-B7) put first: trainbench has normalised the input already, the same way for every
+    framework, and would otherwise be divided by 255 again. They hold no trainable weights."""
+    scaling = (layers.Rescaling, layers.Normalization)
+    first = [layer for layer in model.layers[1:4] if isinstance(layer, scaling)]
+    if not first:
+        return model
+    body = keras.Model(first[-1].output, model.output, name=f"{model.name}_body")
+    return keras.Model(inputs, body(inputs), name=model.name)
+
+
+# -- torchvision's ResNet-18 -----------------------------------------------------------------------
+def _conv(x: Any, filters: int, kernel: int, stride: int, name: str, *, bias: bool = False,
+          activation: str | None = None) -> Any:
+    """nn.Conv2d(kernel, stride, padding=kernel // 2): torch pads both sides equally, which Keras'
+    padding="same" does only at stride 1."""
+    pad = kernel // 2
+    if stride == 1:
+        padding = "same"
+    else:
+        padding = "valid"
+        if pad:
+            x = layers.ZeroPadding2D(pad, name=f"{name}.pad")(x)
+    fan_in = kernel * kernel * x.shape[-1]
+    return layers.Conv2D(filters, kernel, stride, padding=padding, use_bias=bias, activation=activation,
+                         kernel_initializer=_torch_kaiming_fan_out(),
+                         bias_initializer=_torch_bias(fan_in) if bias else "zeros", name=name)(x)
+
+
+def _batchnorm(x: Any, name: str) -> Any:
+    # torch momentum 0.1 weighs the new batch; Keras momentum weighs the running value.
+    return layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name=name)(x)
+
+
+def _basic_block(x: Any, filters: int, stride: int, name: str) -> Any:
+    shortcut = x
+    out = _conv(x, filters, 3, stride, f"{name}.conv1")
+    out = layers.ReLU()(_batchnorm(out, f"{name}.bn1"))
+    out = _batchnorm(_conv(out, filters, 3, 1, f"{name}.conv2"), f"{name}.bn2")
+    if stride != 1 or x.shape[-1] != filters:
+        shortcut = _batchnorm(_conv(x, filters, 1, stride, f"{name}.downsample.0"), f"{name}.downsample.1")
+    return layers.ReLU()(layers.Add()([out, shortcut]))
+
+
+def resnet18(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """torchvision.models.resnet18: same layers, padding, BatchNorm epsilon and initialisation."""
+    inputs = keras.Input(input_shape)
+    x = _conv(inputs, 64, 7, 2, "conv1")
+    x = layers.ReLU()(_batchnorm(x, "bn1"))
+    x = layers.ZeroPadding2D(1)(x)  # after ReLU, zero padding is the same as torch's -inf for max pooling
+    x = layers.MaxPooling2D(3, 2, name="maxpool")(x)
+    for stage, (filters, stride) in enumerate([(64, 1), (128, 2), (256, 2), (512, 2)], start=1):
+        x = _basic_block(x, filters, stride, f"layer{stage}.0")
+        x = _basic_block(x, filters, 1, f"layer{stage}.1")
+    x = layers.GlobalAveragePooling2D(name="avgpool")(x)
+    outputs = _linear(classes, x.shape[-1], name="fc")(x)
+    return keras.Model(inputs, outputs, name="resnet18")
+
+
+# -- torchvision's AlexNet -------------------------------------------------------------------------
+def alexnet(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """torchvision.models.alexnet: same layers, padding, adaptive 6x6 pooling, dropout and initialisation."""
+    inputs = keras.Input(input_shape)
+
+    def conv(x: Any, filters: int, kernel: int, stride: int, pad: int, name: str) -> Any:
+        if pad and stride != 1:
+            x = layers.ZeroPadding2D(pad)(x)
+        padding = "same" if pad and stride == 1 else "valid"
+        fan_in = kernel * kernel * x.shape[-1]
+        return layers.Conv2D(filters, kernel, stride, padding=padding, activation="relu", name=name,
+                             kernel_initializer=_torch_default_kernel(), bias_initializer=_torch_bias(fan_in))(x)
+
+    x = conv(inputs, 64, 11, 4, 2, "features.0")
+    x = layers.MaxPooling2D(3, 2)(x)
+    x = conv(x, 192, 5, 1, 2, "features.3")
+    x = layers.MaxPooling2D(3, 2)(x)
+    x = conv(x, 384, 3, 1, 1, "features.6")
+    x = conv(x, 256, 3, 1, 1, "features.8")
+    x = conv(x, 256, 3, 1, 1, "features.10")
+    x = layers.MaxPooling2D(3, 2)(x)
+    x = AdaptiveAveragePool2D((6, 6), name="avgpool")(x)
+    x = layers.Flatten()(x)
+    x = layers.Dropout(0.5)(x)
+    x = _linear(4096, x.shape[-1], "relu", name="classifier.1")(x)
+    x = layers.Dropout(0.5)(x)
+    x = _linear(4096, 4096, "relu", name="classifier.4")(x)
+    outputs = _linear(classes, 4096, name="classifier.6")(x)
+    return keras.Model(inputs, outputs, name="alexnet")
+
+
+OWN_BUILDERS.update({"resnet18": resnet18, "alexnet": alexnet})
+
+
+# -- text: keras-hub encoders with transformers' classification heads -----------------------------------
+def text_classifier(model_cfg: dict[str, Any], seq_len: int, classes: int) -> keras.Model:
+    """A randomly initialised keras-hub encoder (`keras_hub:` in the model YAML) with the classification
+    head of the transformers model the PyTorch adapter builds from the same dimensions; token ids in
+    (0 = padding, masked out of attention as in PyTorch), logits out. Parameter counts are exact."""
+    import keras_hub
+
+    family = model_cfg["keras_hub"]
+    hidden = model_cfg["hidden_size"]
+    dimensions = {
+        "vocabulary_size": model_cfg["vocab_size"], "num_layers": model_cfg["num_layers"],
+        "num_heads": model_cfg["num_heads"], "hidden_dim": hidden, "intermediate_dim": model_cfg["intermediate_size"],
+        "max_sequence_length": model_cfg["max_position_embeddings"],
+    }
+    token_ids = keras.Input((seq_len,), dtype="int32", name="token_ids")
+    padding_mask = ops.not_equal(token_ids, 0)
+    if family == "BertBackbone":
+        # BertForSequenceClassification: the pooler (in the backbone), dropout 0.1, Linear(hidden, classes).
+        # transformers' type_vocab_size is 2 (keras-hub's default num_segments: 4).
+        backbone = keras_hub.models.BertBackbone(num_segments=2, **dimensions)
+        outputs = backbone({"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids),
+                            "padding_mask": padding_mask})
+        x = layers.Dropout(0.1)(outputs["pooled_output"])
+    elif family == "DistilBertBackbone":
+        # DistilBertForSequenceClassification: the first token, Linear(hidden, hidden) + ReLU, dropout 0.2.
+        backbone = keras_hub.models.DistilBertBackbone(**dimensions)
+        first = backbone({"token_ids": token_ids, "padding_mask": padding_mask})[:, 0, :]
+        x = layers.Dense(hidden, activation="relu", kernel_initializer=_transformers_kernel(), name="pre_classifier")(first)
+        x = layers.Dropout(0.2)(x)
+    else:
+        raise ValueError(f"model.keras_hub={family!r}: trainbench builds BertBackbone and DistilBertBackbone")
+    logits = layers.Dense(classes, kernel_initializer=_transformers_kernel(), name="classifier")(x)
+    return keras.Model(token_ids, logits, name=model_cfg["name"])
+
+
+def _transformers_kernel() -> keras.initializers.Initializer:
+    """transformers' Linear initialisation: normal(0, initializer_range=0.02), zero bias."""
+    return keras.initializers.RandomNormal(0.0, 0.02)
+
+
+def transformer_training_flops_per_sample(model_cfg: dict[str, Any], seq_len: int, classes: int) -> float:
+    """Training FLOPs per sequence, as torch.utils.flop_counter counts the PyTorch adapter's transformers
+    model: every Linear (3x its forward: forward, input and weight gradients) and attention as
+    scaled_dot_product_attention (forward 2 products, backward 5: the scores are recomputed);
+    embeddings, softmax and normalisation are not counted."""
+    hidden, intermediate, depth = model_cfg["hidden_size"], model_cfg["intermediate_size"], model_cfg["num_layers"]
+    linear = depth * 2.0 * seq_len * (4 * hidden * hidden + 2 * hidden * intermediate)
+    linear += 2.0 * hidden * hidden + 2.0 * hidden * classes  # pooler / pre-classifier and classifier (one token)
+    attention = depth * 2 * 2.0 * seq_len * seq_len * hidden
+    return 3 * linear + 3.5 * attention
+
+
+def count_trainable(model: keras.Model) -> int:
+    """Trainable parameters: BatchNorm's moving statistics and other non-trainable state excluded."""
+    return int(sum(np.prod(w.shape) for w in model.trainable_weights))
+
+
+class Preprocess(layers.Layer):
+    """A uint8 (N, C, H, W) batch -> the model's normalised float NHWC input, on the device.
+
+    The same steps in the same order as the PyTorch adapter (pytorch.Adapter._prepare): scale to [0, 1],
+    bilinear resize (half-pixel centres, no antialiasing, like F.interpolate(align_corners=False)),
+    gray -> RGB, subtract the mean and divide by the standard deviation; then NCHW -> NHWC. No weights,
+    so the trained model is exactly the one counted. Always float32, also under a mixed policy: the
+    model's first layer casts, as autocast does in PyTorch.
+    """
+
+    def __init__(self, image_size: int, channels: int, mean: list[float], std: list[float], **kwargs: Any) -> None:
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.image_size, self.channels = image_size, channels
+        self.mean, self.std = list(mean), list(std)
+
+    def call(self, images: Any) -> Any:
+        x = ops.transpose(ops.cast(images, "float32") / 255.0, (0, 2, 3, 1))
+        if (x.shape[1], x.shape[2]) != (self.image_size, self.image_size):
+            x = ops.image.resize(x, (self.image_size, self.image_size), interpolation="bilinear",
+                                 antialias=False, data_format="channels_last")
+        if x.shape[-1] != self.channels:
+            x = ops.repeat(x, self.channels, axis=-1)
+        mean = ops.convert_to_tensor(np.asarray(self.mean, dtype="float32"))
+        std = ops.convert_to_tensor(np.asarray(self.std, dtype="float32"))
+        return (x - mean) / std
+
+    def compute_output_shape(self, input_shape: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (input_shape[0], self.image_size, self.image_size, self.channels)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "image_size": self.image_size, "channels": self.channels,
+                "mean": self.mean, "std": self.std}
+
+
+def sigmoid_categorical_crossentropy(labels: Any, logits: Any) -> Any:
+    """The seed blog's head, as pytorch._loss: sigmoid outputs fed to categorical cross-entropy, which
+    first rescales them to sum to one."""
+    probs = ops.sigmoid(ops.cast(logits, "float32"))
+    probs = ops.maximum(probs / ops.sum(probs, axis=-1, keepdims=True), 1e-7)
+    # Keras may hand the labels over as (N,) or (N, 1): gather with (N, 1) either way.
+    picked = ops.take_along_axis(probs, ops.reshape(ops.cast(labels, "int32"), (-1, 1)), axis=-1)
+    return -ops.log(ops.reshape(picked, (-1,)))
+
+
+def training_flops_per_sample(model: keras.Model) -> float | None:
+    """Training FLOPs (forward + backward) per sample, counted as torch.utils.flop_counter counts the
+    PyTorch adapter's models, so that one model has one figure (and one MFU) in every framework:
+    matrix products and convolutions only, 2 FLOPs per multiply-add; backward = the weight gradient of
+    every such layer plus the input gradient of every one but the first (nothing upstream needs it).
+    Read off the built graph: None for a model whose layers are shared or have no static shapes."""
+    flops, first = 0.0, True
+    try:
+        for layer in _flattened(model):
+            kernel = getattr(layer, "kernel", None)
+            if kernel is None or len(kernel.shape) < 2:
+                continue
+            # Dense: (in, out) per output position; ConvND / DepthwiseConv2D: (*window, in/groups, out).
+            positions = int(np.prod(layer.output.shape[1:-1]))
+            forward = 2.0 * positions * int(np.prod(kernel.shape))
+            flops += forward * (2 if first else 3)
+            first = False
+    except (AttributeError, ValueError, TypeError):
+        return None
+    return flops
+
+
+def _flattened(model: keras.Model) -> Any:
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):
+            yield from _flattened(layer)
+        else:
+            yield layer

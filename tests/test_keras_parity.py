@@ -1,0 +1,185 @@
+"""Keras (TensorFlow, JAX) builds the networks torchvision and transformers build, and feeds them the
+same numbers.
+
+TensorFlow and PyTorch abort when loaded into one process, so each framework works in a child process
+of its own: this file run as a script (`python tests/test_keras_parity.py FRAMEWORK OUT_DIR`) composes
+each cell from conf/ with Hydra, as `src/run.py` does, builds the model through the framework's adapter
+and writes its trainable-parameter counts and training FLOPs per sample, plus a few preprocessed batches,
+to OUT_DIR. The tests compare the files. (tests/test_keras_training.py checks num_parameters as MLflow
+records it through src/run.py, for TensorFlow and JAX.)
+
+"32px-10" is 32 px and 10 classes, or the model's smallest input where 32 px pools away to nothing
+(alexnet: 63 px, in torchvision as in Keras); "224px-1000" is ImageNet's shape. Text models are counted
+at their YAML's sequence length and labels.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import ROOT, child_env
+
+CONF = ROOT / "conf"
+SHAPES = {"32px-10": (32, 10), "224px-1000": (224, 1000)}
+FLOPS_SHAPE = "32px-10"
+# Where Keras' own model differs from torchvision's (documented in trainbench/frameworks/keras_models.py):
+# keras.applications.ResNet50 has biases in its convolutions (+26,560). Every other model is exact.
+TOLERANCE = {"resnet50": 0.01}
+# keras.applications.ResNet50 is ResNet v1 (strides in the 1x1 convolution), torchvision's v1.5: -5.7%.
+FLOPS_TOLERANCE = {"resnet50": 0.06}
+# torch.utils.flop_counter ignores `groups` in convolution backward (grad_weight), so it overcounts
+# depthwise convolutions by their channel count: 6.9x (MobileNetV2), 14x (EfficientNet-B0) the true figure.
+KERAS_SIDE = "tensorflow"  # the TensorFlow backend builds fastest on a CPU (JAX compiles every initialiser)
+# Preprocessing cases: upsampling + gray -> RGB, downsampling, none (per-channel statistics).
+PREPARE = {
+    "digits-up-rgb": ["data=digits", "data.image_size=32", "data.grayscale_to_rgb=true"],
+    "digits-down": ["data=digits", "data.image_size=5"],
+    "cifar-shaped": ["data=synthetic", "data.mean=[0.4,0.5,0.6]", "data.std=[0.2,0.25,0.3]"],
+}
+
+
+def models_by_input() -> tuple[dict[str, int], list[str]]:
+    """Every image model in conf/model/ with the smallest input it accepts (alexnet pools 32 px away),
+    and every text model but bert_large (bert_base's builder at three times the size: left out for time)."""
+    images, texts = {}, []
+    for path in sorted((CONF / "model").glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text())
+        if spec.get("input", "image") == "image":
+            images[path.stem] = spec.get("min_image_size", 1)
+        elif path.stem != "bert_large":
+            texts.append(path.stem)
+    return images, texts
+
+
+MODELS, TEXT_MODELS = models_by_input()
+
+
+def cell_size(model: str, shape: str) -> tuple[int, int]:
+    size, classes = SHAPES[shape]
+    return max(size, MODELS[model]), classes
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Counts and preprocessed batches from PyTorch and Keras on TensorFlow; preprocessed batches from Keras
+    on JAX (whose resize is its own code)."""
+    out = tmp_path_factory.mktemp("parity")
+    env = child_env({"PYTHONPATH": str(ROOT / "src")})
+    children = [
+        subprocess.Popen([sys.executable, __file__, framework, str(out)], env=env, cwd=out,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for framework in ("pytorch", KERAS_SIDE, "jax")
+    ]
+    for child in children:
+        output, _ = child.communicate(timeout=600)
+        assert child.returncode == 0, output[-3000:]
+    return out
+
+
+def counted(out: Path, framework: str, key: str, what: str) -> float:
+    return json.loads((out / f"{framework}.json").read_text())[key][what]
+
+
+def assert_close(key: str, torch_count: float, keras_count: float, tolerance: float) -> None:
+    assert abs(keras_count - torch_count) <= tolerance * torch_count, (
+        f"{key}: torch {torch_count:,.0f} vs keras {keras_count:,.0f} ({(keras_count / torch_count - 1) * 100:+.3f}%)"
+    )
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("model", MODELS)
+def test_keras_parameter_counts_match_torchvision(built: Path, model: str, shape: str) -> None:
+    key = f"{model}@{shape}"
+    assert_close(key, counted(built, "pytorch", key, "parameters"), counted(built, KERAS_SIDE, key, "parameters"),
+                 TOLERANCE.get(model, 0.0))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_keras_flops_match_torch_flop_counter(built: Path, model: str) -> None:
+    """flops_per_sample (matmuls and convolutions, forward + backward) is one figure for one model, so
+    MFU compares across frameworks."""
+    key = f"{model}@{FLOPS_SHAPE}"
+    assert_close(key, counted(built, "pytorch", key, "flops"), counted(built, KERAS_SIDE, key, "flops"),
+                 FLOPS_TOLERANCE.get(model, 0.0))
+
+
+@pytest.mark.parametrize("model", TEXT_MODELS)
+def test_keras_hub_text_models_match_transformers(built: Path, model: str) -> None:
+    """Same parameters (exact) and training FLOPs per sequence (matmuls and attention) as transformers."""
+    key = f"{model}@text"
+    for what in ("parameters", "flops"):
+        assert_close(f"{key} {what}", counted(built, "pytorch", key, what), counted(built, KERAS_SIDE, key, what), 0.0)
+
+
+@pytest.mark.parametrize("case", PREPARE)
+@pytest.mark.parametrize("keras_side", [KERAS_SIDE, "jax"])
+def test_preprocessing_matches_pytorch(built: Path, case: str, keras_side: str) -> None:
+    """Scale, bilinear resize, gray -> RGB, normalise: the numbers the model sees, NCHW vs NHWC."""
+    torch_batch = np.load(built / "pytorch.npz")[case]
+    keras_batch = np.load(built / f"{keras_side}.npz")[case]
+    assert keras_batch.shape == torch_batch.transpose(0, 2, 3, 1).shape
+    np.testing.assert_allclose(keras_batch, torch_batch.transpose(0, 2, 3, 1), atol=1e-5)
+
+
+# -- the child process -------------------------------------------------------------------------------
+def _child(framework: str, out: Path) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from trainbench import data as datasets
+    from trainbench import frameworks
+    from trainbench.config import validate
+
+    def cell(*overrides: str) -> tuple[dict[str, Any], Any, datasets.Dataset]:
+        cfg = validate(compose("config", overrides=[f"framework={framework}", "device=cpu", "data.num_samples=4",
+                                                    "data.num_val_samples=1", *overrides]))
+        adapter = frameworks.load(cfg)
+        adapter.select_device("cpu")
+        return cfg, adapter, datasets.load(cfg["data"], cfg["seed"])
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        found = {}
+        models = {} if framework == "jax" else MODELS  # one Keras code for both backends: TensorFlow counts
+        for model in models:
+            for shape in SHAPES:
+                size, classes = cell_size(model, shape)
+                cfg, adapter, data = cell(f"model={model}", "data=synthetic", f"data.image_size={size}",
+                                          f"data.num_classes={classes}")
+                built = adapter.build_model(cfg["model"], data)
+                found[f"{model}@{shape}"] = {"parameters": adapter.num_parameters(built)}
+                if shape == FLOPS_SHAPE:  # PyTorch counts by running the model: 224 px costs a minute
+                    found[f"{model}@{shape}"]["flops"] = adapter.flops_per_sample(built, data, cfg)
+        for model in [] if framework == "jax" else TEXT_MODELS:
+            cfg, adapter, data = cell(f"model={model}", "data=synthetic_text")
+            built = adapter.build_model(cfg["model"], data)
+            found[f"{model}@text"] = {"parameters": adapter.num_parameters(built),
+                                      "flops": adapter.flops_per_sample(built, data, cfg)}
+        (out / f"{framework}.json").write_text(json.dumps(found, indent=1))
+
+        batches = {}
+        for case, overrides in PREPARE.items():
+            cfg, adapter, data = cell("model=mlp", *overrides)
+            images = data.train.inputs[:4]
+            if framework == "pytorch":
+                import torch
+
+                batches[case] = adapter._prepare(torch.from_numpy(images), data).numpy()
+            else:
+                import keras
+
+                from trainbench.frameworks import keras_models
+
+                layer = keras_models.Preprocess(data.image_size, data.channels, data.mean, data.std)
+                batches[case] = keras.ops.convert_to_numpy(layer(images))
+        np.savez(out / f"{framework}.npz", **batches)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], Path(sys.argv[2]))
