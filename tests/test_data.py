@@ -126,3 +126,23 @@ def test_cifar10_trains_end_to_end_from_local_files(trainbench, tmp_path: Path) 
     assert result.returncode == 0, result.stderr[-2000:]
     (cell,) = result.runs()
     assert cell.data.params["data.name"] == "cifar10" and cell.data.metrics["val_accuracy"] >= 0
+
+
+def test_download_fetches_checks_and_unpacks_the_archive(tmp_path: Path) -> None:
+    """The real download path, fed from a file:// URL: the archive is fetched, its md5 checked, unpacked."""
+    import hashlib
+    import tarfile
+
+    source = tmp_path / "source"
+    write_cifar10(source)
+    archive = tmp_path / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+    md5 = hashlib.md5(archive.read_bytes()).hexdigest()
+    target = tmp_path / "data" / "cifar-10-batches-py"
+    data._ensure_unpacked("CIFAR-10", target, data.CIFAR10_FILES, archive.as_uri(), md5, download=True)
+    assert all((target / name).exists() for name in data.CIFAR10_FILES)
+
+    corrupt = tmp_path / "other" / "cifar-10-batches-py"
+    with pytest.raises(data.DatasetMissing, match="md5 mismatch"):
+        data._ensure_unpacked("CIFAR-10", corrupt, data.CIFAR10_FILES, archive.as_uri(), "0" * 32, download=True)

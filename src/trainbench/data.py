@@ -142,15 +142,7 @@ def synthetic_text(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:
 def sst2(root: Path, download: bool, seq_len: int, vocab_size: int) -> tuple[Split, Split, int]:
     """GLUE SST-2 from root/SST-2/{train,dev}.tsv, tokenised by hashing words (see tokenize)."""
     folder = root.resolve() / "SST-2"
-    if not all((folder / name).exists() for name in SST2_FILES):
-        if not download:
-            raise DatasetMissing(_missing("SST-2", folder, SST2_FILES, SST2_URL, "data.download=true"))
-        archive = root.resolve() / "SST-2.zip"
-        _download(SST2_URL, archive, None, lambda why: _missing("SST-2", folder, SST2_FILES, SST2_URL, why))
-        import zipfile
-
-        with zipfile.ZipFile(archive) as bundle:
-            bundle.extractall(root.resolve())
+    _ensure_unpacked("SST-2", folder, SST2_FILES, SST2_URL, None, download)
 
     def read(name: str) -> Split:
         sentences, labels = [], []
@@ -230,13 +222,7 @@ def digits(val_fraction: float, seed: int) -> tuple[Split, Split, int]:
 def cifar10(root: Path, download: bool) -> tuple[Split, Split, int]:
     """CIFAR-10 from the python-pickle batches in root/cifar-10-batches-py."""
     folder = root.resolve() / "cifar-10-batches-py"
-    if not all((folder / name).exists() for name in CIFAR10_FILES):
-        if not download:
-            raise DatasetMissing(_missing("CIFAR-10", folder, CIFAR10_FILES, CIFAR10_URL, "data.download=true"))
-        archive = root.resolve() / "cifar-10-python.tar.gz"
-        _download(CIFAR10_URL, archive, CIFAR10_MD5, lambda why: _missing("CIFAR-10", folder, CIFAR10_FILES, CIFAR10_URL, why))
-        with tarfile.open(archive) as tar:
-            tar.extractall(root.resolve(), filter="data")
+    _ensure_unpacked("CIFAR-10", folder, CIFAR10_FILES, CIFAR10_URL, CIFAR10_MD5, download)
 
     def read(names: list[str]) -> Split:
         images, labels = [], []
@@ -285,6 +271,25 @@ def read_idx(path: Path) -> np.ndarray:
         raise ValueError(f"{path} is not an unsigned-byte IDX file")
     shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _ensure_unpacked(what: str, folder: Path, files: list[str], url: str, md5: str | None, download: bool) -> None:
+    """`files` in `folder`, else download the archive at `url` next to the folder and unpack it there;
+    offline or with download=false, raise DatasetMissing naming the folder and the files."""
+    if all((folder / name).exists() for name in files):
+        return
+    if not download:
+        raise DatasetMissing(_missing(what, folder, files, url, "data.download=true"))
+    archive = folder.parent / url.rsplit("/", 1)[-1]
+    _download(url, archive, md5, lambda why: _missing(what, folder, files, url, why))
+    if archive.suffix == ".zip":
+        import zipfile
+
+        with zipfile.ZipFile(archive) as bundle:
+            bundle.extractall(folder.parent)
+    else:
+        with tarfile.open(archive) as tar:
+            tar.extractall(folder.parent, filter="data")
 
 
 def _missing(what: str, folder: Path, files: list[str], url: str, remedy: str) -> str:
