@@ -13,11 +13,12 @@ import hydra
 from omegaconf import DictConfig
 
 from trainbench import cli
+from trainbench.runner.job import run_job
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def job(cfg: DictConfig) -> None:
-    cli.run_job(cfg)
+def job(cfg: DictConfig) -> dict:
+    return run_job(cfg)
 
 
 if __name__ == "__main__":

@@ -1,50 +1,132 @@
-"""What `python src/run.py` does around Hydra: validate every cell first, open the session (store,
-sweep parent run), let Hydra run the jobs, then print the summary and exit with the sweep's status.
+"""The command line: `python src/run.py ...` and the installed `trainbench` command.
 
-Exit status: 0 every cell finished; 1 some cell did not (failed, unavailable); 2 bad input (config,
-tracking store), nothing run; 130 interrupted with Ctrl-C.
+    trainbench [OVERRIDES...]            run cells (the same as python src/run.py; sweeps are multiruns)
+    trainbench list models|presets|...   what can be chosen
+    trainbench results [--experiment E]  the runs table of a store, in the terminal
+    trainbench download data=cifar10     fetch a dataset's files now (needs network)
+
+Before Hydra sees the command line it is checked here, so that bad input gets one line and exit 2, never
+Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, which owns the cells and
+ends the process with the sweep's exit status (trainbench.runner.owner).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from omegaconf import DictConfig
-
-from trainbench import plan as planning
-from trainbench.config import ConfigError, validate
-from trainbench.session import EXIT_OK, Session, fail
-from trainbench.tracking import TrackingUnavailable
-
-_session: Session | None = None
+EXIT_BAD_INPUT = 2
+EXIT_CTRL_C = 130
+LISTS = {"models": "model", "data": "data", "tasks": "task", "frameworks": "framework", "devices": "device",
+         "precisions": "precision", "presets": "experiment", "optimizers": "optim"}
 
 
-def main(hydra_main: Callable[[], Any], argv: list[str] | None = None) -> int:
-    global _session
-    argv = sys.argv[1:] if argv is None else argv
-    if planning.is_informational(planning.parse_args(argv)):
-        hydra_main()  # --help, --cfg job, --info ...: Hydra prints, nothing runs
-        return EXIT_OK
+def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
+    """Check the command line, then hand it to Hydra; return the exit status."""
+    from trainbench.config import ConfigError
+    from trainbench.config.compose import check_command_line, parse_args
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sys.argv = [sys.argv[0], *argv]
     try:
-        plan = planning.plan(argv)
-        _session = Session(plan.cells, plan.multirun, plan.overrides)
-    except (ConfigError, TrackingUnavailable) as error:
+        args = parse_args(argv)
+        check_command_line(args)
+    except ConfigError as error:
         return fail(str(error))
+    except SystemExit as error:  # argparse: a flag Hydra does not know (it printed its usage line)
+        return int(error.code or 0)
+    except KeyboardInterrupt:
+        return EXIT_CTRL_C
     try:
         hydra_main()
+    except SystemExit as finished:  # the sweeper ends every sweep this way, with its status
+        return int(finished.code or 0)
     except KeyboardInterrupt:
-        _session.interrupted()
-    code = _session.finish()
-    _session = None
-    return code
+        return EXIT_CTRL_C
+    return 0  # --help, --cfg ...: Hydra printed and returned
 
 
-def run_job(cfg: DictConfig) -> None:
-    """Hydra's task function: one composed cell, run in its own process, recorded in MLflow."""
-    from hydra.core.hydra_config import HydraConfig
+def fail(message: str) -> int:
+    from trainbench.tracking import private
 
-    if _session is None:
-        raise RuntimeError("run trainbench through `python src/run.py` (trainbench.cli.main)")
-    _session.run(validate(cfg), list(HydraConfig.get().overrides.task))
+    print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
+    return EXIT_BAD_INPUT
+
+
+def console() -> None:
+    """The `trainbench` command (pip install .)."""
+    argv = sys.argv[1:]
+    if argv and argv[0] == "list":
+        sys.exit(list_choices(argv[1:]))
+    if argv and argv[0] == "results":
+        sys.exit(results(argv[1:]))
+    if argv and argv[0] == "download":
+        sys.exit(download(argv[1:]))
+    if argv and argv[0] == "run":
+        argv = argv[1:]
+    sys.exit(main(_hydra_main(), argv))
+
+
+def _hydra_main() -> Callable[[], Any]:
+    import hydra
+
+    from trainbench.config import CONF_DIR
+    from trainbench.runner.job import run_job
+
+    return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(run_job)
+
+
+def list_choices(argv: list[str]) -> int:
+    from trainbench.config import choices
+
+    what = argv[0] if argv else ""
+    if what not in LISTS:
+        return fail(f"`trainbench list {what}`: choose one of {', '.join(LISTS)}")
+    group = LISTS[what]
+    for name in choices(group):
+        print(f"{name:24} {_first_comment(group, name)}")
+    return 0
+
+
+def _first_comment(group: str, name: str) -> str:
+    from trainbench.config import CONF_DIR
+
+    for line in (CONF_DIR / group / f"{name}.yaml").read_text().splitlines():
+        if line.startswith("#") and "@package" not in line:
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def results(argv: list[str]) -> int:
+    from trainbench import runs_table
+
+    return runs_table.main(argv)
+
+
+def download(argv: list[str]) -> int:
+    """`trainbench download data=cifar10`: the dataset's files, fetched now into data.root."""
+    from hydra import compose, initialize_config_dir
+
+    from trainbench import data
+    from trainbench.config import CONF_DIR, ConfigError
+    from trainbench.config.compose import compose_or_explain
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            composed = compose_or_explain(lambda job: compose(config_name="config", overrides=job), argv)
+        cfg = composed.data
+        from omegaconf import OmegaConf
+
+        data_cfg = OmegaConf.to_object(cfg)
+        missing = data.missing_files(data_cfg)
+        if missing is None:
+            print(f"{cfg.name}: nothing to download (already on disk, or generated)")
+            return 0
+        data.download(data_cfg)
+    except ConfigError as error:
+        return fail(str(error))
+    except data.DatasetMissing as error:
+        return fail(str(error))
+    print(f"{cfg.name}: downloaded into {missing[1]}")
+    return 0

@@ -18,11 +18,13 @@ import struct
 import sys
 import tarfile
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from trainbench.config.schema import DataConfig, ImageFiles, SyntheticImages, SyntheticText, TextData, TextFiles
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
@@ -83,60 +85,93 @@ class Dataset:
         return self.kind == "image" and self.train.inputs.shape[-1] != self.image_size
 
 
-def load(cfg: dict[str, Any], seed: int) -> Dataset:
-    """The dataset `cfg` (a resolved `data` config) describes, capped to data.num_samples."""
-    name = cfg["name"]
-    if cfg.get("input") == "text":
+def load(cfg: DataConfig, seed: int) -> Dataset:
+    """The dataset `cfg` describes, capped to its num_samples / num_val_samples."""
+    if isinstance(cfg, TextData):
         return _load_text(cfg, seed)
-    if name.startswith("synthetic"):
+    if isinstance(cfg, SyntheticImages):
         train, val, classes = synthetic(cfg, seed)
-    elif name == "cifar10":
-        train, val, classes = cifar10(Path(cfg["root"]), cfg["download"])
-    elif name == "mnist":
-        train, val, classes = mnist(Path(cfg["root"]), cfg["download"])
-    elif name == "digits":
-        train, val, classes = digits(cfg["val_fraction"], seed)
+        channels = cfg.channels
     else:
-        raise ValueError(f"no loader for data `{name}`")
-    train, val = train.first(cfg["num_samples"]), val.first(cfg["num_val_samples"])
-    native_channels = train.inputs.shape[1]
-    channels = 3 if cfg.get("grayscale_to_rgb") and native_channels == 1 else native_channels
-    mean, std = list(cfg["mean"]), list(cfg["std"])
+        assert isinstance(cfg, ImageFiles)
+        train, val, classes = _read_images(cfg, seed)
+        channels = cfg.channels_given()
+    train, val = train.first(cfg.num_samples), val.first(cfg.num_val_samples)
+    mean, std = list(cfg.mean), list(cfg.std)
+    if cfg.scale_only:  # pixels / 255 and nothing else (Keras' usual preprocessing)
+        mean, std = [0.0], [1.0]
     if channels != len(mean):  # gray -> RGB repeats the gray statistics per channel
         mean, std = mean * channels, std * channels
-    return Dataset(name, train, val, classes, mean, std, cfg["image_size"], channels)
+    return Dataset(cfg.name, train, val, classes, mean, std, cfg.image_size, channels)
 
 
-def _load_text(cfg: dict[str, Any], seed: int) -> Dataset:
-    if cfg["name"] == "sst2":
-        train, val, classes = sst2(Path(cfg["root"]), cfg["download"], cfg["seq_len"], cfg["vocab_size"])
+def _read_images(cfg: ImageFiles, seed: int) -> tuple[Split, Split, int]:
+    if cfg.loader == "cifar10":
+        return cifar10(Path(cfg.root), cfg.download)
+    if cfg.loader == "mnist":
+        return mnist(Path(cfg.root), cfg.download)
+    return digits(cfg.val_fraction, seed)
+
+
+def missing_files(cfg: DataConfig) -> tuple[str, Path, list[str], str] | None:
+    """For a dataset read from files that are not all on disk: (what, folder, files expected, url); else None.
+    Reads nothing but the folder listing, so the parent can check a whole sweep before its first cell."""
+    if isinstance(cfg, ImageFiles) and cfg.loader == "cifar10":
+        folder = Path(cfg.root).resolve() / "cifar-10-batches-py"
+        expected = CIFAR10_FILES
+        if not all((folder / name).exists() for name in expected):
+            return "CIFAR-10", folder, expected, CIFAR10_URL
+    if isinstance(cfg, ImageFiles) and cfg.loader == "mnist":
+        folder = Path(cfg.root).resolve() / "MNIST" / "raw"
+        expected = [name for pair in MNIST_FILES.values() for name in pair]
+        if not all((folder / n).exists() or (folder / f"{n}.gz").exists() for n in expected):
+            return "MNIST", folder, expected, MNIST_URL
+    if isinstance(cfg, TextFiles):
+        folder = Path(cfg.root).resolve() / "SST-2"
+        if not all((folder / name).exists() for name in SST2_FILES):
+            return "SST-2", folder, SST2_FILES, SST2_URL
+    return None
+
+
+def download(cfg: DataConfig) -> None:
+    """Fetch a dataset's files now (the `trainbench download` command); raises DatasetMissing when offline."""
+    if isinstance(cfg, TextFiles):
+        sst2(Path(cfg.root), True, cfg.seq_len, cfg.vocab_size)
+    elif isinstance(cfg, ImageFiles):
+        _read_images(replace(cfg, download=True), 0)
+
+
+def _load_text(cfg: TextData, seed: int) -> Dataset:
+    if isinstance(cfg, TextFiles):
+        train, val, classes = sst2(Path(cfg.root), cfg.download, cfg.seq_len, cfg.vocab_size)
     else:
+        assert isinstance(cfg, SyntheticText)
         train, val, classes = synthetic_text(cfg, seed)
-    train, val = train.first(cfg["num_samples"]), val.first(cfg["num_val_samples"])
+    train, val = train.first(cfg.num_samples), val.first(cfg.num_val_samples)
     padded = bool((train.inputs == PAD_ID).any() or (val.inputs == PAD_ID).any())
-    return Dataset(cfg["name"], train, val, classes, [], [], 0, 0, kind="text",
-                   seq_len=cfg["seq_len"], vocab_size=cfg["vocab_size"], padded=padded)
+    return Dataset(cfg.name, train, val, classes, [], [], 0, 0, kind="text",
+                   seq_len=cfg.seq_len, vocab_size=cfg.vocab_size, padded=padded)
 
 
-def synthetic_text(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:
+def synthetic_text(cfg: SyntheticText, seed: int) -> tuple[Split, Split, int]:
     """Random token ids, [CLS] first; with `learnable`, each sequence hides a few marker tokens of its
     class (a bag-of-words rule any encoder learns in a few epochs)."""
     rng = np.random.default_rng(seed)
-    seq_len, vocab, classes = cfg["seq_len"], cfg["vocab_size"], cfg["num_classes"]
+    seq_len, vocab, classes = cfg.seq_len, cfg.vocab_size, cfg.num_classes
     markers = FIRST_WORD_ID + np.arange(classes * 16).reshape(classes, 16)  # 16 marker ids per class
 
     def make(n: int) -> Split:
         tokens = rng.integers(FIRST_WORD_ID + markers.size, vocab, size=(n, seq_len), dtype=np.int64)
         tokens[:, 0] = CLS_ID
         labels = rng.integers(0, classes, size=n, dtype=np.int64)
-        if cfg["learnable"]:
+        if cfg.learnable:
             count = min(MARKERS_PER_SEQUENCE, seq_len - 1)
             positions = 1 + np.argsort(rng.random((n, seq_len - 1)), axis=1)[:, :count]
             chosen = markers[labels[:, None], rng.integers(0, 16, size=(n, count))]
             np.put_along_axis(tokens, positions, chosen, axis=1)
         return Split(tokens, labels)
 
-    return make(cfg["num_samples"] or 2048), make(cfg["num_val_samples"] or 256), classes
+    return make(cfg.num_samples or 2048), make(cfg.num_val_samples or 0), classes
 
 
 def sst2(root: Path, download: bool, seq_len: int, vocab_size: int) -> tuple[Split, Split, int]:
@@ -175,15 +210,15 @@ def tokenize(sentences: list[str], seq_len: int, vocab_size: int) -> np.ndarray:
     return ids
 
 
-def synthetic(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:
+def synthetic(cfg: SyntheticImages, seed: int) -> tuple[Split, Split, int]:
     """Random images; with `learnable`, each class is a fixed coarse pattern plus noise.
 
     The patterns are 4x4 per channel, upsampled: a rule a linear model can learn, so training on them
     reaches high accuracy in a few epochs, while `learnable: false` (noise, random labels) cannot.
     """
     rng = np.random.default_rng(seed)
-    size, channels, classes = cfg["image_size"], cfg["channels"], cfg["num_classes"]
-    n_train, n_val = cfg["num_samples"] or 8192, cfg["num_val_samples"] or 1024
+    size, channels, classes = cfg.image_size, cfg.channels, cfg.num_classes
+    n_train, n_val = cfg.num_samples or 8192, cfg.num_val_samples or 0
     patterns = rng.uniform(-1.0, 1.0, size=(classes, channels, 4, 4)).astype(np.float32)
 
     def make(n: int) -> Split:
@@ -192,7 +227,7 @@ def synthetic(cfg: dict[str, Any], seed: int) -> tuple[Split, Split, int]:
         for start in range(0, n, 256):  # in chunks: 224 px float intermediates are large
             chunk = labels[start : start + 256]
             noise = rng.normal(0.0, 64.0, size=(len(chunk), channels, size, size)).astype(np.float32)
-            signal = _upsample(patterns[chunk], size) * 16.0 if cfg["learnable"] else 0.0
+            signal = _upsample(patterns[chunk], size) * 16.0 if cfg.learnable else 0.0
             images[start : start + 256] = np.clip(128.0 + signal + noise, 0, 255).astype(np.uint8)
         return Split(images, labels)
 

@@ -26,7 +26,7 @@ import platform
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ class EnergyMeter:
     def __init__(
         self,
         backend: str,
-        gpu_index: int = 0,
+        gpu_index: int | Sequence[int] = 0,
         synchronize: Callable[[], None] | None = None,
         *,
         powercap_root: str | Path = POWERCAP_ROOT,
@@ -57,7 +57,8 @@ class EnergyMeter:
         min_region_s: float = MIN_REGION_S,
     ) -> None:
         self.backend = backend
-        self.gpu_index = gpu_index
+        # Every GPU the cell uses: a data-parallel cell's energy is the sum over its devices.
+        self.gpu_indices = [gpu_index] if isinstance(gpu_index, int) else list(gpu_index)
         self.synchronize = synchronize
         self.powercap_root = Path(powercap_root)
         self.use_zeus = use_zeus
@@ -123,7 +124,15 @@ class EnergyMeter:
         only where a counter can exist."""
         is_mac = platform.system() == "Darwin"
         if self.backend == "cuda":
-            return _open_nvml(self.gpu_index, self.use_zeus)
+            counters = []
+            for index in self.gpu_indices:
+                counter, reason = _open_nvml(index, self.use_zeus)
+                if counter is None:
+                    for opened in counters:
+                        _attempt(opened.close)
+                    return None, reason
+                counters.append(counter)
+            return (counters[0] if len(counters) == 1 else SumCounter(counters)), None
         if self.backend in ("mps", "metal") or (self.backend == "cpu" and is_mac):
             if not is_mac or platform.machine() != "arm64":
                 return None, f"no energy counter for backend {self.backend} on this machine"
@@ -147,6 +156,26 @@ class _Counter:
     def stop(self) -> float | None: ...
 
     def close(self) -> None: ...
+
+
+class SumCounter(_Counter):
+    """Several devices' counters read as one: the energy of every GPU a data-parallel cell uses."""
+
+    def __init__(self, counters: list[_Counter]) -> None:
+        self.counters = counters
+        self.source = counters[0].source
+
+    def start(self) -> None:
+        for counter in self.counters:
+            counter.start()
+
+    def stop(self) -> float | None:
+        readings = [counter.stop() for counter in self.counters]
+        return None if any(r is None for r in readings) else float(sum(r for r in readings if r is not None))
+
+    def close(self) -> None:
+        for counter in self.counters:
+            _attempt(counter.close)
 
 
 # ------------------------------------------------------------------------------------------------- NVIDIA

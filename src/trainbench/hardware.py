@@ -69,6 +69,21 @@ def label(backend: str, tags: dict[str, str]) -> str:
     return f"{chip} CPU" if chip else short_cpu_name(tags.get("hw.cpu", "unknown"))
 
 
+def labels_for(device: str, tags: dict[str, str]) -> set[str]:
+    """The hw.label a cell asking for `device` (cpu, gpu, auto) gets on the machine `tags` describe; known
+    before the cell runs, from the probes alone (resume compares it with earlier runs)."""
+    gpus = set()
+    if tags.get("hw.gpu"):
+        gpus.add(label("cuda", tags))
+    if tags.get("hw.chip"):
+        gpus.add(label("mps", tags))
+    if device == "gpu":
+        return gpus
+    if device == "cpu" or not gpus:
+        return {label("cpu", tags)}
+    return gpus
+
+
 # ----------------------------------------------------------------------------------------------- CPU, OS
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -11,10 +12,11 @@ def interactive() -> bool:
 
 
 class EpochBar:
-    """A per-epoch progress bar over batches; silent when stdout is not a terminal.
+    """A per-epoch progress bar over batches; absent when stdout is not a terminal.
 
-    Updating it costs a counter increment (tqdm redraws at most every 0.1 s), so it may sit inside a
-    timed epoch; the plain-text line is printed by `line` after the epoch, outside the timing.
+    On a terminal each step also updates the bar (a counter increment; tqdm redraws at most every 0.1 s),
+    so it may sit inside a timed epoch; elsewhere the step runs unwrapped and the plain-text line is
+    printed by `line` after the epoch, outside the timing.
     """
 
     def __init__(self, total: int, description: str) -> None:
@@ -24,9 +26,16 @@ class EpochBar:
 
             self._bar = tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stdout)
 
-    def update(self) -> None:
-        if self._bar is not None:
-            self._bar.update()
+    def wrap(self, step: Callable[[int], None]) -> Callable[[int], None]:
+        bar = self._bar
+        if bar is None:
+            return step
+
+        def step_and_count(index: int) -> None:
+            step(index)
+            bar.update()
+
+        return step_and_count
 
     def close(self) -> None:
         if self._bar is not None:

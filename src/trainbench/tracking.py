@@ -1,14 +1,20 @@
-"""MLflow plumbing: where the store is, creating runs, closing them with an outcome.
+"""MLflow plumbing: where the store is, opening it safely, creating and closing runs, logging into them.
 
-Both processes use MlflowClient with explicit run ids rather than mlflow.start_run(): the parent creates
-each cell's run and always closes it, the child only logs into it, and nobody depends on the fluent
-API's process-global "active run" (which `mlflow run` pre-sets through MLFLOW_RUN_ID).
-Names of params, tags and metrics follow docs/mlflow-schema.md.
+Every process uses MlflowClient with explicit run ids rather than mlflow.start_run(): the owner of a run
+creates it and always closes it, others only log into it, and nobody depends on the fluent API's
+process-global "active run" (which `mlflow run` pre-sets through MLFLOW_RUN_ID).
+
+A tracking server may blink (a restart, a network hiccup): MLflow's own HTTP retries stay on, with a
+backoff bounded so that a server that is really gone fails a cell within about a minute. A fresh SQLite
+store is created once, under a file lock, so sweeps started at the same instant do not race its schema
+migrations. Names of params, tags and metrics follow docs/mlflow-schema.md.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,17 +28,35 @@ RUN_STATUS = {
     "failed": "FAILED",
     "unavailable": "FAILED",
     "killed": "KILLED",
+    "lost": "FAILED",
     "skipped": "FINISHED",
 }
 MAX_PARAM_LENGTH = 6000
+MAX_TAG_LENGTH = 5000
+# Retries with backoff 2 s: waits of 0, 4, 8, 16, 32 s between the 6 tries, about a minute in all.
+HTTP_RETRY_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
 
 
 class TrackingUnavailable(RuntimeError):
     """The tracking store cannot be reached or written. str() is the one line shown to the user."""
 
 
+# ------------------------------------------------------------------------------------------ where it is
+
+
 def default_tracking_uri() -> str:
-    return f"sqlite:///{PROJECT_ROOT / 'mlflow.db'}"
+    return f"sqlite:///{default_store_folder() / 'mlflow.db'}"
+
+
+def default_store_folder() -> Path:
+    """The checkout's root (runs land beside the project wherever you launch from); for an installed
+    `trainbench` with no checkout, the folder it is launched from."""
+    return PROJECT_ROOT if (PROJECT_ROOT / "conf").is_dir() and (PROJECT_ROOT / "src").is_dir() else Path.cwd()
 
 
 def resolve_tracking_uri(configured: str | None) -> str:
@@ -49,55 +73,154 @@ def resolve_tracking_uri(configured: str | None) -> str:
     return uri
 
 
+def configure_http_retries() -> None:
+    """MLflow's HTTP retries with a bounded backoff, unless the user set them (inherited by every cell)."""
+    for key, value in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+# --------------------------------------------------------------------------------------- opening a store
+
+
 def client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
 
 
-def connect(uri: str) -> Any:
+def open_store(uri: str) -> Any:
     """A client for `uri`, checked to answer; raises TrackingUnavailable with what to do."""
-    # Fail in seconds, not after MLflow's default minutes of retries against a dead server.
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    configure_http_retries()
+    problem = _local_problem(uri)
+    if problem:
+        raise TrackingUnavailable(f"cannot use the MLflow tracking store {redact(uri)}: {problem}")
+    if uri.startswith(("http://", "https://")):
+        _check_server(uri)
     try:
-        tracking = client(uri)
-        tracking.search_experiments(max_results=1)
+        with _creation_lock(uri):
+            tracking = client(uri)
+            tracking.search_experiments(max_results=1)
+    except TrackingUnavailable:
+        raise
     except Exception as error:  # MLflow raises many types here: connection, SQL, permission
-        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
-        raise TrackingUnavailable(
-            f"cannot reach the MLflow tracking store {uri} ({reason}); start the server, or unset "
-            "MLFLOW_TRACKING_URI / tracking.uri to use the project's local store"
-        ) from None
+        raise TrackingUnavailable(f"cannot use the MLflow tracking store {redact(uri)} ({_reason(error)})") from None
     return tracking
+
+
+def _local_problem(uri: str) -> str | None:
+    """What is wrong with a local store before MLflow tries it (MLflow's own errors take minutes or mislead)."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+        if path.is_dir():
+            return f"{redact_paths(str(path))} is a folder, not a database file: name a file, e.g. sqlite:///{path}/mlflow.db"
+        if not path.parent.is_dir():
+            return f"the folder {redact_paths(str(path.parent))} does not exist: create it first"
+        if path.exists() and path.stat().st_size > 0:
+            try:
+                with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as connection:
+                    connection.execute("select count(*) from sqlite_master").fetchone()
+            except sqlite3.DatabaseError as error:
+                return f"{redact_paths(str(path))} is not a readable SQLite database ({error}): move it aside or name another file"
+        if not os.access(path.parent, os.W_OK):
+            return f"the folder {redact_paths(str(path.parent))} is not writable"
+    elif "://" not in uri or uri.startswith("file://"):
+        folder = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+        if folder.exists() and not folder.is_dir():
+            return f"{redact_paths(str(folder))} is a file, not a folder of runs: name a folder or a sqlite:/// database"
+    elif not uri.startswith(("http://", "https://", "databricks", "postgresql", "mysql", "mssql", "sqlite")):
+        return "unknown kind of URI: use http(s)://host:port, sqlite:///path/mlflow.db or a folder"
+    return None
+
+
+def _check_server(uri: str) -> None:
+    """A quick answer about a server that is down, instead of a minute of retries before the first cell."""
+    import requests
+
+    try:
+        requests.get(f"{uri.rstrip('/')}/health", timeout=5)
+    except requests.RequestException as error:
+        raise TrackingUnavailable(
+            f"cannot reach the MLflow tracking server {redact(uri)} ({_reason(error)}): start it (mlflow server ...), "
+            "or unset MLFLOW_TRACKING_URI / tracking.uri to use the project's local store"
+        ) from None
+
+
+class _creation_lock:  # noqa: N801  (used as a context manager)
+    """An exclusive lock beside a SQLite store while its first client creates or migrates the schema:
+    MLflow's migrations are not safe against a second process doing the same at the same instant."""
+
+    def __init__(self, uri: str) -> None:
+        self.lock: Any = None
+        if uri.startswith("sqlite:///"):
+            from filelock import FileLock
+
+            self.lock = FileLock(uri[len("sqlite:///"):].split("?", 1)[0] + ".lock", timeout=120)
+
+    def __enter__(self) -> None:
+        if self.lock is not None:
+            self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip()
+    line = text.splitlines()[0][:200] if text else type(error).__name__
+    return redact_paths(redact(line))
 
 
 def experiment_id(tracking: Any, name: str, uri: str) -> str:
     experiment = tracking.get_experiment_by_name(name)
     if experiment is not None:
-        return experiment.experiment_id
+        return str(experiment.experiment_id)
     artifact_location = None
     if uri == default_tracking_uri():
         # MLflow would put artifacts in ./mlruns of whatever folder the process started in.
-        artifact_location = (PROJECT_ROOT / "mlruns" / name).as_uri()
+        artifact_location = (default_store_folder() / "mlruns" / name).as_uri()
     try:
-        return tracking.create_experiment(name, artifact_location=artifact_location)
+        return str(tracking.create_experiment(name, artifact_location=artifact_location))
     except Exception:  # another process created it in between
-        return tracking.get_experiment_by_name(name).experiment_id
+        return str(tracking.get_experiment_by_name(name).experiment_id)
 
 
-def params_of(flat_config: Mapping[str, Any]) -> list[Any]:
+# ----------------------------------------------------------------------------------------- privacy
+
+_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:@/\s]+):(?P<secret>[^@/\s]+)@")
+_SECRET_QUERY = re.compile(r"(?i)([?&](?:password|passwd|pwd|token|secret|api_key|apikey|access_key)=)[^&\s]+")
+
+
+def redact(text: str) -> str:
+    """Credentials in any URI in `text` replaced: http://user:***@host, ?password=***."""
+    return _SECRET_QUERY.sub(r"\1***", _CREDENTIALS.sub(r"\g<scheme>\g<user>:***@", text))
+
+
+def redact_paths(text: str) -> str:
+    """Absolute paths made relative to the project (./...) or the home folder (~/...)."""
+    home = str(Path.home())
+    for root, short in ((str(PROJECT_ROOT), "."), (home, "~")):
+        if root and root != "/":
+            text = text.replace(root + os.sep, short + "/").replace(root, short)
+    return text
+
+
+def private(text: str) -> str:
+    return redact_paths(redact(text))
+
+
+# ----------------------------------------------------------------------------------------- runs
+
+
+def log_params(tracking: Any, run_id: str, params: Mapping[str, Any]) -> None:
     from mlflow.entities import Param
 
-    return [Param(key, _param_text(value)) for key, value in flat_config.items()]
+    batch = [Param(key, _text(value, MAX_PARAM_LENGTH)) for key, value in params.items()]
+    for start in range(0, len(batch), 100):  # MLflow takes at most 100 params per batch
+        tracking.log_batch(run_id, params=batch[start : start + 100])
 
 
-def log_params(tracking: Any, run_id: str, params: list[Any]) -> None:
-    for start in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
-        tracking.log_batch(run_id, params=params[start : start + 100])
-
-
-def log_metrics(tracking: Any, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+def log_metrics(tracking: Any, run_id: str, metrics: Mapping[str, float | None], step: int = 0) -> None:
     from mlflow.entities import Metric
     from mlflow.utils.time import get_current_time_millis
 
@@ -110,14 +233,22 @@ def log_metrics(tracking: Any, run_id: str, metrics: Mapping[str, float], step: 
 def set_tags(tracking: Any, run_id: str, tags: Mapping[str, Any]) -> None:
     from mlflow.entities import RunTag
 
-    batch = [RunTag(k, str(v)) for k, v in tags.items() if v is not None]
+    batch = [RunTag(k, _text(v, MAX_TAG_LENGTH)) for k, v in tags.items() if v is not None]
     if batch:
         tracking.log_batch(run_id, tags=batch)
 
 
 def close(tracking: Any, run_id: str, outcome: str, reason: str | None = None) -> None:
-    set_tags(tracking, run_id, {"trainbench.outcome": outcome, "trainbench.reason": reason})
-    tracking.set_terminated(run_id, RUN_STATUS[outcome])
+    """Record the outcome and end the run. The end is attempted even when the tags cannot be written."""
+    try:
+        set_tags(tracking, run_id, {"trainbench.outcome": outcome, "trainbench.reason": reason})
+    finally:
+        tracking.set_terminated(run_id, RUN_STATUS[outcome])
+
+
+def _text(value: Any, limit: int) -> str:
+    text = private("null" if value is None else str(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def git_commit() -> str:
@@ -125,7 +256,7 @@ def git_commit() -> str:
     try:
         commit = _git("rev-parse", "HEAD")
         dirty = _git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.CalledProcessError):
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return "unknown"
     return f"{commit}-dirty" if dirty else commit
 
@@ -139,27 +270,12 @@ def installed_packages() -> str:
 
 
 def _git(*args: str) -> str:
-    out = subprocess.run(
-        ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, timeout=10
-    )
+    out = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True, timeout=10)
     return out.stdout.strip()
 
 
-def _param_text(value: Any) -> str:
-    text = "null" if value is None else str(value)
-    return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."
-
-
-def run_name(cfg: Mapping[str, Any], backend: str) -> str:
-    """`{framework}-{model}-{backend}-bs{batch_size}`; before the backend is known, the device asked for.
-    A matmul cell has no model or batch: `{framework}-matmul_{shape}-{backend}-{precision}`."""
-    if cfg["task"]["name"] == "matmul":
-        return f"{cfg['framework']['name']}-matmul_{cfg['task']['shape']}-{backend}-{cfg['precision']['name']}"
-    return f"{cfg['framework']['name']}-{cfg['model']['name']}-{backend}-bs{cfg['batch_size']}"
-
-
 class RunLogger:
-    """What a cell's process uses to log into the run its parent created (and will close)."""
+    """Logs into one run that someone else created (and will close)."""
 
     def __init__(self, uri: str, run_id: str) -> None:
         self.tracking, self.run_id = client(uri), run_id
@@ -170,8 +286,25 @@ class RunLogger:
     def tags(self, values: Mapping[str, Any]) -> None:
         set_tags(self.tracking, self.run_id, values)
 
+    def params(self, values: Mapping[str, Any]) -> None:
+        log_params(self.tracking, self.run_id, values)
+
     def text(self, text: str, artifact_file: str) -> None:
-        self.tracking.log_text(self.run_id, text, artifact_file)
+        self.tracking.log_text(self.run_id, private(text), artifact_file)
 
     def figure(self, figure: Any, artifact_file: str) -> None:
         self.tracking.log_figure(self.run_id, figure, artifact_file)
+
+
+class NullLog:
+    """Logs nothing: the probes of batch_size=max, and data-parallel ranks other than 0."""
+
+    def metrics(self, values: Mapping[str, float | None], step: int = 0) -> None: ...
+
+    def tags(self, values: Mapping[str, Any]) -> None: ...
+
+    def params(self, values: Mapping[str, Any]) -> None: ...
+
+    def text(self, text: str, artifact_file: str) -> None: ...
+
+    def figure(self, figure: Any, artifact_file: str) -> None: ...

@@ -1,17 +1,20 @@
-"""Framework adapters. Which module implements a framework is named by its YAML (conf/framework/),
-so adding a framework is one module and one YAML, and nothing here imports torch or tensorflow."""
+"""Framework adapters: one package per framework (pytorch, tensorflow, jax, mlx, and keras for what the two
+Keras frameworks share). Each package's __init__ is light: the framework's config dataclass and what it can
+build, registered as `schema/framework/<name>`. Its `adapter` module is the only code importing the
+framework, loaded only inside a cell's own process. Adding a framework = one package + one YAML."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-from trainbench.frameworks.base import DeviceUnavailable, EpochStats, Framework
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig
+    from trainbench.frameworks.base import Framework
 
-__all__ = ["DeviceUnavailable", "EpochStats", "Framework", "load"]
 
-
-def load(cfg: dict[str, Any]) -> Framework:
-    """Import the adapter of cfg["framework"] (only ever inside a cell's own process)."""
-    module = importlib.import_module(cfg["framework"]["adapter"])
-    return module.Adapter(cfg)
+def load(cell: CellConfig) -> Framework:
+    """Import the adapter of cell.framework (only ever inside a cell's own process)."""
+    module = importlib.import_module(cell.framework.adapter)
+    adapter: Framework = module.Adapter(cell)
+    return adapter

@@ -1,78 +1,139 @@
-"""The interface every framework adapter implements, and what adapters hand back.
+"""The contract between tasks and framework adapters: everything a task may ask of a framework.
 
-An adapter is one module (named by conf/framework/<name>.yaml) with a class `Adapter` implementing
-`Framework`. It is the only module that imports its framework, and it is imported only inside a cell's
-own process. Tasks (trainbench.tasks) drive adapters through this interface and nothing else.
+An adapter is the class `Adapter` in the module its config names (`adapter:` in conf/framework/<name>.yaml,
+e.g. trainbench.frameworks.pytorch.adapter). It is the only code that imports its framework, and it is
+imported only inside a cell's own process. Tasks (trainbench/tasks/) drive adapters through `Framework`
+and the objects it returns (`Trainer`, `StepClock`), nothing else; a type checker holds both sides to it.
+
+Light on purpose: the parent imports this module (for DeviceUnavailable) and never a framework.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from trainbench.data import Dataset
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
+    from trainbench.data import Dataset
 
 
 class DeviceUnavailable(RuntimeError):
-    """The requested device does not exist here. str() says what was checked."""
+    """The cell cannot run on this machine (no such device, a dtype it lacks). str() says what was checked."""
+
+
+class RunLog(Protocol):
+    """Where a cell's figures go: the cell's MLflow run (trainbench.tracking.RunLogger), or nowhere
+    (trainbench.tracking.NullLog, for the probes of batch_size=max and for data-parallel ranks > 0)."""
+
+    def metrics(self, values: Mapping[str, float | None], step: int = 0) -> None: ...
+
+    def tags(self, values: Mapping[str, Any]) -> None: ...
+
+    def params(self, values: Mapping[str, Any]) -> None: ...
+
+    def text(self, text: str, artifact_file: str) -> None: ...
+
+    def figure(self, figure: Figure, artifact_file: str) -> None: ...
+
+
+class StepClock(Protocol):
+    """Timestamps between steps taken on the device's own timeline (CUDA or MPS events), so per-step
+    percentiles cost no host synchronization. `durations_s` may synchronize: call it after the block."""
+
+    source: str  # what the timestamps are, for the `trainbench.step_time_source` tag
+
+    def mark(self) -> None: ...
+
+    def durations_s(self) -> list[float]: ...
 
 
 @dataclass(frozen=True)
-class EpochStats:
-    epoch: int  # from 1
-    seconds: float  # synchronized wall time of the training pass (validation excluded)
-    samples: int
+class EpochResult:
+    """What a training pass accumulated on the device, read back after its timed block."""
+
     train_loss: float
     train_accuracy: float
-    val_loss: float | None
-    val_accuracy: float | None
-
-    def metrics(self) -> dict[str, float | None]:
-        return {
-            "epoch_time_s": self.seconds,
-            "epoch_samples_per_s": self.samples / self.seconds if self.seconds > 0 else None,
-            "train_loss": self.train_loss,
-            "train_accuracy": self.train_accuracy,
-            "val_loss": self.val_loss,
-            "val_accuracy": self.val_accuracy,
-        }
 
 
-OnEpochEnd = Callable[[EpochStats], None]
+class Trainer(Protocol):
+    """A model bound to its data, optimizer and loss on the cell's device: the train task's loop calls
+    `begin_epoch`, then `step(i)` for i in range(steps_per_epoch) inside one timed block, then
+    `end_epoch` and `evaluate` outside it. Steps must not synchronize the host with the device."""
+
+    steps_per_epoch: int
+    samples_per_epoch: int
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Shuffle for epoch `epoch` (from 1) and reset the on-device accumulators."""
+
+    def step(self, index: int) -> None:
+        """Train on batch `index` of this epoch's order; accumulate loss and accuracy on the device."""
+
+    def end_epoch(self) -> EpochResult: ...
+
+    def evaluate(self) -> tuple[float | None, float | None]:
+        """(val_loss, val_accuracy) over the validation split; (None, None) without one."""
+
+    def resident_step(self) -> Callable[[], None]:
+        """One training step on one batch kept on the device (the benchmark task times these)."""
+
+    def inference_step(self, batch_size: int) -> Callable[[], None]:
+        """One forward pass in eval mode without gradients on a resident batch of `batch_size`."""
 
 
 class Framework(Protocol):
+    """What every adapter implements. `Adapter(cell)` must not touch a device yet."""
+
     name: str
 
-    def select_device(self, requested: str) -> str:
-        """Bind the cell to a device: `cpu`, `gpu` or `auto` -> the backend that runs ("cpu", "cuda",
-        "mps", "metal"). Raises DeviceUnavailable naming what was checked."""
+    def version(self) -> str:
+        """The framework's own version (trainbench.framework_version)."""
 
     def versions(self) -> dict[str, str]:
         """sw.* tags: the framework and the libraries under it, as loaded in this process."""
 
-    def build_model(self, model_cfg: dict[str, Any], data: Dataset) -> Any:
+    def select_device(self, device: DeviceConfig) -> str:
+        """Bind the cell to `device` (cpu, gpu, auto; `count` devices) and return the backend that runs:
+        cpu, cuda, rocm, mps or metal. Raises DeviceUnavailable naming what was checked."""
+
+    def flags(self) -> dict[str, str]:
+        """Every numeric and optimisation flag in force, as tags (tf32, autocast, compile, ...)."""
+
+    def synchronize(self) -> None:
+        """Block until all queued device work is done."""
+
+    def step_clock(self) -> StepClock | None:
+        """Device events for per-step times without host synchronization, or None where the framework has
+        none (the task then takes percentiles from a separate synchronized pass and says so)."""
+
+    def peak_device_memory_mb(self) -> float | None: ...
+
+    def device_indices(self) -> list[int]:
+        """Indices (as the energy meter and NVML count them) of the GPUs this cell uses; [] on a CPU."""
+
+    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
         """A freshly initialised model for `data`'s input shape and classes."""
 
     def num_parameters(self, model: Any) -> int:
         """Trainable parameters, counted the same way in every framework."""
 
-    def flops_per_sample(self, model: Any, data: Dataset, cfg: dict[str, Any]) -> float | None:
-        """Training FLOPs (forward + backward) per sample as the framework counts them; None if it cannot."""
+    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+        """FLOPs per sample as the framework counts them (training: forward + backward); None if it cannot."""
 
-    def fit(self, model: Any, data: Dataset, cfg: dict[str, Any], on_epoch_end: OnEpochEnd) -> None:
-        """Train for cfg["epochs"] epochs, timing each through trainbench.timing; call on_epoch_end
-        after each epoch's validation, outside the timed region."""
+    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer: ...
 
-    def resident_train_step(self, model: Any, data: Dataset, cfg: dict[str, Any]) -> Callable[[], None]:
-        """A callable doing one full training step on one batch already on the device."""
+    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+        """One product in the cell's precision: n x n @ n x n (square) or 1 x n @ n x 1 (vector)."""
 
-    def synchronize(self) -> None:
-        """Block until all queued device work is done."""
+    def matmul_element_bytes(self) -> int: ...
 
-    def peak_device_memory_mb(self) -> float | None:
-        """Peak device memory this process allocated, or None where it cannot be read."""
 
-    def flags(self) -> dict[str, str]:
-        """The numeric and optimisation flags in force (tf32, autocast dtype, compile, ...) as tags."""
+class Task(Protocol):
+    """A task (trainbench/tasks/<name>.py): its config is registered as `schema/task/<name>`."""
+
+    def run(self, framework: Framework, cell: CellConfig, log: RunLog, backend: str) -> dict[str, Any]:
+        """Run the cell; log its figures; return the summary metrics (samples_per_s, ...)."""

@@ -1,21 +1,19 @@
 """Keras builds of the models in conf/model/, shaped like their torchvision (or transformers) counterparts.
 
-Imported only by trainbench.frameworks.keras, after it has chosen the Keras backend (KERAS_BACKEND must be
+Imported only by the Keras adapters (trainbench.frameworks.keras.adapter), after they chose the Keras backend (KERAS_BACKEND must be
 set before keras is first imported). Models take NHWC float input, already normalised, and return logits.
 
 Parity with torchvision, checked by tests/test_keras_parity.py (trainable parameters, at 32 px / 10 classes
 and 224 px / 1000 classes):
-- mlp, resnet18, alexnet: written here layer for layer, with torchvision's initialisation: exact.
+- mlp, resnet18, resnet50, alexnet: written here layer for layer, with torchvision's initialisation: exact.
 - VGG16 (and VGG19): keras.applications' convolutions (the same as torchvision's) with torchvision's head:
   adaptive average pooling to 7x7, then 4096-4096-classes with dropout. keras.applications' own top
   flattens whatever the convolutions leave (1x1x512 at 32 px), so its count would change with the input.
 - MobileNetV2: keras.applications' body with torchvision's head (dropout 0.2, then Linear); exact.
 - EfficientNetB0: keras.applications' model without the Rescaling + Normalization layers it starts with
   (trainbench normalises the input itself, the same way for every framework); exact.
-- ResNet50: keras.applications.ResNet50 has biases in its convolutions (torchvision's have none: BatchNorm
-  follows each) and strides in the first 1x1 convolution of a downsampling block (torchvision, "v1.5",
-  strides in the 3x3 one): +26,560 parameters (+0.10% at 1000 classes, +0.11% at 10 classes), and
-  slightly more FLOPs at the same input size.
+- resnet50: written here as torchvision's v1.5 (stride on the 3x3 convolution, no convolution biases): exact.
+  keras.applications.ResNet50 is v1 (+0.1% parameters, +5.7% FLOPs): another network, not used.
 - distilbert, bert_base, bert_large: keras-hub backbones with transformers' heads; exact.
 Initialisation of keras.applications and keras-hub models is Keras' own (glorot/he as their authors chose), and
 BatchNorm momentum/epsilon follow each library's model; neither changes a parameter count.
@@ -31,22 +29,20 @@ import keras
 import numpy as np
 from keras import layers, ops
 
+from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
+
 # Builders written here, by the `keras:` name in the model YAML (keras.applications has no such class).
 OWN_BUILDERS: dict[str, Callable[[tuple[int, int, int], int], keras.Model]] = {}
 
 
-def build(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], classes: int) -> keras.Model:
-    """The model of `model_cfg` for NHWC `input_shape` and `classes` outputs (logits)."""
-    if model_cfg["builder"] == "mlp":
-        return mlp(model_cfg, input_shape, classes)
-    name = model_cfg["keras"]
+def build(model: ModelConfig, input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """The model for NHWC `input_shape` and `classes` outputs (logits)."""
+    if isinstance(model, MlpModel):
+        return mlp(model, input_shape, classes)
+    assert isinstance(model, VisionModel)
+    name = model.keras
     if not name:
-        raise ValueError(f"model `{model_cfg['name']}` names no Keras class (its YAML has no `keras:` key)")
-    if model_cfg["pretrained"]:
-        raise ValueError(
-            f"model.pretrained=true is PyTorch-only (torchvision checkpoints); {name} on Keras starts from "
-            "random weights: set model.pretrained=false"
-        )
+        raise ValueError(f"model `{model.name}` names no Keras class (its YAML has no `keras:` key)")
     if name in OWN_BUILDERS:
         return OWN_BUILDERS[name](input_shape, classes)
     if not hasattr(keras.applications, name):
@@ -86,17 +82,23 @@ def _linear(units: int, fan_in: int, activation: str | None = None, name: str | 
 
 
 # -- MLP -----------------------------------------------------------------------------------------
-def mlp(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], classes: int) -> keras.Model:
-    """Flatten -> (Dense + activation) per hidden layer -> Dense to the classes (logits), as pytorch.mlp."""
-    hidden = [model_cfg["width"]] * model_cfg["depth"] if model_cfg["depth"] is not None else list(model_cfg["hidden_sizes"])
+def mlp(model: MlpModel, input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """Flatten -> (Dense + activation) per hidden layer -> Dense to the classes (logits), as the PyTorch MLP.
+    init=glorot: Keras' own defaults (Glorot-uniform kernels, zero biases), as the seed blog's model had."""
     inputs = keras.Input(input_shape)
     x = layers.Flatten()(inputs)
     width = int(np.prod(input_shape))
-    for units in hidden:
-        x = _linear(units, width, model_cfg["activation"])(x)
+    for units in model.layers():
+        x = _dense(units, width, model.init, model.activation)(x)
         width = units
-    outputs = _linear(classes, width)(x)  # logits; an output sigmoid is the loss's business
-    return keras.Model(inputs, outputs, name=model_cfg["name"])
+    outputs = _dense(classes, width, model.init)(x)  # logits; an output sigmoid is the loss's business
+    return keras.Model(inputs, outputs, name=model.name)
+
+
+def _dense(units: int, fan_in: int, init: str, activation: str | None = None) -> layers.Dense:
+    if init == "glorot":
+        return layers.Dense(units, activation=activation)
+    return _linear(units, fan_in, activation)
 
 
 # -- pooling as torchvision does it ----------------------------------------------------------------
@@ -265,22 +267,51 @@ def alexnet(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
     return keras.Model(inputs, outputs, name="alexnet")
 
 
-OWN_BUILDERS.update({"resnet18": resnet18, "alexnet": alexnet})
+# -- torchvision's ResNet-50 (v1.5) ------------------------------------------------------------------
+def _bottleneck(x: Any, width: int, stride: int, name: str) -> Any:
+    """torchvision's Bottleneck: 1x1 -> 3x3 (the stride is here: "v1.5") -> 1x1 to 4x width."""
+    shortcut = x
+    out = layers.ReLU()(_batchnorm(_conv(x, width, 1, 1, f"{name}.conv1"), f"{name}.bn1"))
+    out = layers.ReLU()(_batchnorm(_conv(out, width, 3, stride, f"{name}.conv2"), f"{name}.bn2"))
+    out = _batchnorm(_conv(out, width * 4, 1, 1, f"{name}.conv3"), f"{name}.bn3")
+    if stride != 1 or x.shape[-1] != width * 4:
+        shortcut = _batchnorm(_conv(x, width * 4, 1, stride, f"{name}.downsample.0"), f"{name}.downsample.1")
+    return layers.ReLU()(layers.Add()([out, shortcut]))
+
+
+def resnet50(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """torchvision.models.resnet50 (v1.5: stride on the 3x3 convolution, no convolution biases): the same
+    layers, padding, BatchNorm epsilon and initialisation; keras.applications.ResNet50 is v1 (stride on the
+    first 1x1, biases everywhere: +0.1% parameters, +5.7% FLOPs) and would be another network."""
+    inputs = keras.Input(input_shape)
+    x = _conv(inputs, 64, 7, 2, "conv1")
+    x = layers.ReLU()(_batchnorm(x, "bn1"))
+    x = layers.ZeroPadding2D(1)(x)
+    x = layers.MaxPooling2D(3, 2, name="maxpool")(x)
+    for stage, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)], start=1):
+        for block in range(blocks):
+            x = _bottleneck(x, width, stride if block == 0 else 1, f"layer{stage}.{block}")
+    x = layers.GlobalAveragePooling2D(name="avgpool")(x)
+    outputs = _linear(classes, x.shape[-1], name="fc")(x)
+    return keras.Model(inputs, outputs, name="resnet50")
+
+
+OWN_BUILDERS.update({"resnet18": resnet18, "resnet50": resnet50, "alexnet": alexnet})
 
 
 # -- text: keras-hub encoders with transformers' classification heads -----------------------------------
-def text_classifier(model_cfg: dict[str, Any], seq_len: int, classes: int) -> keras.Model:
+def text_classifier(model: TransformerModel, seq_len: int, classes: int) -> keras.Model:
     """A randomly initialised keras-hub encoder (`keras_hub:` in the model YAML) with the classification
     head of the transformers model the PyTorch adapter builds from the same dimensions; token ids in
     (0 = padding, masked out of attention as in PyTorch), logits out. Parameter counts are exact."""
     import keras_hub
 
-    family = model_cfg["keras_hub"]
-    hidden = model_cfg["hidden_size"]
+    family = model.keras_hub
+    hidden = model.hidden_size
     dimensions = {
-        "vocabulary_size": model_cfg["vocab_size"], "num_layers": model_cfg["num_layers"],
-        "num_heads": model_cfg["num_heads"], "hidden_dim": hidden, "intermediate_dim": model_cfg["intermediate_size"],
-        "max_sequence_length": model_cfg["max_position_embeddings"],
+        "vocabulary_size": model.vocab_size, "num_layers": model.num_layers, "num_heads": model.num_heads,
+        "hidden_dim": hidden, "intermediate_dim": model.intermediate_size,
+        "max_sequence_length": model.max_position_embeddings,
     }
     token_ids = keras.Input((seq_len,), dtype="int32", name="token_ids")
     padding_mask = ops.not_equal(token_ids, 0)
@@ -300,7 +331,7 @@ def text_classifier(model_cfg: dict[str, Any], seq_len: int, classes: int) -> ke
     else:
         raise ValueError(f"model.keras_hub={family!r}: trainbench builds BertBackbone and DistilBertBackbone")
     logits = layers.Dense(classes, kernel_initializer=_transformers_kernel(), name="classifier")(x)
-    return keras.Model(token_ids, logits, name=model_cfg["name"])
+    return keras.Model(token_ids, logits, name=model.name)
 
 
 def _transformers_kernel() -> keras.initializers.Initializer:
@@ -308,16 +339,16 @@ def _transformers_kernel() -> keras.initializers.Initializer:
     return keras.initializers.RandomNormal(0.0, 0.02)
 
 
-def transformer_training_flops_per_sample(model_cfg: dict[str, Any], seq_len: int, classes: int) -> float:
+def transformer_flops_per_sample(model: TransformerModel, seq_len: int, classes: int, training: bool = True) -> float:
     """Training FLOPs per sequence, as torch.utils.flop_counter counts the PyTorch adapter's transformers
     model: every Linear (3x its forward: forward, input and weight gradients) and attention as
     scaled_dot_product_attention (forward 2 products, backward 5: the scores are recomputed);
     embeddings, softmax and normalisation are not counted."""
-    hidden, intermediate, depth = model_cfg["hidden_size"], model_cfg["intermediate_size"], model_cfg["num_layers"]
+    hidden, intermediate, depth = model.hidden_size, model.intermediate_size, model.num_layers
     linear = depth * 2.0 * seq_len * (4 * hidden * hidden + 2 * hidden * intermediate)
     linear += 2.0 * hidden * hidden + 2.0 * hidden * classes  # pooler / pre-classifier and classifier (one token)
     attention = depth * 2 * 2.0 * seq_len * seq_len * hidden
-    return 3 * linear + 3.5 * attention
+    return 3 * linear + 3.5 * attention if training else linear + attention
 
 
 def count_trainable(model: keras.Model) -> int:
@@ -370,7 +401,7 @@ def sigmoid_categorical_crossentropy(labels: Any, logits: Any) -> Any:
     return -ops.log(ops.reshape(picked, (-1,)))
 
 
-def training_flops_per_sample(model: keras.Model) -> float | None:
+def flops_per_sample(model: keras.Model, training: bool = True) -> float | None:
     """Training FLOPs (forward + backward) per sample, counted as torch.utils.flop_counter counts the
     PyTorch adapter's models, so that one model has one figure (and one MFU) in every framework:
     matrix products and convolutions only, 2 FLOPs per multiply-add; backward = the weight gradient of
@@ -385,7 +416,7 @@ def training_flops_per_sample(model: keras.Model) -> float | None:
             # Dense: (in, out) per output position; ConvND / DepthwiseConv2D: (*window, in/groups, out).
             positions = int(np.prod(layer.output.shape[1:-1]))
             forward = 2.0 * positions * int(np.prod(kernel.shape))
-            flops += forward * (2 if first else 3)
+            flops += forward * ((2 if first else 3) if training else 1)
             first = False
     except (AttributeError, ValueError, TypeError):
         return None

@@ -1,0 +1,62 @@
+"""hydra/sweeper=trainbench: Hydra's basic sweeper, with trainbench's owner between expansion and launch.
+
+Hydra expands the command line (comma lists, glob, range, choice; a preset's `hydra.sweeper.params`)
+exactly as its basic sweeper does; every job is then composed and judged before the first one runs, and
+trainbench.runner.owner.Sweep runs them through the configured launcher (basic, joblib, submitit, ray)
+and owns their runs, summary and exit status. Hydra finds this plugin in the `hydra_plugins` namespace.
+"""
+
+
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
+
+
+@dataclass
+class TrainbenchSweeperConf(BasicSweeperConf):
+    _target_: str = "hydra_plugins.trainbench_sweeper.trainbench_sweeper.TrainbenchSweeper"
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="trainbench", node=TrainbenchSweeperConf, provider="trainbench")
+
+
+class TrainbenchSweeper(BasicSweeper):
+    def sweep(self, arguments: list[str]) -> Any:
+        from trainbench.cli import fail
+        from trainbench.config import ConfigError
+        from trainbench.config.compose import expand_and_judge
+        from trainbench.runner.owner import Sweep
+        from trainbench.tracking import TrackingUnavailable
+
+        assert self.hydra_context is not None and self.config is not None and self.launcher is not None
+        try:
+            params = [f"{key}={value}" for key, value in (self.params or {}).items()]
+            parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+            jobs, cells = expand_and_judge(parser, params + list(arguments), self._compose)
+            code = Sweep(cells, jobs, self._launch).run()
+        except (ConfigError, TrackingUnavailable) as error:
+            code = fail(str(error))
+        sys.stdout.flush()
+        raise SystemExit(code)
+
+    def _compose(self, overrides: list[str]) -> Any:
+        assert self.hydra_context is not None and self.config is not None
+        return self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+
+    def _launch(self, jobs: list[list[str]]) -> list[Any]:
+        assert self.launcher is not None
+        returns = self.launcher.launch(jobs, initial_job_idx=0)
+        results: list[Any] = []
+        for job in returns:
+            if job.status == JobStatus.COMPLETED:
+                results.append(job.return_value)
+            else:
+                error = job._return_value  # noqa: SLF001  (the exception; .return_value would raise it)
+                results.append(f"the job failed: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}")
+        return results

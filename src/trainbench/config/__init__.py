@@ -1,0 +1,170 @@
+"""A cell's config, typed and judged before any work.
+
+    cell = validate(composed)      # CellConfig with one dataclass per chosen group; raises ConfigError
+    params(cell)                   # what its MLflow run records as params
+    to_spec(cell) / from_spec(...) # how it travels to the cell's own process, keeping its types
+
+Hydra composes each YAML choice into its schema (trainbench.config.schema and the framework and task
+modules), so unknown keys and wrong types are refused while composing; `validate` then converts the result
+to dataclasses (resolving interpolations such as the text data's `${model.seq_len}`) and judges it: each
+group's own ranges, then what cannot work across groups (trainbench.config.judge).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from trainbench.config.errors import ConfigError, PlainError, first_line, need
+from trainbench.config.registry import SCHEMAS, kind_of, load_all
+from trainbench.config.schema import (
+    GROUPS,
+    CellConfig,
+    CellLimits,
+    DebugConfig,
+    LaunchInfo,
+    SweepSettings,
+    TrackingConfig,
+)
+
+__all__ = ["CONF_DIR", "PROJECT_ROOT", "CellConfig", "ConfigError", "PlainError", "choices", "config_hash",
+           "from_spec", "need", "params", "to_spec", "validate"]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]  # the checkout (src/trainbench/config/__init__.py)
+# conf/ ships inside the package when installed (`pip install .`); in a checkout it is the top-level conf/.
+_PACKAGED_CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = _PACKAGED_CONF if _PACKAGED_CONF.is_dir() else PROJECT_ROOT / "conf"
+SETTING_TYPES = {"tracking": TrackingConfig, "cell": CellLimits, "sweep": SweepSettings, "launch": LaunchInfo,
+                 "debug": DebugConfig}
+
+
+
+def choices(group: str) -> list[str]:
+    """The options of a config group: the YAML files in conf/<group>/."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def validate(composed: DictConfig) -> CellConfig:
+    """The typed cell of a composed config, judged; raises ConfigError naming the key."""
+    from trainbench.config.judge import judge
+
+    cell = to_cell(composed)
+    judge(cell)
+    return cell
+
+
+def to_cell(composed: DictConfig) -> CellConfig:
+    plain = composed
+    if "hydra" in composed:  # a config composed with Hydra's own node (the sweeper's): drop it, keep the type
+        plain = composed.copy()
+        with open_dict(plain):
+            del plain["hydra"]
+    for group in GROUPS:
+        node = plain._get_node(group)  # noqa: SLF001  (None or a MISSING value: a group nobody chose)
+        if node is None or OmegaConf.is_missing(plain, group) or node._is_none():  # noqa: SLF001
+            raise PlainError(group, f"`{group}` must be chosen: {group}=<one of {', '.join(choices(group))}>")
+    _check_input_kinds(plain)
+    try:
+        cell = OmegaConf.to_object(plain)
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "config"
+        raise ConfigError(key, OmegaConf.select(plain, key, default=None, throw_on_missing=False)
+                          if key != "config" else None, first_line(error)) from None
+    if not isinstance(cell, CellConfig):
+        raise PlainError("config", "the composed config is not a trainbench cell (is conf/config.yaml intact?)")
+    return cell
+
+
+def _check_input_kinds(plain: DictConfig) -> None:
+    """Model x data input kind, before interpolations resolve: text data reads `${model.seq_len}`, which a
+    vision model does not have, and that error would name the wrong key."""
+    task_type = OmegaConf.get_type(plain, "task")
+    if not getattr(task_type, "uses_model", True):
+        return
+    model_type, data_type = OmegaConf.get_type(plain, "model"), OmegaConf.get_type(plain, "data")
+    model_input, data_input = getattr(model_type, "input", None), getattr(data_type, "input", None)
+    if model_input and data_input and model_input != data_input:
+        fitting = [name for name in choices("data") if _data_input(name) == model_input]
+        raise ConfigError("data", plain.data.get("name"),
+                          f"model `{plain.model.get('name')}` takes {model_input} input but data "
+                          f"`{plain.data.get('name')}` gives {data_input}: choose data={' or data='.join(fitting)}")
+
+
+def _data_input(name: str) -> str | None:
+    text = (CONF_DIR / "data" / f"{name}.yaml").read_text()
+    for kind, cls in SCHEMAS["data"].items():
+        if f"/schema/data/{kind}@" in text:
+            return getattr(cls, "input", None)
+    return None
+
+
+def groups_in_use(cell: CellConfig) -> tuple[str, ...]:
+    """The groups that shape what the cell measures: a matmul has no model, data or optimizer."""
+    return tuple(g for g in GROUPS if g not in getattr(cell.task, "unused_groups", ()))
+
+
+def config_hash(cell: CellConfig) -> str:
+    """Identical cells share this hash, wherever and whenever they ran (run settings left out)."""
+    relevant = {g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))}
+                for g in groups_in_use(cell)}
+    relevant.update(batch_size=cell.batch_size, seed=cell.seed)
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def params(cell: CellConfig) -> dict[str, Any]:
+    """The cell's MLflow params: the fields of its chosen groups and its run limits, as they ran. Values the
+    cell decides when it runs (a real dataset's sample count when `num_samples` is null) are left out here
+    and logged by the cell itself."""
+    flat: dict[str, Any] = {}
+    for group in groups_in_use(cell):
+        flat.update(flatten(dataclasses.asdict(getattr(cell, group)), f"{group}."))
+    flat.update(batch_size=cell.batch_size, seed=cell.seed)
+    flat.update(flatten(dataclasses.asdict(cell.cell), "cell."))
+    if cell.debug.inject_fault:
+        flat["debug.inject_fault"] = cell.debug.inject_fault
+    flat.pop("framework.adapter", None)
+    return {key: value for key, value in flat.items() if value is not None}
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"model": {"name": "mlp"}} -> {"model.name": "mlp"}: the form MLflow params take."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def to_spec(cell: CellConfig) -> dict[str, Any]:
+    """A JSON-able form of the cell that keeps each group's kind, for the cell's own process."""
+    return {"kinds": {g: kind_of(getattr(cell, g)) for g in GROUPS}, "cell": dataclasses.asdict(cell)}
+
+
+def from_spec(spec: dict[str, Any]) -> CellConfig:
+    values = dict(spec["cell"])
+    for group, kind in spec["kinds"].items():
+        values[group] = SCHEMAS[group][kind](**values[group])
+    for key, cls in SETTING_TYPES.items():
+        values[key] = cls(**values[key])
+    return CellConfig(**values)
+
+
+def replace(cell: CellConfig, **changes: Any) -> CellConfig:
+    """A copy of `cell` with top-level fields or `group={field: value}` changes applied."""
+    updated: dict[str, Any] = {}
+    for key, value in changes.items():
+        current = getattr(cell, key)
+        updated[key] = dataclasses.replace(current, **value) if isinstance(value, dict) else value
+    return dataclasses.replace(cell, **updated)
+
+
+# Last: the framework and task modules that register schemas import this module's functions.
+load_all()

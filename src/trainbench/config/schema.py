@@ -1,0 +1,508 @@
+"""The typed schema of a cell: one dataclass per kind of choice in each config group.
+
+A YAML choice extends its kind (`defaults: [/schema/model/vision@_here_]`), so a vision model has no
+`num_heads` and a benchmark task no `shape`: what a run records is what that choice means. Each dataclass
+checks its own values (`check`); checks across groups live in trainbench.config.judge. Framework configs
+live with their adapters (trainbench/frameworks/<name>/__init__.py) and task configs with their tasks
+(trainbench/tasks/<name>.py); both extend the bases here.
+
+Light on purpose: imported by the parent process, which never imports a deep-learning framework.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from trainbench.config.errors import need
+from trainbench.config.registry import schema
+
+# Bounds no machine can exceed: the largest device memory sold (141 GB on an H200) sets them.
+MAX_BATCH_SIZE = 2**24
+MAX_IMAGE_SIZE = 4096
+MAX_SAMPLES = 10**9
+MAX_SEQ_LEN = 65536
+MAX_LAYER_UNITS = 2**20
+ACTIVATIONS = ("relu", "gelu", "tanh", "sigmoid")
+OUTPUT_ACTIVATIONS = (None, "sigmoid")
+
+
+def finite(value: float) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def need_count(value: Any, key: str, low: int, high: int, example: str) -> None:
+    need(whole(value) and low <= value <= high, key, value, f"must be a whole number from {low} to {high:,}, {example}")
+
+
+def need_optional_count(value: Any, key: str, low: int, high: int) -> None:
+    need(value is None or (whole(value) and low <= value <= high), key, value,
+         f"must be null or a whole number from {low} to {high:,}")
+
+
+# ----------------------------------------------------------------------------------------------------- base
+
+
+@dataclass
+class Choice:
+    """A config group's choice. `name` is the YAML file's name."""
+
+    name: str = MISSING
+
+    def check(self, at: str) -> None:
+        """Raise ConfigError for values of the right type that cannot work; `at` is the group's key."""
+
+
+# ---------------------------------------------------------------------------------------------- framework
+
+
+@dataclass
+class FrameworkConfig(Choice):
+    """Base of every framework's config (each framework's package registers its own kind)."""
+
+    adapter: str = MISSING  # module with the framework's Adapter class, imported only inside a cell's process
+    package: str = MISSING  # the distribution whose version identifies the framework (resume compares it)
+
+    # What the framework can build, run and compute: answered without importing it (judge asks these).
+    def builds(self, model: ModelConfig) -> str | None:
+        """The name of this framework's builder for `model`, or None when it has none."""
+        return None
+
+    def precisions(self, backend_kind: str) -> tuple[str, ...]:
+        """Precisions this framework can run on a `cpu` or `gpu` device."""
+        return ("fp32", "mixed_bf16", "mixed_fp16") if backend_kind == "cpu" else ("fp32", "tf32", "mixed_bf16", "mixed_fp16")
+
+    def max_devices(self) -> int | None:
+        """How many devices one cell of this framework can use (None: as many as there are)."""
+        return 1
+
+    def min_memory_mb(self) -> int:
+        """The smallest cell.memory_limit_mb with which this framework imports and runs a tiny step."""
+        return 512
+
+
+# ------------------------------------------------------------------------------------------------- device
+
+DEVICE_NAMES = ("auto", "cpu", "gpu")
+
+
+@schema("device", "device")
+@dataclass
+class DeviceConfig(Choice):
+    count: Any = 1  # devices one cell uses (data-parallel): a whole number >= 1, or "all"
+
+    def check(self, at: str) -> None:
+        need(self.name in DEVICE_NAMES, at, self.name, f"choose one of {', '.join(DEVICE_NAMES)}")
+        need(self.count == "all" or (whole(self.count) and 1 <= self.count <= 1024), f"{at}.count", self.count,
+             "must be a whole number >= 1 or all, e.g. device.count=2")
+
+
+# -------------------------------------------------------------------------------------------------- model
+
+
+@dataclass
+class ModelConfig(Choice):
+    input: ClassVar[str] = "image"  # what the model consumes: image | text
+
+    def describe(self) -> str:
+        return f"model `{self.name}` ({self.schema_kind} model)"  # type: ignore[attr-defined]
+
+
+@schema("model", "mlp")
+@dataclass
+class MlpModel(ModelConfig):
+    """A multilayer perceptron built by trainbench (no library ships the seed blog's MLP)."""
+
+    hidden_sizes: list[int] = field(default_factory=list)
+    depth: int | None = None  # when set, `depth` hidden layers of `width` units replace hidden_sizes
+    width: int | None = None
+    activation: str = "relu"
+    output_activation: str | None = None  # null: logits + softmax cross-entropy; sigmoid: the seed blog's head
+    init: str = "torch"  # torch: PyTorch's default Linear init in every framework; glorot: Keras' default
+
+    def layers(self) -> list[int]:
+        return [self.width or 0] * self.depth if self.depth is not None else list(self.hidden_sizes)
+
+    def check(self, at: str) -> None:
+        if self.depth is not None:
+            need_count(self.depth, f"{at}.depth", 1, 1000, "e.g. model.depth=5")
+            need(self.width is not None, f"{at}.depth", self.depth,
+                 "builds depth x width layers: set model.width too (e.g. model.width=1024), or use model=mlp_deep")
+            need_count(self.width, f"{at}.width", 1, MAX_LAYER_UNITS, "e.g. model.width=1024")
+        need(all(whole(units) and 1 <= units <= MAX_LAYER_UNITS for units in self.hidden_sizes),
+             f"{at}.hidden_sizes", self.hidden_sizes, f"every layer needs 1 to {MAX_LAYER_UNITS:,} units, e.g. [3000,1000]")
+        need(self.activation in ACTIVATIONS, f"{at}.activation", self.activation, f"choose one of {', '.join(ACTIVATIONS)}")
+        need(self.output_activation in OUTPUT_ACTIVATIONS, f"{at}.output_activation", self.output_activation,
+             "null (logits) or sigmoid")
+        need(self.init in ("torch", "glorot"), f"{at}.init", self.init, "torch or glorot")
+
+
+@schema("model", "vision")
+@dataclass
+class VisionModel(ModelConfig):
+    """A library image classifier: torchvision's architecture, rebuilt to match in each framework."""
+
+    torchvision: str | None = None  # constructor in torchvision.models (the reference architecture)
+    keras: str | None = None  # keras.applications class, or a trainbench Keras builder
+    mlx: str | None = None  # trainbench's MLX builder
+    channels: int = 3  # input channels the architecture takes
+    min_image_size: int = 1  # smaller inputs pool away to nothing
+    pretrained: bool = False  # torchvision's ImageNet weights from the local torch hub cache (PyTorch only)
+    weights_file: str | None = None  # the weights' file name in $TORCH_HOME/hub/checkpoints (pretrained=true)
+    head: str | None = None  # path of the last Linear layer, replaced when fine-tuning on other classes
+
+    def check(self, at: str) -> None:
+        need_count(self.channels, f"{at}.channels", 1, 3, "")
+        need(not self.pretrained or (self.weights_file is not None and self.head is not None), f"{at}.pretrained",
+             self.pretrained, f"model `{self.name}` has no pretrained weights file or classifier head in its YAML: "
+             "use model.pretrained=false")
+
+
+@schema("model", "transformer")
+@dataclass
+class TransformerModel(ModelConfig):
+    """A BERT-family encoder for sequence classification, randomly initialised (no hub access)."""
+
+    input: ClassVar[str] = "text"
+    family: str = MISSING  # distilbert | bert: the transformers architecture (and MLX's rebuild of it)
+    keras_hub: str | None = None  # keras-hub backbone class for the Keras frameworks
+    num_layers: int = MISSING
+    hidden_size: int = MISSING
+    num_heads: int = MISSING
+    intermediate_size: int = MISSING
+    vocab_size: int = 30522
+    max_position_embeddings: int = 512
+    seq_len: int = 128  # tokens per sequence; the text data follows it
+    num_labels: int = 2  # classes; the synthetic text data follows it
+
+    def check(self, at: str) -> None:
+        need(self.family in ("distilbert", "bert"), f"{at}.family", self.family, "distilbert or bert")
+        for key in ("num_layers", "num_heads"):
+            need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
+        for key in ("hidden_size", "intermediate_size"):
+            need_count(getattr(self, key), f"{at}.{key}", 1, MAX_LAYER_UNITS, "")
+        need(self.hidden_size % self.num_heads == 0, f"{at}.num_heads", self.num_heads,
+             f"must divide model.hidden_size ({self.hidden_size})")
+        need_count(self.vocab_size, f"{at}.vocab_size", 1100, 10**7, "(ids below 1000 are BERT's special tokens)")
+        need_count(self.max_position_embeddings, f"{at}.max_position_embeddings", 2, MAX_SEQ_LEN, "")
+        need_count(self.seq_len, f"{at}.seq_len", 2, self.max_position_embeddings,
+                   "(a [CLS] token and at least one more, at most model.max_position_embeddings)")
+        need_count(self.num_labels, f"{at}.num_labels", 2, 100_000, "")
+
+
+# --------------------------------------------------------------------------------------------------- data
+
+PIPELINES = ("device", "loader")
+
+
+@dataclass
+class DataConfig(Choice):
+    input: ClassVar[str] = "image"  # what the data gives: image | text
+    num_samples: int | None = None  # training samples (synthetic: generated; real: the first N; null: all)
+    num_val_samples: int | None = None
+    # device: the whole split moved to the device once, batches gathered there (no input pipeline timed);
+    # loader: a host input pipeline with workers feeds every step (what users of real datasets run)
+    pipeline: str = "device"
+    loader_workers: int = 4  # pipeline=loader: worker processes decoding and resizing on the host
+
+    def check(self, at: str) -> None:
+        need_optional_count(self.num_samples, f"{at}.num_samples", 1, MAX_SAMPLES)
+        need_optional_count(self.num_val_samples, f"{at}.num_val_samples", 0, MAX_SAMPLES)
+        need(self.pipeline in PIPELINES, f"{at}.pipeline", self.pipeline, f"choose one of {', '.join(PIPELINES)}")
+        need_count(self.loader_workers, f"{at}.loader_workers", 0, 256, "e.g. data.loader_workers=4")
+
+
+@dataclass
+class ImageData(DataConfig):
+    image_size: int = 32  # what the model sees; anything else than the stored size resizes every batch
+    mean: list[float] = field(default_factory=lambda: [0.5])  # per channel, after scaling pixels to [0, 1]
+    std: list[float] = field(default_factory=lambda: [0.25])
+    scale_only: bool = False  # true: pixels / 255 only (Keras' usual preprocessing), mean and std unused
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need_count(self.image_size, f"{at}.image_size", 1, MAX_IMAGE_SIZE, "e.g. data.image_size=224")
+        need(len(self.mean) == len(self.std), f"{at}.std", self.std, "needs one value per channel, like data.mean")
+        need(all(finite(s) and s > 0 for s in self.std), f"{at}.std", self.std, "every value must be > 0")
+        need(all(finite(m) for m in self.mean), f"{at}.mean", self.mean, "every value must be a finite number")
+
+    def channels_given(self) -> int:
+        raise NotImplementedError
+
+
+@schema("data", "synthetic_images")
+@dataclass
+class SyntheticImages(ImageData):
+    """Images generated in memory: no disk, no network."""
+
+    channels: int = 3
+    num_classes: int = 10
+    learnable: bool = True  # each class drawn around its own pattern, so accuracy is a real check
+    num_samples: int | None = 8192
+    num_val_samples: int | None = 1024
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need_count(self.channels, f"{at}.channels", 1, 64, "e.g. data.channels=3")
+        need_count(self.num_classes, f"{at}.num_classes", 2, 100_000, "e.g. data.num_classes=10")
+        need(len(self.mean) in (1, self.channels), f"{at}.mean", self.mean, f"needs 1 or {self.channels} values")
+        need(self.num_samples is not None, f"{at}.num_samples", None, "synthetic data needs a sample count")
+
+    def channels_given(self) -> int:
+        return self.channels
+
+
+# What each real image dataset holds: channels, stored size, classes. Facts, not settings.
+IMAGE_DATASETS = {"cifar10": (3, 32, 10), "mnist": (1, 28, 10), "digits": (1, 8, 10)}
+
+
+@schema("data", "image_files")
+@dataclass
+class ImageFiles(ImageData):
+    """A real image dataset read from files (downloaded when absent and allowed), or bundled (digits)."""
+
+    loader: str = MISSING  # cifar10 | mnist | digits
+    root: str = "data"  # folder holding the dataset's own folder (relative to where you launch)
+    download: bool = True
+    grayscale_to_rgb: bool = False  # repeat a gray channel three times (ImageNet-style models expect RGB)
+    val_fraction: float = 0.2  # digits only: the stratified validation share
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need(self.loader in IMAGE_DATASETS, f"{at}.loader", self.loader, f"choose one of {', '.join(IMAGE_DATASETS)}")
+        need(finite(self.val_fraction) and 0 < self.val_fraction < 1, f"{at}.val_fraction", self.val_fraction,
+             "must be between 0 and 1")
+
+    def channels_given(self) -> int:
+        stored = IMAGE_DATASETS[self.loader][0]
+        return 3 if self.grayscale_to_rgb and stored == 1 else stored
+
+    @property
+    def num_classes(self) -> int:
+        return IMAGE_DATASETS[self.loader][2]
+
+
+@dataclass
+class TextData(DataConfig):
+    input: ClassVar[str] = "text"
+    seq_len: int = 128  # tokens per sequence (padded or truncated); follows the model's
+    vocab_size: int = 30522  # token ids are below this; follows the model's
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need_count(self.seq_len, f"{at}.seq_len", 2, MAX_SEQ_LEN, "(a [CLS] token and at least one more)")
+        need_count(self.vocab_size, f"{at}.vocab_size", 1100, 10**7, "")
+
+
+@schema("data", "synthetic_text")
+@dataclass
+class SyntheticText(TextData):
+    num_classes: int = 2
+    learnable: bool = True  # each sequence hides marker tokens of its class
+    num_samples: int | None = 2048
+    num_val_samples: int | None = 256
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need_count(self.num_classes, f"{at}.num_classes", 2, 100_000, "")
+        need(self.num_samples is not None, f"{at}.num_samples", None, "synthetic data needs a sample count")
+
+
+@schema("data", "text_files")
+@dataclass
+class TextFiles(TextData):
+    loader: str = MISSING  # sst2
+    root: str = "data"
+    download: bool = True
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need(self.loader == "sst2", f"{at}.loader", self.loader, "sst2")
+
+    @property
+    def num_classes(self) -> int:
+        return 2
+
+
+# ---------------------------------------------------------------------------------------------- precision
+
+AUTOCAST_DTYPES = (None, "bfloat16", "float16")
+
+
+@schema("precision", "precision")
+@dataclass
+class PrecisionConfig(Choice):
+    tf32: bool = False  # TF32 tensor-core math for fp32 matmuls and convolutions (NVIDIA Ampere and newer)
+    autocast: str | None = None  # null | bfloat16 | float16: mixed precision (fp32 weights and optimizer state)
+
+    def check(self, at: str) -> None:
+        need(self.autocast in AUTOCAST_DTYPES, f"{at}.autocast", self.autocast, "null, bfloat16 or float16")
+
+
+# -------------------------------------------------------------------------------------------------- optim
+
+
+@dataclass
+class OptimConfig(Choice):
+    lr: float = 0.01
+    weight_decay: float = 0.0  # L2 penalty (SGD, Adam: added to the gradient as PyTorch does; AdamW: decoupled)
+
+    def check(self, at: str) -> None:
+        need(finite(self.lr) and 0 < self.lr <= 100, f"{at}.lr", self.lr, "must be a finite number > 0 (and <= 100)")
+        need(finite(self.weight_decay) and 0 <= self.weight_decay <= 10, f"{at}.weight_decay", self.weight_decay,
+             "must be a finite number >= 0")
+
+
+@schema("optim", "sgd")
+@dataclass
+class SgdConfig(OptimConfig):
+    momentum: float = 0.9
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need(finite(self.momentum) and 0 <= self.momentum < 1, f"{at}.momentum", self.momentum, "must be in [0, 1)")
+
+
+@schema("optim", "adam")
+@dataclass
+class AdamConfig(OptimConfig):
+    lr: float = 0.001
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        for key in ("beta1", "beta2"):
+            value = getattr(self, key)
+            need(finite(value) and 0 <= value < 1, f"{at}.{key}", value, "must be in [0, 1)")
+        need(finite(self.eps) and 0 < self.eps < 1, f"{at}.eps", self.eps, "must be a small number > 0, e.g. 1e-8")
+
+
+# ----------------------------------------------------------------------------------------------- optimize
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@schema("optimize", "optimize")
+@dataclass
+class OptimizeConfig(Choice):
+    """How hard each framework is asked to go: `none` runs models as written, `fast` asks for its best."""
+
+    compile: bool = False  # PyTorch: torch.compile; TensorFlow: XLA (jit_compile); JAX always compiles
+    compile_mode: str = "default"  # torch.compile mode
+    channels_last: bool = False  # PyTorch convolutional models in NHWC (Keras and MLX always are)
+    fused_optimizer: bool = False  # PyTorch: fused=True optimizers (one kernel per step, CUDA)
+    capture: bool = False  # PyTorch on CUDA: capture the whole train step as one CUDA graph (small static models)
+
+    def check(self, at: str) -> None:
+        need(self.compile_mode in COMPILE_MODES, f"{at}.compile_mode", self.compile_mode,
+             f"choose one of {', '.join(COMPILE_MODES)}")
+
+
+# ------------------------------------------------------------------------------------------ run settings
+
+
+@dataclass
+class TrackingConfig:
+    uri: str | None = None  # null: $MLFLOW_TRACKING_URI, else sqlite:///<project root>/mlflow.db
+    experiment: str = "trainbench"  # MLflow experiment name (ignored under `mlflow run`)
+    system_metrics_interval_s: float = 10.0  # MLflow system metrics every N seconds; 0 turns them off
+
+    def check(self, at: str) -> None:
+        need(bool(self.experiment.strip()) and len(self.experiment) <= 200 and self.experiment.isprintable(),
+             f"{at}.experiment", self.experiment, "must be a printable name of 1 to 200 characters")
+        need(self.uri is None or (bool(self.uri.strip()) and len(self.uri) <= 2000), f"{at}.uri", self.uri,
+             "null or a tracking URI, e.g. http://host:5000 or sqlite:///path/mlflow.db")
+        need(finite(self.system_metrics_interval_s) and 0 <= self.system_metrics_interval_s <= 3600,
+             f"{at}.system_metrics_interval_s", self.system_metrics_interval_s, "must be 0 (off) or seconds up to 3600")
+
+
+@dataclass
+class CellLimits:
+    timeout_s: float | None = None  # stop a cell that runs longer (recorded failed)
+    memory_limit_mb: int | None = None  # cap the cell's host memory (Linux); a cell over it is tagged oom
+    max_batch_size: int = 65536  # batch_size=max doubles from 1 up to this, then bisects
+    cpus: int | None = None  # pin the cell to this many cores (cells running side by side get different ones)
+
+    def check(self, at: str) -> None:
+        need(self.timeout_s is None or (finite(self.timeout_s) and 0 < self.timeout_s <= 10**7), f"{at}.timeout_s",
+             self.timeout_s, "must be null or seconds > 0")
+        need_optional_count(self.memory_limit_mb, f"{at}.memory_limit_mb", 1, 2**24)
+        need_count(self.max_batch_size, f"{at}.max_batch_size", 1, MAX_BATCH_SIZE, "")
+        need_optional_count(self.cpus, f"{at}.cpus", 1, 4096)
+
+
+RESUME = (False, True, "failed")
+
+
+@dataclass
+class SweepSettings:
+    resume: Any = False  # true: skip cells already finished here; failed: re-run only failed/killed/lost cells
+    dry_run: bool = False  # print the sweep's cells and exit without running or recording anything
+    heartbeat_s: float = 15.0  # a running cell's run is marked alive this often
+    lost_after_s: float = 300.0  # a RUNNING run without a heartbeat for this long is closed as `lost`
+
+    def check(self, at: str) -> None:
+        need(self.resume in RESUME, f"{at}.resume", self.resume, "false, true or failed")
+        need(finite(self.heartbeat_s) and 0.5 <= self.heartbeat_s <= 3600, f"{at}.heartbeat_s", self.heartbeat_s,
+             "must be seconds from 0.5 to 3600")
+        need(finite(self.lost_after_s) and self.lost_after_s >= 2 * self.heartbeat_s, f"{at}.lost_after_s",
+             self.lost_after_s, "must be at least twice sweep.heartbeat_s")
+
+
+@dataclass
+class LaunchInfo:
+    """Set by the sweep's owner for each job (never by hand): what a job needs to run its cell anywhere."""
+
+    sweep_id: str | None = None
+    tracking_uri: str | None = None
+    experiment_id: str | None = None
+    parent_run_id: str | None = None
+    index: int = 0  # the cell's place in the sweep, from 1
+    total: int = 1
+    name_suffix: str = ""  # what tells this cell apart from its siblings (`precision=tf32`)
+
+
+@dataclass
+class DebugConfig:
+    inject_fault: str | None = None  # test-only: abort | raise | sleep | exit
+
+    def check(self, at: str) -> None:
+        need(self.inject_fault in (None, "abort", "raise", "sleep", "exit"), f"{at}.inject_fault", self.inject_fault,
+             "null or one of abort, raise, sleep, exit")
+
+
+@dataclass
+class CellConfig:
+    """One cell: framework x device x model x data x task x precision x batch size (and how it runs)."""
+
+    framework: FrameworkConfig = MISSING
+    device: DeviceConfig = MISSING
+    model: ModelConfig = MISSING
+    data: DataConfig = MISSING
+    task: Choice = MISSING
+    precision: PrecisionConfig = MISSING
+    optim: OptimConfig = MISSING
+    optimize: OptimizeConfig = MISSING
+    batch_size: Any = 64  # a whole number >= 1, or "max" (the largest that fits)
+    seed: int = 0
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    cell: CellLimits = field(default_factory=CellLimits)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    launch: LaunchInfo = field(default_factory=LaunchInfo)
+    debug: DebugConfig = field(default_factory=DebugConfig)
+
+
+GROUPS = ("framework", "device", "model", "data", "task", "precision", "optim", "optimize")
+
+ConfigStore.instance().store(group="schema", name="cell", node=CellConfig, provider="trainbench")
+SETTINGS = ("tracking", "cell", "sweep", "debug")

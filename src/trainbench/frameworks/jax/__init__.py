@@ -1,0 +1,23 @@
+"""framework=jax: Keras 3 on JAX. The train step is always compiled by XLA. gpu = CUDA (a CUDA jaxlib).
+Light (no jax import); the adapter is .adapter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainbench.config.registry import schema
+from trainbench.frameworks.keras import KerasConfig
+
+
+@schema("framework", "jax")
+@dataclass
+class JaxConfig(KerasConfig):
+    adapter: str = "trainbench.frameworks.jax.adapter"
+    package: str = "jax"
+    preallocate: bool = False  # false: take GPU memory as needed (XLA_PYTHON_CLIENT_PREALLOCATE), not 75% up front
+
+    def max_devices(self) -> int | None:
+        return None  # keras.distribution.DataParallel over every device asked for
+
+    def min_memory_mb(self) -> int:
+        return 1536

@@ -1,0 +1,224 @@
+"""framework=jax: Keras 3 on JAX. Every train step is one XLA program (jax.jit): the batch gather from the
+epoch's permutation and Keras' own stateless train_step (forward, loss, gradients, optimizer, metrics).
+The training state is threaded from step to step, as Keras' fit does, and written back into the model's
+variables after each epoch's timed block."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from trainbench.frameworks.keras.adapter import KerasAdapter, KerasTrainer, installed
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig, DeviceConfig
+    from trainbench.data import Dataset
+
+JAX_ALWAYS_JITS = "Keras on JAX always compiles the train step with XLA (jax.jit): optimize.compile=false does not apply"
+
+
+class Adapter(KerasAdapter):
+    keras_backend = "jax"
+
+    def bind_device(self, device: DeviceConfig) -> str:
+        from trainbench.frameworks.base import DeviceUnavailable
+
+        if device.name == "cpu":
+            os.environ["JAX_PLATFORMS"] = "cpu"  # before JAX loads: no GPU backend, no GPU memory taken
+        if not self.cell.framework.preallocate:  # type: ignore[attr-defined]
+            os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        import jax
+
+        gpus: list[Any] = []
+        if device.name != "cpu":
+            try:
+                gpus = jax.devices("gpu")
+            except RuntimeError:  # no GPU platform at all
+                gpus = []
+        if gpus:
+            backend = "cuda"
+            jax.config.update("jax_default_device", gpus[0])
+        elif device.name == "gpu":
+            raise DeviceUnavailable(_no_jax_gpu_reason(jax))
+        else:
+            backend = "cpu"
+            jax.config.update("jax_default_device", jax.devices("cpu")[0])
+        # JAX lets fp32 matmuls and convolutions use TF32 on NVIDIA by default: "fp32" must mean fp32.
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if self.tf32 else "highest")
+        if not self.cell.optimize.compile:
+            self.compile_reason = JAX_ALWAYS_JITS
+        self.jax = jax
+        return backend
+
+    def version(self) -> str:
+        return str(self.jax.__version__)
+
+    def backend_versions(self) -> dict[str, str]:
+        import jaxlib
+
+        tags = {"sw.jax": self.jax.__version__, "sw.jaxlib": jaxlib.__version__}
+        if self.backend == "cuda":
+            tags["sw.cuda"] = _jax_cuda_version(self.jax)
+        return tags
+
+    def flags(self) -> dict[str, str]:
+        return {**super().flags(), "jax.matmul_precision": str(self.jax.config.jax_default_matmul_precision)}
+
+    def jit_compile(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        # JAX has no "wait for the device": wait for the newest outputs of the queue (the training state,
+        # or the last product or prediction).
+        # Buffers donated to a later step (or to Keras' evaluate) are gone; the ones that replaced them
+        # are newer, so waiting on what is still alive is enough.
+        alive = [leaf for leaf in self.jax.tree_util.tree_leaves(self.pending)
+                 if hasattr(leaf, "is_deleted") and not leaf.is_deleted()]
+        if alive:
+            self.jax.block_until_ready(alive)
+
+    def step_clock(self) -> Any:
+        return None  # no device events; JAX dispatches asynchronously even on a CPU
+
+    def peak_device_memory_mb(self) -> float | None:
+        if self.backend == "cpu":
+            return None
+        stats = self.jax.devices()[0].memory_stats() or {}
+        peak = stats.get("peak_bytes_in_use")
+        return None if peak is None else float(peak) / 2**20
+
+    def on_device(self, array: Any) -> Any:
+        return self.jax.device_put(array)
+
+    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+        return Trainer(self, model, data, cell)
+
+    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+        jax = self.jax
+        import jax.numpy as jnp
+
+        dtype = self.matmul_dtype()
+        a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        key_a, key_b = jax.random.split(jax.random.key(self.cell.seed))
+        a, b = jax.random.normal(key_a, a_shape, dtype), jax.random.normal(key_b, b_shape, dtype)
+        product = jax.jit(jnp.matmul)
+
+        def multiply() -> None:
+            self.pending = product(a, b)
+
+        return multiply
+
+    @contextlib.contextmanager
+    def tensorflow_refused(self) -> Iterator[None]:
+        """In a JAX cell, `import tensorflow` fails while this is open. keras.utils.set_random_seed and
+        keras-hub import TensorFlow wherever it is installed, and do without it where it is not; a JAX
+        cell must not load it (seconds of import, and a second set of CUDA libraries beside jaxlib's).
+        Keras and keras-hub then leave TensorFlow alone for the rest of the process."""
+        if "tensorflow" in sys.modules:
+            yield
+            return
+        refused = ("tensorflow", "tensorflow_text")
+        for name in refused:
+            sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
+        try:
+            yield
+        finally:
+            for name in refused:
+                sys.modules.pop(name, None)
+
+
+class Trainer(KerasTrainer):
+    """Keras' fit loop on JAX, minus the host: one jitted program per step, state threaded through."""
+
+    def __init__(self, adapter: Adapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        super().__init__(adapter, model, data, cell)
+        self.jax = adapter.jax
+        self.key = self.jax.random.key(cell.seed)
+        self.order = self.jax.numpy.arange(self.samples_per_epoch)
+        self.state: Any = None
+        self._steps: dict[int, Any] = {}
+
+    def _step_for(self, size: int) -> Any:
+        """The jitted step for batches of `size` (the tail batch of an epoch gets its own)."""
+        if size not in self._steps:
+            jax, model = self.jax, self.model
+
+            def train(state: Any, inputs: Any, labels: Any, order: Any, start: Any) -> Any:
+                positions = jax.lax.dynamic_slice(order, (start,), (size,))
+                batch = (jax.numpy.take(inputs, positions, axis=0), jax.numpy.take(labels, positions, axis=0))
+                _, state = model.train_step(state, batch)
+                return state
+
+            self._steps[size] = jax.jit(train, donate_argnums=0)
+        return self._steps[size]
+
+    def _take_state(self) -> None:
+        """The model's variables as the step's state, the way Keras' fit takes them (and purges them)."""
+        if self.state is None:
+            self.state = self.model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
+                                                   optimizer_variables=True, metrics_variables=True,
+                                                   purge_model_variables=True)
+
+    def sync_state(self) -> None:
+        if self.state is None:
+            return
+        trainable, non_trainable, optimizer_state, metrics = self.state
+        self.model._jax_state = {"trainable_variables": trainable, "non_trainable_variables": non_trainable,
+                                 "optimizer_variables": optimizer_state, "metrics_variables": metrics}
+        self.model._jax_state_synced = False
+        self.model.jax_state_sync()
+        self.model._jax_state = None
+        self.state = None
+
+    def begin_epoch(self, epoch: int) -> None:
+        self.sync_state()
+        self.model.reset_metrics()
+        self._take_state()
+        self.key, shuffle = self.jax.random.split(self.key)
+        self.order = self.jax.random.permutation(shuffle, self.samples_per_epoch)
+
+    def step(self, index: int) -> None:
+        size = self.batch_size if index < self.full_steps else self.tail
+        self.state = self._step_for(size)(self.state, self.inputs, self.labels, self.order, index * self.batch_size)
+        self.adapter.pending = self.state
+
+    def resident_step(self) -> Callable[[], None]:
+        self.sync_state()
+        self._take_state()
+        step = self._step_for(self.batch_size)
+        order = self.jax.numpy.arange(self.samples_per_epoch)
+
+        def one_step() -> None:
+            self.state = step(self.state, self.inputs, self.labels, order, 0)
+            self.adapter.pending = self.state
+
+        return one_step
+
+    def make_predict(self) -> Callable[[Any], Any]:
+        model = self.model
+        trainable = [v.value for v in model.trainable_variables]
+        non_trainable = [v.value for v in model.non_trainable_variables]
+        forward = self.jax.jit(lambda x: model.stateless_call(trainable, non_trainable, x, training=False)[0])
+        return forward  # type: ignore[no-any-return]
+
+
+def _no_jax_gpu_reason(jax: Any) -> str:
+    platforms = sorted({device.platform for device in jax.devices()})
+    plugin = [name for name in ("jax-cuda13-plugin", "jax-cuda12-plugin") if installed(name)]
+    build = f"{plugin[0]} {installed(plugin[0])} is installed" if plugin else "no CUDA plugin installed: pip install 'jax[cuda12]'"
+    return (f"no GPU visible to JAX {jax.__version__} (jax.devices('gpu') found none; platforms: "
+            f"{', '.join(platforms)}; {build}); Keras on JAX runs on CUDA GPUs only here")
+
+
+def _jax_cuda_version(jax: Any) -> str:
+    """'12.8' from the GPU client's platform version (e.g. 'cuda 12080'), else the text as it is."""
+    text = str(getattr(jax.devices()[0].client, "platform_version", ""))
+    found = re.search(r"cuda\D*(\d{4,5})", text, re.IGNORECASE)
+    if not found:
+        return text.strip()
+    number = int(found.group(1))
+    return f"{number // 1000}.{number % 1000 // 10}"

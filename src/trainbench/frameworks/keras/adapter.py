@@ -1,0 +1,311 @@
+"""What the two Keras 3 frameworks share: the adapter base and the trainer base.
+
+framework=tensorflow and framework=jax are small subclasses (trainbench/frameworks/<name>/adapter.py) that
+bind the device, synchronize, read memory and build the compiled step their own way; everything Keras
+does the same on both lives here. Keras reads KERAS_BACKEND when it is first imported, and for device=cpu
+the GPUs must be hidden before TensorFlow or JAX initialise, so __init__ sets the backend and imports
+nothing; select_device imports.
+
+The train task steps a Keras model exactly as it steps a PyTorch one: the split is prepared once on the
+device (scaled, resized, normalised, NHWC) when it fits, each step gathers its batch from the epoch's
+permutation inside the compiled step, and Keras' own train_step (optimizer, loss and metrics on the
+device) does the rest. No host copy per step, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
+    from trainbench.data import Dataset, Split
+
+# precision.autocast -> Keras dtype policy (variables stay float32 under the mixed ones)
+DTYPE_POLICIES = {None: "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this share of memory
+
+
+class KerasAdapter:
+    keras_backend: ClassVar[str]
+
+    def __init__(self, cell: CellConfig) -> None:
+        self.cell = cell
+        self.name = cell.framework.name
+        loaded = sys.modules.get("keras")
+        if loaded is not None and loaded.backend.backend() != self.keras_backend:
+            raise RuntimeError(f"keras is already loaded with the {loaded.backend.backend()} backend in this process")
+        os.environ["KERAS_BACKEND"] = self.keras_backend
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ info lines (oneDNN, cuInit) off
+        self.tf32 = bool(cell.precision.tf32)
+        self.policy = DTYPE_POLICIES[cell.precision.autocast]
+        self.backend = "cpu"
+        self.compile_reason: str | None = None
+        self.pending: Any = None  # the newest outputs of the device's queue, for synchronize
+
+    # -- device -------------------------------------------------------------------------------
+    def select_device(self, device: DeviceConfig) -> str:
+        from trainbench.frameworks.base import DeviceUnavailable
+
+        self.backend = self.bind_device(device)
+        precision = self.cell.precision
+        if precision.tf32 and precision.autocast is None and self.backend != "cuda":
+            raise DeviceUnavailable(f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got "
+                                    f"{self.backend}, which computes fp32: use precision=fp32")
+        import keras
+
+        keras.config.set_dtype_policy(self.policy)
+        self._seed(keras)
+        return self.backend
+
+    def bind_device(self, device: DeviceConfig) -> str:
+        raise NotImplementedError
+
+    def versions(self) -> dict[str, str]:
+        import keras
+
+        tags = {"sw.keras": keras.__version__, **self.backend_versions()}
+        if self.cell.model.input == "text":
+            tags["sw.keras_hub"] = installed("keras-hub")
+        return tags
+
+    def backend_versions(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def flags(self) -> dict[str, str]:
+        from trainbench.config.schema import VisionModel
+
+        tags = {
+            "trainbench.tf32": str(self.tf32 and self.backend == "cuda").lower(),
+            "trainbench.autocast": self.cell.precision.autocast or "none",
+            "trainbench.compile": str(self.jit_compile()).lower(),
+            # Keras' convolutions are NHWC on every backend (trainbench never asks for channels_first).
+            "trainbench.channels_last": str(isinstance(self.cell.model, VisionModel)).lower(),
+            "trainbench.fused_optimizer": "false",
+            "trainbench.capture": "false",
+            "keras.backend": self.keras_backend,
+            "keras.dtype_policy": self.policy,
+        }
+        if self.compile_reason:
+            tags["trainbench.compile_reason"] = self.compile_reason
+        return tags
+
+    def jit_compile(self) -> bool:
+        raise NotImplementedError
+
+    def device_indices(self) -> list[int]:
+        return [0] if self.backend == "cuda" else []
+
+    # -- model --------------------------------------------------------------------------------
+    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
+        import keras
+
+        from trainbench.frameworks.keras import models
+
+        self._seed(keras)
+        if data.kind == "text":
+            with self.tensorflow_refused():
+                return models.text_classifier(model, data.seq_len, data.num_classes)  # type: ignore[arg-type]
+        return models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
+
+    def num_parameters(self, model: Any) -> int:
+        from trainbench.frameworks.keras import models
+
+        return models.count_trainable(model)
+
+    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+        from trainbench.frameworks.keras import models
+
+        if data.kind == "text":
+            return models.transformer_flops_per_sample(self.cell.model, data.seq_len, data.num_classes,  # type: ignore[arg-type]
+                                                       training)
+        return models.flops_per_sample(model, training)
+
+    # -- matmul -------------------------------------------------------------------------------
+    def matmul_element_bytes(self) -> int:
+        return 4 if self.matmul_dtype() == "float32" else 2
+
+    def matmul_dtype(self) -> str:
+        from trainbench.frameworks.base import DeviceUnavailable
+
+        dtype = self.cell.precision.autocast or "float32"
+        try:  # the first product tells whether this device implements the dtype at all
+            import keras
+
+            keras.ops.convert_to_numpy(keras.ops.matmul(keras.ops.ones((2, 2), dtype), keras.ops.ones((2, 2), dtype)))
+        except Exception as error:  # TensorFlow and XLA raise their own types for a missing kernel
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise DeviceUnavailable(f"{dtype} matmul not supported on {self.backend}: {reason}") from None
+        return dtype
+
+    # -- shared helpers -----------------------------------------------------------------------
+    def compile_model(self, model: Any) -> None:
+        """Loss, optimizer and accuracy as every framework has them; jit_compile as the backend allows."""
+        import keras
+
+        from trainbench.frameworks.keras import models
+
+        if getattr(self.cell.model, "output_activation", None) == "sigmoid":
+            loss: Any = models.sigmoid_categorical_crossentropy
+        else:
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        # mixed_float16: Keras wraps the optimizer in a LossScaleOptimizer (dynamic loss scaling) itself.
+        model.compile(optimizer=optimizer(keras, self.cell.optim), loss=loss,
+                      metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                      jit_compile=self.jit_compile())
+
+    def prepared_split(self, split: Split, data: Dataset) -> tuple[Any, Any, bool]:
+        """(inputs, labels, prepared) on the device: images scaled, resized, normalised and NHWC once when
+        they fit in PREPARED_SHARE of the device's memory (as the PyTorch adapter does), else uint8 and
+        prepared by the model's first layer every step."""
+        import numpy as np
+
+        from trainbench.frameworks.keras import models
+
+        labels = self.on_device(split.labels.astype(np.int32))
+        if data.kind == "text":
+            return self.on_device(split.inputs.astype(np.int32)), labels, True
+        prepared_bytes = len(split) * data.channels * data.image_size**2 * 4
+        if prepared_bytes > PREPARED_SHARE * self.memory_bytes():
+            return self.on_device(split.inputs), labels, False
+        preprocess = preprocess_layer(models, data)
+        chunks = [preprocess(self.on_device(split.inputs[start : start + 1024]))
+                  for start in range(0, len(split), 1024)]
+        import keras
+
+        return (keras.ops.concatenate(chunks, axis=0) if len(chunks) > 1 else chunks[0]), labels, True
+
+    def on_device(self, array: Any) -> Any:
+        raise NotImplementedError
+
+    def memory_bytes(self) -> int:
+        """The device's memory: the GPU's as the probes read it, else the host's."""
+        import psutil
+
+        from trainbench.hardware import host_tags
+
+        gpu_gb = host_tags().get("hw.gpu_memory_gb")
+        if self.backend == "cuda" and gpu_gb:
+            return int(float(gpu_gb) * 2**30)
+        return int(psutil.virtual_memory().total)
+
+    def _seed(self, keras: Any) -> None:
+        """keras.utils.set_random_seed: Python, NumPy, Keras' initialisers and shuffling (and TensorFlow)."""
+        with self.tensorflow_refused():
+            keras.utils.set_random_seed(self.cell.seed)
+
+    @contextlib.contextmanager
+    def tensorflow_refused(self) -> Iterator[None]:
+        """Nothing to refuse on the TensorFlow backend (the JAX adapter overrides this)."""
+        yield
+
+
+class KerasTrainer:
+    """The base of both backends' trainers (trainbench.frameworks.base.Trainer): data on the device, the
+    model compiled, metrics read back after each epoch. Subclasses make the compiled steps."""
+
+    def __init__(self, adapter: KerasAdapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        import math
+
+        self.adapter, self.data, self.cell = adapter, data, cell
+        self.batch_size = int(cell.batch_size)
+        self.inputs, self.labels, self.prepared = adapter.prepared_split(data.train, data)
+        self.model = model if self.prepared else with_preprocessing(model, data)
+        adapter.compile_model(self.model)
+        self.samples_per_epoch = len(data.train)
+        self.steps_per_epoch = math.ceil(self.samples_per_epoch / self.batch_size)
+        self.full_steps = self.samples_per_epoch // self.batch_size
+        self.tail = self.samples_per_epoch - self.full_steps * self.batch_size
+        # Builds the model, its optimizer and metric variables without running a step (as fit does).
+        self.model._symbolic_build(data_batch=(self.inputs[: self.batch_size], self.labels[: self.batch_size]))
+        self._validation: tuple[Any, Any, bool] | None = None
+
+    def end_epoch(self) -> Any:
+        from trainbench.frameworks.base import EpochResult
+
+        self.sync_state()
+        result = self.model.get_metrics_result()
+        return EpochResult(float(result["loss"]), float(result["accuracy"]))
+
+    def sync_state(self) -> None:
+        """Put the newest weights, optimizer and metric state back into the model's variables."""
+
+    def evaluate(self) -> tuple[float | None, float | None]:
+        if len(self.data.val) == 0:
+            return None, None
+        self.sync_state()
+        if self._validation is None:
+            self._validation = self.adapter.prepared_split(self.data.val, self.data)
+        inputs, labels, prepared = self._validation
+        evaluator = self.model if prepared == self.prepared else with_preprocessing(self.model, self.data)
+        if evaluator is not self.model:
+            self.adapter.compile_model(evaluator)
+        result = evaluator.evaluate(inputs, labels, batch_size=self.batch_size, verbose=0, return_dict=True)
+        return float(result["loss"]), float(result["accuracy"])
+
+    def inference_step(self, batch_size: int) -> Callable[[], None]:
+        self.sync_state()
+        count = min(batch_size, self.samples_per_epoch)
+        x = self.inputs[:count]
+        predict = self.make_predict()
+
+        def forward() -> None:
+            self.adapter.pending = predict(x)
+
+        return forward
+
+    def make_predict(self) -> Callable[[Any], Any]:
+        raise NotImplementedError
+
+
+def with_preprocessing(model: Any, data: Dataset) -> Any:
+    """The same weights behind a weightless first layer taking the stored uint8 NCHW images."""
+    import keras
+
+    from trainbench.frameworks.keras import models
+
+    images = keras.Input(data.train.inputs.shape[1:], dtype="uint8")
+    return keras.Model(images, model(preprocess_layer(models, data)(images)), name=f"{model.name}_from_uint8")
+
+
+def preprocess_layer(models: Any, data: Dataset) -> Any:
+    return models.Preprocess(data.image_size, data.channels, data.mean, data.std, name="preprocess")
+
+
+def optimizer(keras: Any, optim: Any) -> Any:
+    """The optimizers of the PyTorch adapter, with PyTorch's semantics.
+
+    torch's SGD and Adam apply weight_decay as L2 (added to the gradient); Keras' weight_decay is
+    decoupled (AdamW's): so SGD and Adam add it to the gradient here. AdamW is the same in both.
+    Keras adds Adam's epsilon to sqrt(v) before the bias correction, torch after: the same update up to
+    epsilon's scale.
+    """
+    lr, decay = optim.lr, optim.weight_decay
+    if optim.name == "adamw":
+        return keras.optimizers.AdamW(learning_rate=lr, weight_decay=decay, beta_1=optim.beta1, beta_2=optim.beta2,
+                                      epsilon=optim.eps)
+    if optim.name == "sgd":
+        base, options = keras.optimizers.SGD, {"momentum": optim.momentum}
+    else:
+        base, options = keras.optimizers.Adam, {"beta_1": optim.beta1, "beta_2": optim.beta2, "epsilon": optim.eps}
+    if not decay:
+        return base(learning_rate=lr, **options)
+    ops = keras.ops
+
+    class CoupledWeightDecay(base):  # type: ignore[misc, valid-type]
+        def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+            gradient = ops.add(gradient, ops.multiply(ops.cast(variable, gradient.dtype), decay))
+            super().update_step(gradient, variable, learning_rate)
+
+    return CoupledWeightDecay(learning_rate=lr, **options)
+
+
+def installed(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return ""

@@ -1,0 +1,32 @@
+"""framework=pytorch: its config and what it can build, light (no torch import). The adapter is .adapter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainbench.config.registry import schema
+from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, TransformerModel, VisionModel
+
+
+@schema("framework", "pytorch")
+@dataclass
+class PyTorchConfig(FrameworkConfig):
+    adapter: str = "trainbench.frameworks.pytorch.adapter"
+    package: str = "torch"
+    mps_fallback: bool = True  # ops MPS lacks run on the CPU instead of failing (PYTORCH_ENABLE_MPS_FALLBACK)
+    cudnn_benchmark: bool = True  # fixed shapes every step: let cuDNN pick its fastest algorithms in warm-up
+
+    def builds(self, model: ModelConfig) -> str | None:
+        if isinstance(model, MlpModel):
+            return "mlp"
+        if isinstance(model, VisionModel):
+            return model.torchvision
+        if isinstance(model, TransformerModel):
+            return model.family
+        return None
+
+    def max_devices(self) -> int | None:
+        return None  # DistributedDataParallel over every device asked for
+
+    def min_memory_mb(self) -> int:
+        return 1024

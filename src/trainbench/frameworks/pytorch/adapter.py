@@ -1,0 +1,564 @@
+"""PyTorch adapter: the only module that imports torch for a cell. gpu = CUDA (NVIDIA, or AMD through
+ROCm), else Apple MPS.
+
+The training step is what a careful hand-written loop does and no more. Inputs are prepared (scaled,
+resized, normalised, laid out) once, on the device, before anything is timed, when they fit in a quarter
+of its memory; otherwise each batch is prepared inside the step. Each step gathers its batch by index from
+the epoch's permutation, runs forward, loss, backward and the optimizer, and keeps two things for the
+epoch's figures: the loss tensor (no kernel) and the argmax of the logits (one kernel); the sums are taken
+once, after the epoch's timed block. Nothing in a step reads a value back to the host.
+
+optimize.* selects how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
+`compile_mode`); `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as
+a CUDA graph and replayed per batch; used for the MLPs, whose steps are short and static and where launch
+overhead is most of the time). Every choice in force is tagged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from trainbench.frameworks.pytorch import PyTorchConfig
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
+    from trainbench.data import Dataset, Split
+
+# Must be set before torch is imported: ops MPS lacks then fall back to the CPU instead of raising.
+_FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
+
+PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this share of device memory
+CAPTURE_WARMUP_STEPS = 3  # eager steps on a side stream before capture, as PyTorch's CUDA-graph recipe asks
+
+
+class Adapter:
+    name = "pytorch"
+
+    def __init__(self, cell: CellConfig) -> None:
+        framework = cell.framework
+        assert isinstance(framework, PyTorchConfig)
+        if framework.mps_fallback:
+            os.environ.setdefault(_FALLBACK, "1")
+        import torch
+
+        self.torch = torch
+        self.cell = cell
+        self.device = torch.device("cpu")
+        self.autocast = {"bfloat16": torch.bfloat16, "float16": torch.float16, None: None}[cell.precision.autocast]
+        self.compile_reason: str | None = None
+
+    # -- device -------------------------------------------------------------------------------
+    def select_device(self, device: DeviceConfig) -> str:
+        from trainbench.frameworks.base import DeviceUnavailable
+
+        torch = self.torch
+        if device.name == "cpu":
+            backend = "cpu"
+        elif torch.cuda.is_available():
+            backend = "cuda"
+        elif torch.backends.mps.is_available():
+            backend = "mps"
+        elif device.name == "gpu":
+            raise DeviceUnavailable(f"{_no_cuda_reason(torch)}; {_no_mps_reason(torch)}")
+        else:
+            backend = "cpu"
+        self.device = torch.device(backend)
+        precision = self.cell.precision
+        if precision.tf32 and precision.autocast is None and backend != "cuda":
+            raise DeviceUnavailable(f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got {backend}, "
+                                    "which computes fp32: use precision=fp32")
+        tf32 = bool(precision.tf32) and backend == "cuda"
+        # "fp32" means true fp32: PyTorch would otherwise use TF32 for cuDNN convolutions by default.
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        torch.backends.cudnn.benchmark = self.cell.framework.cudnn_benchmark  # type: ignore[attr-defined]
+        torch.manual_seed(self.cell.seed)
+        if self.cell.optimize.compile and backend == "mps":
+            self.compile_reason = "torch.compile's MPS backend is a prototype: the model runs eagerly on MPS"
+        return backend
+
+    def version(self) -> str:
+        return str(self.torch.__version__)
+
+    def versions(self) -> dict[str, str]:
+        import torchvision
+
+        torch = self.torch
+        tags = {"sw.torch": torch.__version__, "sw.torchvision": torchvision.__version__}
+        if self.cell.model.input == "text":
+            import transformers
+
+            tags["sw.transformers"] = transformers.__version__
+        if self.device.type == "cuda":
+            if torch.version.hip:
+                tags["sw.rocm"] = torch.version.hip
+            else:
+                tags["sw.cuda"] = torch.version.cuda or ""
+                tags["sw.cudnn"] = str(torch.backends.cudnn.version())
+        return tags
+
+    def flags(self) -> dict[str, str]:
+        torch = self.torch
+        optimize = self.cell.optimize
+        tags = {
+            "trainbench.tf32": str(torch.backends.cuda.matmul.allow_tf32).lower(),
+            "trainbench.autocast": str(self.autocast).replace("torch.", "") if self.autocast else "none",
+            "trainbench.compile": str(self.compiles()).lower(),
+            "trainbench.channels_last": str(self.channels_last()).lower(),
+            "trainbench.fused_optimizer": str(self.fused()).lower(),
+            "trainbench.capture": str(self.captures()).lower(),
+            "torch.cudnn_benchmark": str(torch.backends.cudnn.benchmark).lower(),
+            "torch.matmul_precision": torch.get_float32_matmul_precision(),
+            "torch.mps_fallback": os.environ.get(_FALLBACK, ""),
+        }
+        if self.compiles():
+            tags["torch.compile_mode"] = optimize.compile_mode
+        if self.compile_reason:
+            tags["trainbench.compile_reason"] = self.compile_reason
+        return tags
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+        elif self.device.type == "mps":
+            self.torch.mps.synchronize()
+
+    def step_clock(self) -> Any:
+        from trainbench.timing import HostClock
+
+        if self.device.type == "cuda":
+            return EventClock(self.torch.cuda.Event, "CUDA events between steps")
+        if self.device.type == "mps":
+            return EventClock(self.torch.mps.event.Event, "MPS events between steps")
+        return HostClock()
+
+    def peak_device_memory_mb(self) -> float | None:
+        if self.device.type == "cuda":
+            return float(self.torch.cuda.max_memory_allocated()) / 2**20
+        if self.device.type == "mps":  # no peak counter on MPS: what the driver holds at the end
+            return float(self.torch.mps.driver_allocated_memory()) / 2**20
+        return None
+
+    def device_indices(self) -> list[int]:
+        return [self.device.index or 0] if self.device.type == "cuda" else []
+
+    # -- model --------------------------------------------------------------------------------
+    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
+        from trainbench.frameworks.pytorch import models
+
+        self.torch.manual_seed(self.cell.seed)
+        network = models.build(model, data).to(self.device)
+        if self.channels_last():
+            network = network.to(memory_format=self.torch.channels_last)
+        return network
+
+    def num_parameters(self, model: Any) -> int:
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+        """FLOPs per sample counted by torch.utils.flop_counter on a two-sample batch (training: forward +
+        backward). In eval mode so BatchNorm statistics are not touched; the count is the same."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        from trainbench.frameworks.pytorch import models
+
+        torch = self.torch
+        inputs, labels = self._resident(data.train.first(2))
+        model.eval()
+        counter = FlopCounterMode(display=False, custom_mapping={
+            torch.ops.aten.convolution_backward: models.convolution_backward_flops})
+        with counter:
+            if training:
+                models.loss_function(self.cell.model)(model(self.prepare(inputs, data)).float(), labels).backward()
+            else:
+                with torch.no_grad():
+                    model(self.prepare(inputs, data))
+        model.zero_grad(set_to_none=True)
+        model.train()
+        return counter.get_total_flops() / len(labels)
+
+    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+        return Trainer(self, model, data, cell)
+
+    # -- matmul -------------------------------------------------------------------------------
+    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+        torch = self.torch
+        dtype = self._matmul_dtype()
+        generator = torch.Generator(device=self.device).manual_seed(self.cell.seed)
+        a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        a = torch.randn(a_shape, device=self.device, dtype=dtype, generator=generator)
+        b = torch.randn(b_shape, device=self.device, dtype=dtype, generator=generator)
+        out = torch.empty((a_shape[0], b_shape[1]), device=self.device, dtype=dtype)
+
+        def multiply() -> None:
+            torch.matmul(a, b, out=out)
+
+        return multiply
+
+    def matmul_element_bytes(self) -> int:
+        return int(self.torch.finfo(self._matmul_dtype()).bits // 8)
+
+    def _matmul_dtype(self) -> Any:
+        from trainbench.frameworks.base import DeviceUnavailable
+
+        torch = self.torch
+        dtype = self.autocast or torch.float32
+        try:  # the first product tells whether this device implements the dtype at all
+            torch.ones((2, 2), device=self.device, dtype=dtype) @ torch.ones((2, 2), device=self.device, dtype=dtype)
+        except (RuntimeError, TypeError) as error:
+            reason = str(error).splitlines()[0]
+            raise DeviceUnavailable(f"{dtype} matmul not supported on {self.device.type}: {reason}") from None
+        return dtype
+
+    # -- inputs -------------------------------------------------------------------------------
+    def _resident(self, split: Split) -> tuple[Any, Any]:
+        """The split's inputs and labels on the device, as stored (uint8 images: 4x smaller than float)."""
+        torch = self.torch
+        return torch.from_numpy(split.inputs).to(self.device), torch.from_numpy(split.labels).to(self.device)
+
+    def prepare(self, inputs: Any, data: Dataset) -> Any:
+        """uint8 images on the device -> the float input the model takes (scaled, resized, channels,
+        normalised, laid out). Token ids go to the model as they are."""
+        if data.kind == "text":
+            return inputs
+        torch = self.torch
+        x = inputs.float().div_(255.0)
+        if data.needs_resize:
+            x = torch.nn.functional.interpolate(x, size=(data.image_size, data.image_size), mode="bilinear",
+                                                align_corners=False)
+        if x.shape[1] != data.channels:
+            x = x.expand(-1, data.channels, -1, -1)
+        shape = (1, -1, 1, 1)
+        mean = torch.tensor(data.mean, device=self.device).view(shape)
+        std = torch.tensor(data.std, device=self.device).view(shape)
+        x = (x - mean) / std
+        return x.contiguous(memory_format=torch.channels_last if self.channels_last() else torch.contiguous_format)
+
+    def prepared_split(self, split: Split, data: Dataset) -> tuple[Any, Any, bool]:
+        """(inputs, labels, prepared): the whole split prepared once when it fits in PREPARED_SHARE of the
+        device's memory, else stored as uint8 and prepared per batch inside the step."""
+        from trainbench.frameworks.pytorch import models
+
+        inputs, labels = self._resident(split)
+        if data.kind == "text":
+            return inputs, labels, True
+        if models.prepared_bytes(len(labels), data) > PREPARED_SHARE * self._device_memory_bytes():
+            return inputs, labels, False
+        chunks = [self.prepare(inputs[start : start + 1024], data) for start in range(0, len(labels), 1024)]
+        if not chunks:
+            return inputs.float(), labels, True
+        layout = self.torch.channels_last if self.channels_last() else self.torch.contiguous_format
+        return self.torch.cat(chunks).contiguous(memory_format=layout), labels, True
+
+    def _device_memory_bytes(self) -> int:
+        torch = self.torch
+        if self.device.type == "cuda":
+            return int(torch.cuda.get_device_properties(self.device).total_memory)
+        if self.device.type == "mps":
+            return int(torch.mps.recommended_max_memory())
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+
+    # -- optimize.* as it applies here --------------------------------------------------------
+    def compiles(self) -> bool:
+        return bool(self.cell.optimize.compile) and self.device.type != "mps" and not self.captures()
+
+    def captures(self) -> bool:
+        """Whole-step CUDA graphs: for the MLPs on CUDA (small, static, launch-bound). Not with fp16, whose
+        dynamic loss scaling decides on the host whether to step."""
+        from trainbench.config.schema import MlpModel
+
+        torch = self.torch
+        return (bool(self.cell.optimize.capture) and self.device.type == "cuda"
+                and isinstance(self.cell.model, MlpModel) and self.autocast != torch.float16)
+
+    def fused(self) -> bool:
+        # Fused optimizers: CUDA for SGD/Adam/AdamW; MPS for Adam/AdamW only.
+        wanted = bool(self.cell.optimize.fused_optimizer)
+        return wanted and (self.device.type == "cuda" or (self.device.type == "mps" and self.cell.optim.name != "sgd"))
+
+    def channels_last(self) -> bool:
+        from trainbench.config.schema import VisionModel
+
+        on = bool(self.cell.optimize.channels_last) and isinstance(self.cell.model, VisionModel)
+        return on and self.device.type != "mps"  # MPS converts NHWC back internally: no gain measured there
+
+    def autocast_context(self, cache: bool = True) -> contextlib.AbstractContextManager[Any]:
+        """torch.autocast when mixed precision is on; a no-op otherwise (entering a disabled autocast still
+        costs a few microseconds per step)."""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return self.torch.autocast(self.device.type, dtype=self.autocast, cache_enabled=cache)
+
+
+class EventClock:
+    """Device events recorded between steps on the current stream; elapsed times read after the block."""
+
+    def __init__(self, event_type: Any, source: str) -> None:
+        self.event_type, self.source = event_type, source
+        self._events: list[Any] = []
+
+    def mark(self) -> None:
+        event = self.event_type(enable_timing=True)
+        event.record()
+        self._events.append(event)
+
+    def durations_s(self) -> list[float]:
+        events, self._events = self._events, []
+        if events:
+            events[-1].synchronize()
+        return [earlier.elapsed_time(later) / 1000.0 for earlier, later in zip(events, events[1:], strict=False)]
+
+
+class Trainer:
+    """The model, its data, optimizer and loss, bound on the device: what the train, benchmark and inference
+    tasks step through (trainbench.frameworks.base.Trainer)."""
+
+    def __init__(self, adapter: Adapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        from trainbench.frameworks.pytorch import models
+
+        torch = adapter.torch
+        self.adapter, self.model, self.data, self.cell, self.torch = adapter, model, data, cell, torch
+        self.device = adapter.device
+        self.batch_size = int(cell.batch_size)
+        self.inputs, self.labels, self.prepared = adapter.prepared_split(data.train, data)
+        self.samples_per_epoch = len(self.labels)
+        self.steps_per_epoch = models.ceil_div(self.samples_per_epoch, self.batch_size)
+        self.loss_fn = models.loss_function(cell.model)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = models.optimizer(params, cell.optim, fused=adapter.fused(), capturable=adapter.captures())
+        self.scaler = torch.amp.GradScaler(self.device.type) if adapter.autocast == torch.float16 else None
+        self.generator = torch.Generator(device=self.device).manual_seed(cell.seed)
+        self.order = torch.arange(self.samples_per_epoch, device=self.device)
+        self._forward = self._forward_function(with_predictions=True)
+        self._forward_loss_only: Callable[[Any, Any], tuple[Any, Any]] | None = None
+        self._validation: tuple[Any, Any, bool] | None = None
+        self._losses: list[Any] = []
+        self._predictions: list[Any] = []
+        self._captured: CapturedEpoch | None = None
+
+    # -- one step -----------------------------------------------------------------------------
+    def _forward_function(self, with_predictions: bool) -> Callable[[Any, Any], tuple[Any, Any]]:
+        """forward + loss (+ argmax of the logits, for the epoch's accuracy): what torch.compile gets when
+        compile is on. Autocast's weight cache is off under capture, as CUDA graphs require."""
+        model, loss_fn, adapter = self.model, self.loss_fn, self.adapter
+        mixed, cache = adapter.autocast is not None, not adapter.captures()
+
+        def forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
+            with adapter.autocast_context(cache):
+                logits = model(x)
+                loss = loss_fn(logits.float() if mixed else logits, y)
+            return loss, (logits.detach().argmax(1) if with_predictions else None)
+
+        if adapter.compiles():
+            return self.torch.compile(forward_loss, mode=self.cell.optimize.compile_mode)  # type: ignore[no-any-return]
+        return forward_loss
+
+    def _update(self, loss: Any) -> None:
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+
+    def train_on(self, x: Any, y: Any) -> tuple[Any, Any]:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, predicted = self._forward(x, y)
+        self._update(loss)
+        return loss, predicted
+
+    def _train_without_metrics(self, x: Any, y: Any) -> None:
+        if self._forward_loss_only is None:
+            self._forward_loss_only = self._forward_function(with_predictions=False)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, _ = self._forward_loss_only(x, y)
+        self._update(loss)
+
+    def _batch(self, index: int) -> tuple[Any, Any]:
+        positions = self.order[index * self.batch_size : (index + 1) * self.batch_size]
+        x = self.inputs[positions]
+        if not self.prepared:
+            x = self.adapter.prepare(x, self.data)
+        return x, self.labels[positions]
+
+    # -- the train task's epoch ---------------------------------------------------------------
+    def begin_epoch(self, epoch: int) -> None:
+        self.model.train()
+        self.order = self.torch.randperm(self.samples_per_epoch, generator=self.generator, device=self.device)
+        self._losses, self._predictions = [], []
+        if self.adapter.captures() and self.steps_per_epoch > 1:
+            if self._captured is None:
+                self._captured = CapturedEpoch(self)
+            self._captured.begin(self.order)
+
+    def step(self, index: int) -> None:
+        if self._captured is not None and self._captured.covers(index):
+            self._captured.replay()
+            return
+        loss, predicted = self.train_on(*self._batch(index))
+        self._losses.append(loss.detach())
+        self._predictions.append(predicted)
+
+    def end_epoch(self) -> Any:
+        from trainbench.frameworks.base import EpochResult
+
+        torch = self.torch
+        loss_sum = torch.zeros((), device=self.device)
+        correct = torch.zeros((), device=self.device, dtype=torch.long)
+        if self._captured is not None:
+            captured_loss, captured_correct = self._captured.sums()
+            loss_sum, correct = loss_sum + captured_loss, correct + captured_correct
+        if self._losses:
+            first = self.steps_per_epoch - len(self._losses)  # the batches run eagerly (all, or the tail)
+            sizes = [min(self.batch_size, self.samples_per_epoch - i * self.batch_size)
+                     for i in range(first, self.steps_per_epoch)]
+            weights = torch.tensor(sizes, device=self.device, dtype=torch.float32)
+            loss_sum = loss_sum + (torch.stack([loss.float() for loss in self._losses]) * weights).sum()
+            labels = self.labels[self.order[first * self.batch_size :]]
+            correct = correct + (torch.cat(self._predictions) == labels).sum()
+        return EpochResult(loss_sum.item() / self.samples_per_epoch, correct.item() / self.samples_per_epoch)
+
+    def evaluate(self) -> tuple[float | None, float | None]:
+        if len(self.data.val) == 0:
+            return None, None
+        torch = self.torch
+        if self._validation is None:
+            self._validation = self.adapter.prepared_split(self.data.val, self.data)
+        inputs, labels, prepared = self._validation
+        self.model.eval()
+        loss_sum = torch.zeros((), device=self.device)
+        correct = torch.zeros((), device=self.device, dtype=torch.long)
+        with torch.no_grad():
+            for start in range(0, len(labels), self.batch_size):
+                x, y = inputs[start : start + self.batch_size], labels[start : start + self.batch_size]
+                if not prepared:
+                    x = self.adapter.prepare(x, self.data)
+                with self.adapter.autocast_context():
+                    logits = self.model(x).float()
+                loss_sum += self.loss_fn(logits, y) * len(y)
+                correct += (logits.argmax(1) == y).sum()
+        self.model.train()
+        return loss_sum.item() / len(labels), correct.item() / len(labels)
+
+    # -- the benchmark and inference tasks ----------------------------------------------------
+    def resident_step(self) -> Callable[[], None]:
+        """A training step on the first batch, kept on the device (captured as one CUDA graph under capture)."""
+        x, y = self._batch(0)  # prepared here, once, outside the timed steps
+        self.model.train()
+        if self.adapter.captures():
+            return capture_step(self.torch, lambda: self._train_without_metrics(x, y), self.optimizer)
+
+        def one_step() -> None:
+            self._train_without_metrics(x, y)
+
+        return one_step
+
+    def inference_step(self, batch_size: int) -> Callable[[], None]:
+        torch = self.torch
+        count = min(batch_size, len(self.labels))
+        x = self.inputs[:count] if self.prepared else self.adapter.prepare(self.inputs[:count], self.data)
+        self.model.eval()
+        forward = self.model
+        if self.adapter.compiles():
+            forward = torch.compile(self.model, mode=self.cell.optimize.compile_mode)
+
+        def predict() -> None:
+            with torch.inference_mode(), self.adapter.autocast_context():
+                forward(x)
+
+        if self.adapter.captures():
+            return capture_step(torch, predict, None)
+        return predict
+
+
+class CapturedEpoch:
+    """The full batches of an epoch as one CUDA graph replayed per batch: the batch is gathered inside the
+    graph from the epoch's permutation by a step counter that the graph itself advances, so a replay is
+    the only host call per step. The loss and correct-prediction sums accumulate in the graph too. A last
+    partial batch runs eagerly on the same weights, gradients and optimizer state."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        torch = trainer.torch
+        self.trainer, self.torch = trainer, torch
+        size, device = trainer.batch_size, trainer.device
+        self.full_steps = trainer.samples_per_epoch // size
+        self.order = torch.arange(trainer.samples_per_epoch, device=device)
+        self.position = torch.zeros((), dtype=torch.long, device=device)
+        self.offsets = torch.arange(size, device=device)
+        self.loss_sum = torch.zeros((), device=device)
+        self.correct = torch.zeros((), dtype=torch.long, device=device)
+        self.graph = _record(torch, self._body, trainer.optimizer)
+        self.begin(self.order)
+
+    def _body(self) -> None:
+        trainer, size = self.trainer, self.trainer.batch_size
+        positions = self.order.index_select(0, self.position * size + self.offsets)
+        x = trainer.inputs.index_select(0, positions)
+        if not trainer.prepared:
+            x = trainer.adapter.prepare(x, trainer.data)
+        y = trainer.labels.index_select(0, positions)
+        loss, predicted = trainer._forward(x, y)
+        loss.backward()
+        trainer.optimizer.step()
+        self.loss_sum.add_(loss.detach().float() * size)
+        self.correct.add_((predicted == y).sum())
+        self.position.add_(1)
+
+    def begin(self, order: Any) -> None:
+        self.order.copy_(order)
+        self.position.zero_()
+        self.loss_sum.zero_()
+        self.correct.zero_()
+
+    def covers(self, index: int) -> bool:
+        return index < self.full_steps
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+    def sums(self) -> tuple[Any, Any]:
+        return self.loss_sum, self.correct
+
+
+def _record(torch: Any, body: Callable[[], None], optimizer: Any) -> Any:
+    """PyTorch's whole-network capture recipe: a few eager runs on a side stream (allocations, cuBLAS
+    handles, optimizer state), then gradients set to None so backward allocates them from the graph's pool,
+    then one recorded run. (The forward's autocast runs without its weight cache under capture.)"""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(CAPTURE_WARMUP_STEPS):
+            if optimizer is not None:
+                optimizer.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        body()
+    return graph
+
+
+def capture_step(torch: Any, body: Callable[[], Any], optimizer: Any) -> Callable[[], None]:
+    """`body` (a train step on a fixed batch, or a forward pass) recorded once as a CUDA graph."""
+    return _record(torch, body, optimizer).replay  # type: ignore[no-any-return]
+
+
+def _no_cuda_reason(torch: Any) -> str:
+    if torch.version.cuda is None and torch.version.hip is None:
+        return f"no CUDA device (this torch {torch.__version__} is built without CUDA)"
+    return f"no CUDA device (torch {torch.__version__} built for CUDA {torch.version.cuda} found none)"
+
+
+def _no_mps_reason(torch: Any) -> str:
+    if not torch.backends.mps.is_built():
+        return "MPS not available (this torch is not built with MPS: Apple silicon macOS only)"
+    return "MPS not available (needs macOS 12.3+ on Apple silicon)"

@@ -1,0 +1,188 @@
+"""framework=tensorflow: Keras 3 on TensorFlow. gpu = CUDA on Linux, Metal on Apple silicon (tensorflow-metal).
+
+Each train step is one tf.function (XLA with optimize.compile, except on Metal where XLA does not run): the
+batch gather from the epoch's permutation by a step counter kept on the device, then Keras' own train_step.
+The host passes nothing per step."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from trainbench.frameworks.keras.adapter import KerasAdapter, KerasTrainer, installed
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig, DeviceConfig
+    from trainbench.data import Dataset
+
+METAL_NO_XLA = "XLA (jit_compile) is not supported by tensorflow-metal: compiled as a plain tf.function graph"
+
+
+class Adapter(KerasAdapter):
+    keras_backend = "tensorflow"
+
+    def bind_device(self, device: DeviceConfig) -> str:
+        from trainbench.frameworks.base import DeviceUnavailable
+
+        if device.name == "cpu":
+            # Before TensorFlow loads: CUDA is then never initialised and no GPU memory is taken.
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        import tensorflow as tf
+
+        self.tf = tf
+        gpus = tf.config.list_physical_devices("GPU")
+        if device.name == "cpu" or not gpus:
+            if device.name == "gpu":
+                raise DeviceUnavailable(_no_tensorflow_gpu_reason(tf))
+            tf.config.set_visible_devices([], "GPU")  # Metal too, which CUDA_VISIBLE_DEVICES does not hide
+            backend = "cpu"
+        else:
+            tf.config.set_visible_devices(gpus[:1], "GPU")  # one device, as PyTorch's cuda:0
+            if self.cell.framework.memory_growth:  # type: ignore[attr-defined]
+                tf.config.experimental.set_memory_growth(gpus[0], True)
+            backend = "metal" if sys.platform == "darwin" else "cuda"
+        # TensorFlow uses TF32 by default on Ampere and newer: "fp32" must mean fp32.
+        tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
+        if backend == "metal" and self.cell.optimize.compile:
+            self.compile_reason = METAL_NO_XLA
+        return backend
+
+    def version(self) -> str:
+        return str(self.tf.__version__)
+
+    def backend_versions(self) -> dict[str, str]:
+        tags = {"sw.tensorflow": self.tf.__version__}
+        if self.backend == "cuda":
+            build = self.tf.sysconfig.get_build_info()
+            tags["sw.cuda"] = str(build.get("cuda_version", ""))
+            tags["sw.cudnn"] = str(build.get("cudnn_version", ""))
+        elif self.backend == "metal":
+            tags["sw.tensorflow_metal"] = installed("tensorflow-metal")
+        return tags
+
+    def jit_compile(self) -> bool:
+        return bool(self.cell.optimize.compile) and self.backend != "metal"
+
+    def synchronize(self) -> None:
+        if self.backend == "cuda":
+            self.tf.test.experimental.sync_devices()
+        elif self.backend == "metal":
+            # tensorflow-metal has no SyncDevice kernel; reading values back waits for Metal's in-order
+            # queue up to the ops that wrote them (the newest outputs).
+            for value in self.tf.nest.flatten(self.pending):
+                if value is not None and hasattr(value, "numpy"):
+                    value.numpy()
+        # On the CPU, TensorFlow returns from an op or a tf.function once it has run: nothing is queued.
+
+    def step_clock(self) -> Any:
+        from trainbench.timing import HostClock
+
+        return HostClock() if self.backend == "cpu" else None  # no device events in TensorFlow
+
+    def peak_device_memory_mb(self) -> float | None:
+        if self.backend == "cpu":
+            return None
+        try:
+            return float(self.tf.config.experimental.get_memory_info("GPU:0")["peak"]) / 2**20
+        except (ValueError, RuntimeError):  # no counter on this device (Metal)
+            return None
+
+    def on_device(self, array: Any) -> Any:
+        tf = self.tf
+        with tf.device(self.tf_device()):
+            return tf.identity(tf.convert_to_tensor(array))
+
+    def tf_device(self) -> str:
+        return "/CPU:0" if self.backend == "cpu" else "/GPU:0"
+
+    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+        return Trainer(self, model, data, cell)
+
+    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+        tf = self.tf
+        dtype = self.matmul_dtype()
+        a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        with tf.device(self.tf_device()):
+            generator = tf.random.Generator.from_seed(self.cell.seed)
+            a = tf.cast(generator.normal(a_shape), dtype)
+            b = tf.cast(generator.normal(b_shape), dtype)
+
+        def multiply() -> None:
+            with tf.device(self.tf_device()):
+                self.pending = tf.linalg.matmul(a, b)
+
+        return multiply
+
+
+class Trainer(KerasTrainer):
+    """Keras' train_step in a tf.function that gathers its own batch: a step counter and the epoch's
+    permutation live on the device, so a step takes no arguments from the host."""
+
+    def __init__(self, adapter: Adapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        super().__init__(adapter, model, data, cell)
+        tf = self.tf = adapter.tf
+        with tf.device(adapter.tf_device()):
+            self.order = tf.Variable(tf.range(self.samples_per_epoch, dtype=tf.int32), trainable=False)
+            self.position = tf.Variable(0, dtype=tf.int32, trainable=False)
+        self.shuffle = tf.random.Generator.from_seed(cell.seed)
+        self._steps: dict[int, Any] = {}
+
+    def _step_for(self, size: int) -> Any:
+        if size not in self._steps:
+            tf, model = self.tf, self.model
+            inputs, labels, order, position = self.inputs, self.labels, self.order, self.position
+
+            def train() -> Any:
+                positions = tf.slice(order, [position * self.batch_size], [size])
+                logs = model.train_step((tf.gather(inputs, positions), tf.gather(labels, positions)))
+                position.assign_add(1)
+                return logs["loss"]
+
+            self._steps[size] = tf.function(train, jit_compile=self.adapter.jit_compile())
+        return self._steps[size]
+
+    def begin_epoch(self, epoch: int) -> None:
+        tf = self.tf
+        self.model.reset_metrics()
+        with tf.device(self.adapter.tf_device()):  # type: ignore[attr-defined]
+            keys = self.shuffle.uniform([self.samples_per_epoch])
+            self.order.assign(tf.cast(tf.argsort(keys), tf.int32))
+            self.position.assign(0)
+
+    def step(self, index: int) -> None:
+        size = self.batch_size if index < self.full_steps else self.tail
+        with self.tf.device(self.adapter.tf_device()):  # type: ignore[attr-defined]
+            self.adapter.pending = self._step_for(size)()
+
+    def resident_step(self) -> Callable[[], None]:
+        tf, model = self.tf, self.model
+        batch = (self.inputs[: self.batch_size], self.labels[: self.batch_size])
+        step = tf.function(lambda: model.train_step(batch)["loss"], jit_compile=self.adapter.jit_compile())
+
+        def one_step() -> None:
+            with tf.device(self.adapter.tf_device()):  # type: ignore[attr-defined]
+                self.adapter.pending = step()
+
+        return one_step
+
+    def make_predict(self) -> Callable[[Any], Any]:
+        model = self.model
+        return self.tf.function(lambda x: model(x, training=False), jit_compile=self.adapter.jit_compile())  # type: ignore[no-any-return]
+
+
+def _no_tensorflow_gpu_reason(tf: Any) -> str:
+    cuda = tf.sysconfig.get_build_info().get("cuda_version") if tf.test.is_built_with_cuda() else None
+    build = f"CUDA build: yes, CUDA {cuda}" if cuda else "CUDA build: no"
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None:
+        build += f"; CUDA_VISIBLE_DEVICES={hidden!r}"
+    if sys.platform == "darwin":
+        metal = installed("tensorflow-metal")
+        hint = (f"tensorflow-metal {metal} is installed but found no Metal GPU" if metal
+                else "Metal needs tensorflow-metal (pip install tensorflow-metal) on Apple silicon")
+    else:
+        hint = "Metal needs tensorflow-metal on Apple silicon"
+    return (f"no GPU visible to TensorFlow {tf.__version__} "
+            f"(tf.config.list_physical_devices('GPU') is empty; {build}); {hint}")

@@ -1,0 +1,288 @@
+"""Run one cell in a process of its own and record it in MLflow, whatever happens to that process.
+
+This runs inside a sweep's job (in the sweep's process, or a launcher's worker on this or another machine).
+It creates the cell's run first (params, tags, config artifacts), so a cell that dies at import time is
+still on record; keeps the run's heartbeat while the cell runs; and always closes the run with an outcome:
+  finished     the cell's process wrote a result saying so
+  unavailable  the process found no such device here (reason says what was checked)
+  failed       the process raised (reason: exception class and message), or died without a result:
+               abort, segfault, the OOM killer (reason: the signal), or a timeout; stderr tail attached
+  killed       the sweep was stopped (Ctrl-C, SIGTERM, SIGHUP), or the launching process died
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainbench import hardware, tracking
+from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
+from trainbench.runner import liveness, slots
+from trainbench.runner.batch_search import Probe, SearchFailed, find_max_batch
+
+STDERR_TAIL_LINES = 200
+GRACE_S = 10  # how long a cell's process gets to write its result after SIGINT/SIGTERM
+TIMED_OUT = -1000
+
+
+@dataclass(frozen=True)
+class CellResult:
+    index: int
+    name: str
+    outcome: str
+    samples_per_s: float | None
+    reason: str | None
+    run_id: str | None
+    peak_tflops: float | None = None  # matmul cells
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where a cell's run goes: the tracking client, its URI, the experiment and the sweep's parent run."""
+
+    client: Any
+    uri: str
+    experiment_id: str
+    parent_run_id: str | None
+    sweep_id: str | None
+
+
+class Stopped(KeyboardInterrupt):
+    """The sweep was told to stop (SIGINT, SIGTERM or SIGHUP): unwinds like Ctrl-C, remembering the signal."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def reason(self) -> str:
+        what = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+        return f"the sweep was stopped by {what.get(signal.Signals(self.signum), signal.Signals(self.signum).name)}"
+
+
+def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult:
+    """Create the cell's run, run the cell in its own process, close the run with the outcome."""
+    cell = cell.task.prepared(cell)
+    index, suffix = cell.launch.index, cell.launch.name_suffix
+    name = cell.task.run_name(cell, cell.device.name) + suffix
+    run_id = _create_run(cell, store, overrides, name)
+    outcome, reason = "failed", "the cell's launcher stopped unexpectedly"
+    result: dict[str, Any] = {}
+    try:
+        with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
+            if cell.batch_size == "max":
+                cell = _with_max_batch(cell, store, run_id)
+            result, stderr_tail = _run_in_child(cell, run_id, store.uri, suffix)
+        outcome, reason = result["outcome"], result.get("reason")
+        if outcome == "failed" and stderr_tail:
+            _attempt(lambda: store.client.log_text(run_id, tracking.private(stderr_tail), "stderr_tail.txt"))
+        if result.get("failure"):
+            _attempt(lambda: tracking.set_tags(store.client, run_id, {"trainbench.failure": result["failure"]}))
+    except SearchFailed as error:
+        reason = str(error)
+    except Stopped as stop:
+        outcome, reason = "killed", stop.reason
+        raise
+    except KeyboardInterrupt:
+        outcome, reason = "killed", Stopped().reason
+        raise
+    except BaseException as error:
+        reason = f"the cell's launcher failed: {type(error).__name__}: {error}"
+        raise
+    finally:
+        _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
+    if result.get("backend"):
+        name = cell.task.run_name(cell, result["backend"]) + suffix
+    return CellResult(index, name, outcome, result.get("samples_per_s"), reason, run_id, result.get("peak_tflops"))
+
+
+def _attempt(call: Any) -> None:
+    """A store write on the way out: one failure must not stop the run from being closed."""
+    try:
+        call()
+    except Exception as error:
+        sys.stderr.write(f"trainbench: could not write to the tracking store: {tracking.private(str(error))[:200]}\n")
+
+
+def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str) -> str:
+    tags = {
+        "trainbench.kind": "cell",
+        "trainbench.framework": cell.framework.name,
+        "trainbench.device": cell.device.name,
+        "trainbench.config_hash": config_hash(cell),
+        "trainbench.outcome": "running",
+        "trainbench.sweep_id": store.sweep_id,
+        "trainbench.cell_index": cell.launch.index,
+        "trainbench.compile": str(cell.optimize.compile).lower(),
+        "trainbench.channels_last": str(cell.optimize.channels_last).lower(),
+        **cell.task.tags(cell),
+        "git.commit": tracking.git_commit(),
+        "sw.python": sys.version.split()[0],
+        "sw.mlflow": _version("mlflow"),
+        **hardware.host_tags(),
+        **liveness.alive_tags(),
+    }
+    if store.parent_run_id:
+        tags["mlflow.parentRunId"] = store.parent_run_id
+    run = store.client.create_run(store.experiment_id, run_name=name,
+                                  tags={k: tracking.private(str(v)) for k, v in tags.items() if v is not None})
+    run_id = str(run.info.run_id)
+    tracking.log_params(store.client, run_id, params(cell))
+    spec = to_spec(cell)
+    shown = {k: v for k, v in spec["cell"].items() if k != "launch"}
+    store.client.log_text(run_id, tracking.private(yaml.safe_dump(shown, sort_keys=False)), "config.yaml")
+    store.client.log_text(run_id, tracking.private("\n".join(overrides) + "\n"), "overrides.txt")
+    store.client.log_text(run_id, tracking.installed_packages(), "requirements-freeze.txt")
+    return run_id
+
+
+def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
+    """Search the largest batch that fits (each probe its own process), record it, return the cell with
+    that batch size. Raises SearchFailed when a probe fails for another reason or nothing fits."""
+    from trainbench.config import replace
+    from trainbench.config.registry import SCHEMAS
+
+    limit = cell.cell.max_batch_size
+    benchmark = SCHEMAS["task"]["benchmark"](name="benchmark", warmup_steps=2, steps=1, repeats=1)
+
+    def probe(batch_size: int) -> Probe:
+        probe_cell = benchmark.prepared(replace(cell, batch_size=batch_size, task=benchmark))
+        print(f"  batch_size=max: probing {batch_size} ...", flush=True)
+        result, _ = _run_in_child(probe_cell, None, store.uri, "")
+        fits = result["outcome"] == "finished"
+        if not fits and result.get("failure") != "oom":
+            raise SearchFailed(f"batch_size=max: the probe at batch {batch_size} failed ({result.get('reason')})")
+        tracking.log_metrics(store.client, run_id, {"batch_size_probe_fits": float(fits)}, step=batch_size)
+        return Probe(batch_size, fits, result.get("reason"))
+
+    best, probes = find_max_batch(probe, limit)
+    if best == 0:
+        tracking.set_tags(store.client, run_id, {"trainbench.failure": "oom"})
+        raise SearchFailed(f"batch_size=max: not even batch 1 fits ({probes[0].reason})")
+    print(f"  batch_size=max: {best} fits" + (f" ({best + 1} does not)" if best < limit
+                                               else f" (the limit, cell.max_batch_size={limit})"), flush=True)
+    tracking.log_metrics(store.client, run_id, {"max_batch_size": best, "batch_size_probes": len(probes)})
+    tracking.set_tags(store.client, run_id, {"trainbench.batch_size": best, "trainbench.batch_size_search": "max"})
+    return replace(cell, batch_size=best)
+
+
+def _run_in_child(cell: CellConfig, run_id: str | None, uri: str, name_suffix: str) -> tuple[dict[str, Any], str]:
+    """Run `cell` in a worker process (logging into run_id; None: a probe that logs nothing), on the GPUs
+    and cores it may use; return (its result, its stderr tail)."""
+    gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
+    with (slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
+          slots.take("cpu", cell.cell.cpus, [str(c) for c in sorted(os.sched_getaffinity(0))]) as cores,
+          tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch):
+        result_path = Path(scratch) / "result.json"
+        spec_path = Path(scratch) / "spec.json"
+        spec_path.write_text(json.dumps({
+            "cell": to_spec(cell), "run_id": run_id, "tracking_uri": uri, "result_path": str(result_path),
+            "parent_pid": os.getpid(), "name_suffix": name_suffix,
+            "cpus": [int(c) for c in cores] if cores else None,
+        }))
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
+        returncode, stderr_tail = _run_child(spec_path, cell.cell.timeout_s, env)
+        return read_result(result_path, returncode, cell.cell.timeout_s, cell.cell.memory_limit_mb), stderr_tail
+
+
+def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, str]) -> tuple[int, str]:
+    """Start the cell's process, echo its stderr while keeping the tail; return (exit status, tail)."""
+    env = {**os.environ, **extra_env}
+    # The child logs by run id; an inherited MLFLOW_RUN_ID (set by `mlflow run`) must not redirect it.
+    env.pop("MLFLOW_RUN_ID", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "src"), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    tracking.configure_http_retries()
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+    child = subprocess.Popen([sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
+                             env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+    try:
+        reader = threading.Thread(target=_pump, args=(child.stderr, tail), daemon=True)
+        reader.start()
+        try:
+            returncode = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(child, signal.SIGTERM)
+            returncode = TIMED_OUT
+        reader.join(timeout=5)
+    except BaseException:
+        # Ctrl-C on a terminal reached the child too; SIGTERM/SIGHUP of the sweep, or a kill of this
+        # process's parent, did not: pass the stop on, wait for the child to record it, then insist.
+        _stop(child, signal.SIGTERM)
+        raise
+    return returncode, "".join(tail)
+
+
+def _pump(stream: Any, tail: collections.deque[str]) -> None:
+    for line in stream:
+        sys.stderr.write(line)
+        tail.append(line)
+
+
+def _stop(child: subprocess.Popen[str], first: signal.Signals) -> None:
+    """Ask politely (the child then records its own outcome), then insist."""
+    for sig in (first, signal.SIGKILL):
+        if child.poll() is not None:
+            return
+        child.send_signal(sig)
+        try:
+            child.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def read_result(path: Path, returncode: int, timeout_s: float | None, memory_limit_mb: int | None) -> dict[str, Any]:
+    """The cell's outcome: its own result when it wrote one (even if the timeout fired just as it finished),
+    else what its exit status says."""
+    if path.exists():
+        result: dict[str, Any] = json.loads(path.read_text())
+        if returncode != TIMED_OUT or result.get("outcome") == "finished":
+            return _blame_memory_limit(result, memory_limit_mb)
+    if returncode == TIMED_OUT:
+        return {"outcome": "failed", "reason": f"timed out after {timeout_s:g} s (cell.timeout_s) and was stopped"}
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        hint = ""
+        if name == "SIGKILL":
+            hint = " (most often the kernel's out-of-memory killer: try a smaller batch_size)"
+        return _blame_memory_limit({"outcome": "failed", "reason": f"cell process killed by {name}{hint}"},
+                                   memory_limit_mb, died=True)
+    return _blame_memory_limit({"outcome": "failed",
+                                "reason": f"cell process exited with status {returncode} without a result"},
+                               memory_limit_mb, died=True)
+
+
+def _blame_memory_limit(result: dict[str, Any], limit_mb: int | None, died: bool = False) -> dict[str, Any]:
+    """Under cell.memory_limit_mb, a failure to allocate shows up in many disguises (MemoryError, an
+    ImportError of a library that could not map itself, SIGSEGV or SIGABRT from an allocator): tag it oom."""
+    if not limit_mb or result.get("outcome") != "failed":
+        return result
+    reason = (result.get("reason") or "").lower()
+    allocation = any(word in reason for word in ("memory", "alloc", "mmap", "importerror", "cannot map", "oserror"))
+    if died or allocation or result.get("failure") == "oom":
+        result = {**result, "failure": "oom",
+                  "reason": f"{result.get('reason')} (over cell.memory_limit_mb={limit_mb}, most likely)"}
+    return result
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return ""

@@ -1,0 +1,33 @@
+"""The Hydra task function: one job = one cell, stateless.
+
+Everything the cell needs travels in its config (`launch.*`: the store, the experiment, the sweep's
+parent run, the cell's place and name), so any Hydra launcher can run it in this process, in a joblib
+worker, on a Slurm node or a Ray worker. It returns the cell's result as a plain dict (picklable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from trainbench import tracking
+from trainbench.config import PlainError, validate
+from trainbench.runner.cell import Store, run_cell
+
+
+def run_job(composed: DictConfig) -> dict[str, Any]:
+    from hydra.core.hydra_config import HydraConfig
+
+    cell = validate(composed)  # judged again where it runs: it may be another machine
+    launch = cell.launch
+    if launch.tracking_uri is None or launch.experiment_id is None:
+        raise PlainError("launch", "a cell job needs its sweep's store: run trainbench through its own sweeper "
+                                   "(hydra/sweeper=trainbench, the default in conf/config.yaml)")
+    overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+").startswith("launch.")]
+    store = Store(tracking.open_store(launch.tracking_uri), launch.tracking_uri, launch.experiment_id,
+                  launch.parent_run_id, launch.sweep_id)
+    name = cell.task.run_name(cell.task.prepared(cell), cell.device.name) + launch.name_suffix
+    print(f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",
+          flush=True)
+    return run_cell(cell, store, overrides).to_dict()

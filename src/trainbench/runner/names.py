@@ -1,0 +1,50 @@
+"""Names that tell a sweep's cells apart.
+
+A cell's run name is its task's (`pytorch-mlp-cpu-bs32`); when several cells of a sweep would share one,
+each gets the values that differ between them (`pytorch-mlp-cpu-bs32 precision=tf32`), so the summary and
+the MLflow UI never show two identical rows for different cells.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import defaultdict
+
+
+def suffixes(base_names: list[str], overrides: list[list[str]]) -> list[str]:
+    """For each cell, what to append to its base name so that no two cells share a name."""
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for index, name in enumerate(base_names):
+        by_name[name].append(index)
+    result = [""] * len(base_names)
+    for members in by_name.values():
+        if len(members) < 2:
+            continue
+        values = [_as_dict(overrides[i]) for i in members]
+        keys = sorted({k for v in values for k in v})
+        differing = [k for k in keys if len({v.get(k) for v in values}) > 1]
+        for position, index in enumerate(members):
+            parts = [f"{_short(k)}={values[position].get(k, '-')}" for k in differing]
+            result[index] = (" " + " ".join(parts)) if parts else ""
+        seen: dict[str, int] = defaultdict(int)
+        for index in members:  # still identical (the same cell twice): number them
+            seen[result[index]] += 1
+            if sum(1 for i in members if result[i] == result[index]) > 1:
+                result[index] += f" #{seen[result[index]]}"
+    return result
+
+
+def _as_dict(overrides: list[str]) -> dict[str, str]:
+    pairs = (o.split("=", 1) for o in overrides if "=" in o and not o.lstrip("+").startswith("launch."))
+    return {key.lstrip("+~"): value for key, value in pairs}
+
+
+def _short(key: str) -> str:
+    """`model.depth` -> `depth`, `precision` -> `precision`: the last part is what people recognise."""
+    return key.rsplit(".", 1)[-1]
+
+
+def sweep_name() -> str:
+    """`sweep-20261122-101502-3f9a`: a random tail, so two sweeps started in one second differ."""
+    return f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"

@@ -1,0 +1,342 @@
+"""The one owner of a sweep: its cells, its store, its parent run, its summary and its exit status.
+
+trainbench's Hydra sweeper (hydra_plugins/trainbench_sweeper) expands the command line into jobs, composes
+and judges every one of them, and hands them here. The owner then, before any cell runs: opens the store
+(closing runs whose process vanished as `lost`), makes sure every dataset and pretrained weights file the
+sweep needs is on disk, decides what `sweep.resume` skips, and creates the parent run. The cells run
+through whatever Hydra launcher is configured (in this process, or joblib, submitit, Ray workers): each job
+carries everything its cell needs in `launch.*`, and its own process creates, heartbeats and closes the
+cell's run (trainbench.runner.cell). The owner reads the outcomes back (from the launcher, else from the
+store), closes anything left open, prints the summary and returns the exit status:
+  0 every cell finished (or was skipped by resume); 1 some cell did not; 2 bad input, nothing ran;
+  128 + the signal when stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from trainbench import hardware, tracking
+from trainbench.config import CellConfig, PlainError
+from trainbench.runner import liveness, names, resume
+from trainbench.runner.cell import CellResult, Stopped
+
+EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# launch(list of job overrides) -> per job, in order: its CellResult as a dict, or why the job failed
+Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
+
+
+class Sweep:
+    def __init__(self, cells: list[CellConfig], jobs: list[list[str]], launch: Launch) -> None:
+        self.cells, self.jobs, self.launch = cells, jobs, launch
+        self.settings = cells[0].sweep
+        base = [cell.task.run_name(cell.task.prepared(cell), cell.device.name) for cell in cells]
+        self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
+        self.suffixes = [n[len(b):] for n, b in zip(self.names, base, strict=True)]
+        self.started = time.time()
+
+    def run(self) -> int:
+        if self.settings.dry_run:
+            print(plan_table(self.names, self.jobs), flush=True)
+            print(f"{len(self.cells)} cell(s); nothing was run or recorded (sweep.dry_run=true)", flush=True)
+            return EXIT_OK
+        first = self.cells[0]
+        uri = tracking.resolve_tracking_uri(first.tracking.uri)
+        store = tracking.open_store(uri)  # raises TrackingUnavailable before any work
+        lost = liveness.close_lost_runs(store, self.settings.lost_after_s)
+        if lost:
+            print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
+        fetch_or_refuse_missing_files(self.cells)
+        adopted = os.environ.get("MLFLOW_RUN_ID")  # `mlflow run`: its run is the parent, its experiment ours
+        if adopted:
+            experiment_id = str(store.get_run(adopted).info.experiment_id)
+        else:
+            experiment_id = tracking.experiment_id(store, first.tracking.experiment, uri)
+        decisions = resume.decide(self.cells, store, experiment_id, self.settings.resume)
+        sweep_name = names.sweep_name()
+        parent = adopted or (self._create_parent(store, experiment_id, sweep_name) if len(self.cells) > 1 else None)
+        if parent:
+            tracking.set_tags(store, parent, self._parent_tags(sweep_name))
+        sweep_id = parent or sweep_name
+        return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
+
+    def _run_cells(self, store: Any, uri: str, experiment_id: str, parent: str | None, sweep_id: str,
+                   decisions: list[resume.Decision], adopted: bool) -> int:
+        results: dict[int, CellResult] = {}
+        job_errors: dict[int, str] = {}
+        stopped: Stopped | None = None
+        to_run = [i for i, d in enumerate(decisions) if d.run]
+        try:
+            with _stop_signals_raise(), _parent_heartbeat(store, parent, self.settings.heartbeat_s):
+                for i, decision in enumerate(decisions):
+                    if not decision.run:
+                        results[i] = self._record_skipped(store, experiment_id, parent, sweep_id, i, decision)
+                jobs = [self.jobs[i] + self._launch_overrides(uri, experiment_id, parent, sweep_id, i) for i in to_run]
+                if jobs:
+                    for i, returned in zip(to_run, self.launch(jobs), strict=True):
+                        if isinstance(returned, dict):
+                            results[i] = CellResult(**returned)
+                        else:
+                            job_errors[i] = returned
+        except Stopped as stop:
+            stopped = stop
+        finally:
+            with _stop_signals_ignored():  # a second Ctrl-C must not leave the sweep half-recorded
+                results.update(self._recorded(store, experiment_id, sweep_id, results))
+                self._close_left_open(store, experiment_id, sweep_id, stopped)
+                rows = self._rows(results, job_errors, stopped)
+                table = summary_table(rows)
+                print(table, flush=True)
+                print(f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
+                      + (f", sweep run {parent}" if parent else "") + f")  -- {browse_hint(uri, experiment_id)}",
+                      flush=True)
+                if parent:
+                    self._close_parent(store, parent, rows, table, stopped, adopted)
+        if stopped is not None:
+            return 128 + stopped.signum
+        return EXIT_OK if all(r.outcome in ("finished", "skipped") for r in rows) else EXIT_CELLS_DID_NOT_FINISH
+
+    # -- the cells' runs ----------------------------------------------------------------------------
+    def _launch_overrides(self, uri: str, experiment_id: str, parent: str | None, sweep_id: str, i: int) -> list[str]:
+        values = {"tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": parent, "sweep_id": sweep_id,
+                  "index": i + 1, "total": len(self.cells), "name_suffix": self.suffixes[i]}
+        return [f"++launch.{key}={_hydra_value(value)}" for key, value in values.items()]
+
+    def _record_skipped(self, store: Any, experiment_id: str, parent: str | None, sweep_id: str, i: int,
+                        decision: resume.Decision) -> CellResult:
+        prior = decision.prior_run
+        tags = {"trainbench.kind": "cell", "trainbench.sweep_id": sweep_id, "trainbench.cell_index": i + 1,
+                "trainbench.result_run_id": prior.info.run_id if prior else None,
+                **{k: v for k, v in (prior.data.tags.items() if prior else ()) if k.startswith(("trainbench.", "hw."))
+                   and k not in ("trainbench.outcome", "trainbench.reason", "trainbench.sweep_id",
+                                 "trainbench.cell_index", "trainbench.process", "trainbench.heartbeat")}}
+        if parent:
+            tags["mlflow.parentRunId"] = parent
+        run = store.create_run(experiment_id, run_name=self.names[i],
+                               tags={k: str(v) for k, v in tags.items() if v is not None})
+        tracking.close(store, run.info.run_id, "skipped", decision.reason)
+        speed = prior.data.metrics.get("samples_per_s") if prior else None
+        print(f"[cell {i + 1}/{len(self.cells)}] {self.names[i]}: skipped, {decision.reason}", flush=True)
+        return CellResult(i + 1, self.names[i], "skipped", speed, decision.reason, run.info.run_id)
+
+    def _recorded(self, store: Any, experiment_id: str, sweep_id: str,
+                  known: dict[int, CellResult]) -> dict[int, CellResult]:
+        """Outcomes of this sweep's cells as the store has them: for launchers that lost their results
+        (a Ctrl-C in the middle of a batch) or cells run on other machines."""
+        try:
+            runs = store.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}'", max_results=10_000)
+        except Exception:  # the store is unreachable now: report what the launcher returned
+            return {}
+        found: dict[int, CellResult] = {}
+        for run in runs:
+            tags, index = run.data.tags, int(run.data.tags.get("trainbench.cell_index", "0")) - 1
+            if index < 0 or index in known:
+                continue
+            found[index] = CellResult(index + 1, run.info.run_name, tags.get("trainbench.outcome", "running"),
+                                      run.data.metrics.get("samples_per_s"), tags.get("trainbench.reason"),
+                                      run.info.run_id, run.data.metrics.get("peak_tflops"))
+        return found
+
+    def _close_left_open(self, store: Any, experiment_id: str, sweep_id: str, stopped: Stopped | None) -> None:
+        """A cell whose launcher died without closing its run (a killed joblib worker): close it now."""
+        try:
+            runs = store.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}' and "
+                                                      "attributes.status = 'RUNNING'", max_results=10_000)
+        except Exception:
+            return
+        for run in runs:
+            outcome = "killed" if stopped else "failed"
+            reason = stopped.reason if stopped else "the job running this cell ended without closing its run"
+            try:
+                tracking.close(store, run.info.run_id, outcome, reason)
+            except Exception:  # noqa: S112  (the next invocation closes it as lost)
+                continue
+
+    def _rows(self, results: dict[int, CellResult], job_errors: dict[int, str],
+              stopped: Stopped | None) -> list[CellResult]:
+        rows = []
+        for i, name in enumerate(self.names):
+            if i in results:
+                found = results[i]
+                outcome = "killed" if found.outcome == "running" else found.outcome
+                rows.append(CellResult(i + 1, name if found.outcome == "skipped" else found.name or name, outcome,
+                                       found.samples_per_s, found.reason, found.run_id, found.peak_tflops))
+            elif i in job_errors:
+                rows.append(CellResult(i + 1, name, "failed", None, job_errors[i], None))
+            else:
+                why = "the sweep was stopped before it started" if stopped else "its job left no record"
+                rows.append(CellResult(i + 1, name, "not started" if stopped else "failed", None, why, None))
+        return rows
+
+    # -- the parent run -----------------------------------------------------------------------------
+    def _create_parent(self, store: Any, experiment_id: str, sweep_name: str) -> str:
+        run = store.create_run(experiment_id, run_name=sweep_name, tags={"trainbench.kind": "sweep"})
+        return str(run.info.run_id)
+
+    def _parent_tags(self, sweep_name: str) -> dict[str, Any]:
+        overrides = sorted({o for job in self.jobs for o in job})
+        return {
+            "trainbench.kind": "sweep",
+            "trainbench.outcome": "running",
+            "trainbench.sweep_name": sweep_name,
+            "trainbench.cells": len(self.cells),
+            "trainbench.overrides": tracking.private(" ".join(overrides)) or "(defaults)",
+            "git.commit": tracking.git_commit(),
+            **hardware.host_tags(),
+            **liveness.alive_tags(),
+        }
+
+    def _close_parent(self, store: Any, parent: str, rows: list[CellResult], table: str, stopped: Stopped | None,
+                      adopted: bool) -> None:
+        done = [r for r in rows if r.outcome in ("finished", "skipped")]
+        outcome = "killed" if stopped else "finished" if len(done) == len(rows) else "failed"
+        reason = stopped.reason if stopped else None if outcome == "finished" else \
+            f"{len(rows) - len(done)} of {len(rows)} cells did not finish"
+        try:
+            tracking.log_metrics(store, parent, {"cells": len(rows), "cells_finished": len(done),
+                                                 "sweep_time_s": time.time() - self.started})
+            store.log_text(parent, table + "\n", "summary.txt")
+            if adopted:  # `mlflow run` closes its own run from our exit status
+                tracking.set_tags(store, parent, {"trainbench.outcome": outcome, "trainbench.reason": reason})
+            else:
+                tracking.close(store, parent, outcome, reason)
+        except Exception as error:
+            sys.stderr.write(f"trainbench: could not close the sweep's run: {tracking.private(str(error))[:200]}\n")
+
+
+def fetch_or_refuse_missing_files(cells: list[CellConfig]) -> None:
+    """Every dataset and weights file the sweep needs, on disk before the first cell: downloaded once here
+    when allowed and online, else one message naming each folder and file expected, and how to get them."""
+    from trainbench import data as datasets
+
+    problems: list[str] = []
+    seen: set[Path] = set()
+    for cell in cells:
+        if not getattr(cell.task, "uses_model", True):
+            continue
+        missing = datasets.missing_files(cell.data)
+        if missing and missing[1] not in seen:
+            seen.add(missing[1])
+            what, folder, files, url = missing
+            if getattr(cell.data, "download", False):
+                try:
+                    print(f"trainbench: {what} is not in {tracking.private(str(folder))}: downloading it once for the "
+                          "whole sweep", flush=True)
+                    datasets.download(cell.data)
+                    continue
+                except datasets.DatasetMissing as error:
+                    problems.append(str(error))
+                    continue
+            problems.append(f"{what} not found: expected {', '.join(files)} in {tracking.private(str(folder))} "
+                            f"(data.download=false); download with `trainbench download data={cell.data.name}` "
+                            f"or from {url}")
+        weights = _missing_weights(cell)
+        if weights and weights not in problems:
+            problems.append(weights)
+    if problems:
+        raise PlainError("data", " | ".join(tracking.private(p) for p in problems))
+
+
+def _missing_weights(cell: CellConfig) -> str | None:
+    model = cell.model
+    if not getattr(model, "pretrained", False):
+        return None
+    folder = Path(os.environ.get("TORCH_HOME", Path.home() / ".cache" / "torch")) / "hub" / "checkpoints"
+    if (folder / model.weights_file).exists():
+        return None
+    return (f"pretrained weights for {model.name} not found: expected {model.weights_file} in "
+            f"{tracking.private(str(folder))}; download https://download.pytorch.org/models/{model.weights_file} "
+            "there once when online, or set model.pretrained=false")
+
+
+# ----------------------------------------------------------------------------------------- signals
+
+
+@contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop the sweep the way Ctrl-C does: the running cell is recorded `killed`, the
+    rest `not started`, the summary printed. (A timeout, CI cancelling a job, `kill <pid>`.)"""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _stop_signals_ignored() -> Iterator[None]:
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _parent_heartbeat(store: Any, parent: str | None, interval_s: float) -> Iterator[None]:
+    if parent is None:
+        yield
+        return
+    with liveness.Heartbeat(store, parent, interval_s):
+        yield
+
+
+# ----------------------------------------------------------------------------------------- output
+
+
+def _hydra_value(value: Any) -> str:
+    """A value as a Hydra override can carry it: quoted so URIs with `:`, `=` or `,` stay one string."""
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def browse_hint(uri: str, experiment_id: str) -> str:
+    if uri == tracking.default_tracking_uri():
+        return "browse with `mlflow ui` from the project root"
+    if uri.startswith(("http://", "https://")):
+        return f"open {tracking.redact(uri)}/#/experiments/{experiment_id}/runs in a browser"
+    return f"browse with `mlflow ui --backend-store-uri {tracking.private(uri)}`"
+
+
+def summary_table(results: list[CellResult]) -> str:
+    rows = [("cell", "outcome", "samples/s", "reason")]
+    for r in results:
+        speed = f"{r.samples_per_s:,.1f}" if r.samples_per_s is not None else "-"
+        if r.peak_tflops is not None:
+            speed = f"{r.peak_tflops:,.2f} TFLOPS peak"
+        rows.append((r.name, r.outcome, speed, tracking.private(r.reason or "")))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = []
+    for i, row in enumerate(rows):
+        lines.append("  ".join(
+            [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3]]
+        ).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  ------")
+    return "\n".join(lines)
+
+
+def plan_table(cell_names: list[str], jobs: list[list[str]]) -> str:
+    width = max(len(n) for n in cell_names)
+    lines = [f"{'cell'.ljust(width)}  overrides", f"{'-' * width}  ---------"]
+    lines += [f"{n.ljust(width)}  {tracking.private(' '.join(j)) or '(defaults)'}" for n, j in zip(cell_names, jobs, strict=True)]
+    return "\n".join(lines)

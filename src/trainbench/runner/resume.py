@@ -1,0 +1,63 @@
+"""sweep.resume: which of a sweep's cells already have a result in the store.
+
+A cell counts as done when a finished run in the store has the same config hash (trainbench.config_hash),
+ran on hardware with this machine's label for the device the cell asks for (hw.label), and with the
+version of the framework installed here (trainbench.framework_version). Such cells are skipped: the new
+sweep records a `skipped` run pointing at the result (trainbench.result_run_id). With resume=failed, only
+the cells whose latest run failed, was killed or was lost run again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from trainbench import hardware
+from trainbench.config import CellConfig, config_hash
+
+RERUN_OUTCOMES = ("failed", "killed", "lost")
+
+
+@dataclass(frozen=True)
+class Decision:
+    run: bool
+    prior_run: Any = None  # the run that holds the result (skipped cells)
+    reason: str = ""
+
+
+def decide(cells: list[CellConfig], store: Any, experiment_id: str, mode: Any) -> list[Decision]:
+    if mode is False:
+        return [Decision(True) for _ in cells]
+    host = hardware.host_tags()
+    return [_decide(cell, store, experiment_id, mode, host) for cell in cells]
+
+
+def _decide(cell: CellConfig, store: Any, experiment_id: str, mode: Any, host: dict[str, str]) -> Decision:
+    prepared = cell.task.prepared(cell)
+    digest = config_hash(prepared)
+    runs = store.search_runs([experiment_id], f"tags.`trainbench.config_hash` = '{digest}' and "
+                                              "tags.`trainbench.kind` = 'cell'", order_by=["attributes.start_time DESC"],
+                             max_results=200)
+    labels = hardware.labels_for(cell.device.name, host)
+    installed = _installed(cell.framework.package)
+    comparable = [r for r in runs if r.data.tags.get("hw.label") in labels
+                  and r.data.tags.get("trainbench.framework_version") == installed]
+    finished = [r for r in comparable if r.data.tags.get("trainbench.outcome") == "finished"]
+    if mode == "failed":
+        latest = next((r for r in comparable if r.data.tags.get("trainbench.outcome") != "skipped"), None)
+        if latest is not None and latest.data.tags.get("trainbench.outcome") in RERUN_OUTCOMES:
+            return Decision(True)
+        if finished:
+            return Decision(False, finished[0], f"already finished in run {finished[0].info.run_id} (sweep.resume)")
+        return Decision(False, None, "no failed, killed or lost run of this cell here (sweep.resume=failed)")
+    if finished:
+        return Decision(False, finished[0], f"already finished in run {finished[0].info.run_id} (sweep.resume)")
+    return Decision(True)
+
+
+def _installed(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return ""

@@ -1,0 +1,228 @@
+"""A cell's own process: `python -m trainbench.runner.worker SPEC.json`.
+
+The process that launched it (trainbench.runner.cell) wrote SPEC (the cell, the run to log into, where to
+put the result) and closes the run whatever happens here. This process imports exactly one framework,
+logs metrics and tags into the run, and writes RESULT (outcome, reason, samples/s) atomically for its
+parent. If it dies without writing one (abort, segfault, the OOM killer), the parent works out the outcome
+from its exit status.
+
+If the parent dies (SIGKILL, the OOM killer, a lost node), this process notices within a second (Linux:
+PR_SET_PDEATHSIG; everywhere: the parent pid changes), records its own run `killed` with that reason,
+and exits: no orphan keeps computing and logging into a sweep nobody watches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+PARENT_CHECK_S = 1.0
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP (the parent stopping this cell, or the parent's death): unwinds like Ctrl-C."""
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    parent_pid = int(spec["parent_pid"])
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGHUP, _raise_terminated)
+    if spec.get("cpus"):
+        os.sched_setaffinity(0, spec["cpus"])
+    from trainbench.config import from_spec
+
+    cell = from_spec(spec["cell"])
+    _limit_memory(cell.cell.memory_limit_mb)
+    result: dict[str, Any] = {"outcome": "failed", "reason": None}
+    monitor = log = None
+    try:
+        _inject_fault(cell.debug.inject_fault)
+        from trainbench.tracking import NullLog, RunLogger
+
+        if spec.get("run_id"):
+            log = RunLogger(spec["tracking_uri"], spec["run_id"])
+            monitor = _system_metrics(spec["run_id"], spec["tracking_uri"], cell.tracking.system_metrics_interval_s)
+        else:  # a probe (batch_size=max search): runs the cell, records nothing
+            log = NullLog()
+        result.update(run(cell, log, spec.get("name_suffix", "")))
+        result["outcome"] = "finished"
+    except (KeyboardInterrupt, Terminated):
+        if os.getppid() != parent_pid:
+            result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
+        else:
+            result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
+    except Exception as error:
+        from trainbench.frameworks.base import DeviceUnavailable
+        from trainbench.tracking import private
+
+        if isinstance(error, DeviceUnavailable):
+            result.update(outcome="unavailable", reason=private(str(error)))
+        else:
+            traceback.print_exc()  # lands in the stderr tail the parent attaches to the run
+            result.update(outcome="failed", reason=private(one_line(error)), failure=failure_kind(error))
+    finally:
+        if monitor is not None:
+            _stop_quietly(monitor)
+    if os.getppid() != parent_pid and spec.get("run_id") and log is not None:
+        _close_own_run(log, result)  # nobody else will
+    write_atomically(Path(spec["result_path"]), json.dumps(result))
+    return 0
+
+
+def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
+    """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
+    from trainbench import frameworks, hardware
+    from trainbench.tasks.base import DeviceInfo
+
+    framework = frameworks.load(cell)
+    backend = framework.select_device(cell.device)
+    host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
+    label = hardware.label(backend, host)
+    task = cell.task
+    log.tags({
+        **host,
+        "mlflow.runName": task.run_name(cell, backend) + name_suffix,
+        "trainbench.backend": backend,
+        "hw.label": label,
+        "trainbench.framework_version": framework.version(),
+        **framework.versions(),
+        **framework.flags(),
+    })
+    summary = task.run(framework, cell, log, DeviceInfo(backend, label, host))
+    summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
+    summary["peak_host_memory_mb"] = peak_host_memory_mb()
+    log.metrics(summary)
+    return {"backend": backend, "samples_per_s": summary.get("samples_per_s"),
+            "peak_tflops": summary.get("peak_tflops")}
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename: a reader sees all of it or nothing."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+# How each backend says it ran out of memory: CUDA and MPS (torch.OutOfMemoryError or "out of memory"),
+# TensorFlow (ResourceExhaustedError), JAX/XLA (RESOURCE_EXHAUSTED), the host (MemoryError, allocators).
+_OOM_TEXT = ("out of memory", "resource_exhausted", "resourceexhausted", "can't allocate memory",
+             "cannot allocate memory", "failed to allocate", "oom when allocating", "bad_alloc")
+
+
+def failure_kind(error: BaseException) -> str:
+    """`oom` when the error is running out of (device or host) memory, else `error`."""
+    text = str(error).lower()
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if isinstance(error, MemoryError) or "OutOfMemoryError" in names or any(t in text for t in _OOM_TEXT):
+        return "oom"
+    return "error"
+
+
+def peak_host_memory_mb() -> float:
+    """Peak resident memory of this cell's process (ru_maxrss: KiB on Linux, bytes on macOS)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Get SIGTERM when the parent dies: the kernel's parent-death signal on Linux, and on every system a
+    thread that notices the parent pid change (the process was re-parented)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _close_own_run(log: Any, result: dict[str, Any]) -> None:
+    from trainbench.tracking import close
+
+    try:
+        close(log.tracking, log.run_id, result["outcome"], result.get("reason"))
+    except Exception as error:  # the store may be gone too; `lost` handling closes the run later
+        sys.stderr.write(f"trainbench: could not close the run: {one_line(error)}\n")
+
+
+def _limit_memory(limit_mb: int | None) -> None:
+    """cell.memory_limit_mb: cap this process's data segment (heap and anonymous mappings), so a cell that
+    needs more fails with an out-of-memory error instead of taking the machine down. Linux only."""
+    if not limit_mb:
+        return
+    import resource
+
+    limit = int(limit_mb) * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _system_metrics(run_id: str, tracking_uri: str, interval_s: float) -> Any:
+    """MLflow's own system metrics (CPU, memory, GPU via NVML) sampled into the cell's run."""
+    if not interval_s:
+        return None
+    try:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, samples_before_logging=1,
+                                       tracking_uri=tracking_uri)
+        monitor.start()
+        return monitor
+    except Exception as error:  # optional: a cell must not fail because monitoring could not start
+        sys.stderr.write(f"trainbench: system metrics off: {one_line(error)}\n")
+        return None
+
+
+def _stop_quietly(monitor: Any) -> None:
+    try:
+        monitor.finish()
+    except Exception as error:
+        sys.stderr.write(f"trainbench: system metrics did not stop cleanly: {one_line(error)}\n")
+
+
+def one_line(error: BaseException) -> str:
+    """'ExceptionClass: first line of the message', short enough for a tag."""
+    message = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def _inject_fault(fault: str | None) -> None:
+    """Test-only ways for a cell to go wrong, so the tests can prove the sweep survives them."""
+    if fault == "abort":
+        sys.stderr.write("trainbench: debug.inject_fault=abort: calling os.abort()\n")
+        sys.stderr.flush()
+        os.abort()
+    if fault == "raise":
+        raise RuntimeError("debug.inject_fault=raise: a deliberate failure")
+    if fault == "sleep":
+        time.sleep(3600)
+    if fault == "exit":
+        os._exit(3)
+
+
+def _raise_terminated(signum: int, frame: Any) -> NoReturn:
+    raise Terminated()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,132 @@
+"""What every task shares: its config base (run name, comparison tags, what it leaves out of the record)
+and the steps each task takes around its own measurement (build the model, count its FLOPs, MFU).
+
+A task is one module in trainbench/tasks/ with one dataclass: registered as `schema/task/<name>`, it is
+the task's config (conf/task/<name>.yaml extends it) and its behaviour (`run`). Nothing outside the task
+module checks a task's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from trainbench.config.schema import Choice, ImageData, TextData
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig
+    from trainbench.data import Dataset
+    from trainbench.energy import EnergyMeter
+    from trainbench.frameworks.base import Framework, RunLog
+
+
+@dataclass
+class TaskConfig(Choice):
+    """Base of every task. A task runs inside the cell's process, after the device is bound."""
+
+    uses_model: ClassVar[bool] = True  # false: model, data and optim mean nothing to it (matmul)
+    unused_groups: ClassVar[tuple[str, ...]] = ()
+    timed_region: ClassVar[str] = "steps"  # what its headline figure times (trainbench.timed_region)
+
+    def prepared(self, cell: CellConfig) -> CellConfig:
+        """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
+        return cell
+
+    def run_name(self, cell: CellConfig, backend: str) -> str:
+        """`{framework}-{model}-{backend}-bs{batch_size}`; before the backend is known, the device asked for."""
+        return f"{cell.framework.name}-{cell.model.name}-{backend}-bs{cell.batch_size}"
+
+    def tags(self, cell: CellConfig) -> dict[str, Any]:
+        """trainbench.* tags of the things that change the measured quantity (the report never merges
+        runs that differ in any of them)."""
+        tags: dict[str, Any] = {
+            "trainbench.task": self.name,
+            "trainbench.timed_region": self.timed_region,
+            "trainbench.precision": cell.precision.name,
+            "trainbench.optimize": cell.optimize.name,
+            "trainbench.num_devices": cell.device.count,
+        }
+        if self.uses_model:
+            tags.update({
+                "trainbench.model": cell.model.name,
+                "trainbench.data": cell.data.name,
+                "trainbench.batch_size": cell.batch_size,
+                "trainbench.pipeline": cell.data.pipeline,
+            })
+            if isinstance(cell.data, ImageData):
+                tags["trainbench.image_size"] = cell.data.image_size
+            if isinstance(cell.data, TextData):
+                tags["trainbench.seq_len"] = cell.data.seq_len
+        return tags
+
+    def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Where the cell runs, as the task needs it for its figures."""
+
+    backend: str  # cpu, cuda, rocm, mps, metal
+    label: str  # hw.label, e.g. "NVIDIA H100 80GB HBM3"
+    host: dict[str, str]  # hw.* tags
+
+
+def model_and_data(framework: Framework, cell: CellConfig, log: RunLog, training: bool = True) -> tuple[Any, Dataset, float | None]:
+    """Load the data, build the model, log its size and FLOPs; return (model, data, flops per sample)."""
+    from trainbench import data as datasets
+
+    data = datasets.load(cell.data, cell.seed)
+    log.params(actual_data_params(cell, data))
+    model = framework.build_model(cell.model, data)
+    flops = framework.flops_per_sample(model, data, training=training)
+    log.metrics({"num_parameters": framework.num_parameters(model), "flops_per_sample": flops})
+    return model, data, flops
+
+
+def actual_data_params(cell: CellConfig, data: Dataset) -> dict[str, int]:
+    """Sample counts the config left to the dataset (null = all): the params record what really ran."""
+    actual = {}
+    if cell.data.num_samples is None:
+        actual["data.num_samples"] = len(data.train)
+    if cell.data.num_val_samples is None:
+        actual["data.num_val_samples"] = len(data.val)
+    return actual
+
+
+def energy_meter(framework: Framework, device: DeviceInfo) -> EnergyMeter:
+    """The energy counter of the devices the cell uses (GPU energy when on GPUs, the CPU's otherwise)."""
+    from trainbench.energy import EnergyMeter
+
+    return EnergyMeter(device.backend, framework.device_indices() or [0], synchronize=framework.synchronize)
+
+
+def utilisation(achieved_tflops: float, device: DeviceInfo, precision: str, log: RunLog) -> dict[str, float]:
+    """achieved_tflops, and mfu against the device's published dense peak for the cell's precision."""
+    from trainbench import peaks
+
+    if device.backend == "cpu":
+        peak, source = peaks.cpu_peak_tflops(device.host, precision)
+    else:
+        cores = device.host.get("hw.gpu_cores")
+        peak = peaks.peak_tflops(device.label, precision, int(cores) if cores and cores.isdigit() else None)
+        source = "published dense peak" if peak else None
+    if not peak:
+        log.tags({"mfu.reason": peaks.why_no_peak(device.label, precision)
+                  or f"no peak known for {device.label} at {precision}"})
+        return {"achieved_tflops": achieved_tflops}
+    log.tags({"mfu.peak_source": source})
+    return {"achieved_tflops": achieved_tflops, "device_peak_tflops": peak, "mfu": achieved_tflops / peak}
+
+
+def throughput_extras(summary: dict[str, Any], data: Dataset, flops_per_sample: float | None, device: DeviceInfo,
+                      cell: CellConfig, log: RunLog) -> None:
+    """tokens_per_s for text, achieved TFLOPS and MFU where FLOPs are known: added to `summary`."""
+    rate = summary.get("samples_per_s")
+    if not rate:
+        return
+    if data.kind == "text":
+        # Every sequence is seq_len tokens long as the model sees it (padding included).
+        summary["tokens_per_s"] = rate * data.seq_len
+    if flops_per_sample:
+        summary.update(utilisation(flops_per_sample * rate / 1e12, device, cell.precision.name, log))

@@ -1,0 +1,114 @@
+"""task=benchmark: timed training steps on one batch that stays on the device (no input pipeline).
+
+Warm-up first (a fixed count, or until step times settle), timed on its own. Then `repeats` blocks of
+`steps` steps, each block between one synchronization at each end: samples_per_s is the mean of the
+blocks' rates (with a 95% CI over repeats). Per-step percentiles come from device events recorded between
+the steps of those same blocks, or, where the framework has none, from a separate synchronized pass
+(trainbench.step_time_source says which).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from trainbench.config import replace
+from trainbench.config.errors import need
+from trainbench.config.registry import schema
+from trainbench.config.schema import SyntheticImages, SyntheticText, finite, need_count
+from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig
+    from trainbench.frameworks.base import Framework, RunLog
+
+PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device clock exists
+
+
+@schema("task", "benchmark")
+@dataclass
+class BenchmarkTask(TaskConfig):
+    warmup_steps: int = 5  # untimed steps first (allocation, autotuning, compilation): warmup_time_s
+    steps: int = 20  # timed steps per block
+    repeats: int = 1  # blocks: samples_per_s is their mean, with a 95% CI (samples_per_s_ci95)
+    settle_cv_pct: float | None = None  # e.g. 2.0: keep warming up until the last 5 steps vary by less
+    max_warmup_steps: int = 200
+    drift_threshold_pct: float = 5.0  # tag trainbench.drift=true when the last tenth is this much slower
+
+    def check(self, at: str) -> None:
+        need_count(self.warmup_steps, f"{at}.warmup_steps", 0, 10**6, "e.g. task.warmup_steps=5")
+        need_count(self.steps, f"{at}.steps", 1, 10**7, "e.g. task.steps=20")
+        need_count(self.repeats, f"{at}.repeats", 1, 1000, "e.g. task.repeats=5")
+        need(self.settle_cv_pct is None or (finite(self.settle_cv_pct) and self.settle_cv_pct > 0),
+             f"{at}.settle_cv_pct", self.settle_cv_pct, "must be null or a percentage > 0")
+        need_count(self.max_warmup_steps, f"{at}.max_warmup_steps", 1, 10**6, "")
+        need(finite(self.drift_threshold_pct) and self.drift_threshold_pct > 0, f"{at}.drift_threshold_pct",
+             self.drift_threshold_pct, "must be a percentage > 0")
+
+    def prepared(self, cell: CellConfig) -> CellConfig:
+        """Synthetic data: generate the one batch the steps use, not a whole dataset."""
+        if isinstance(cell.data, (SyntheticImages, SyntheticText)) and isinstance(cell.batch_size, int):
+            return replace(cell, data={"num_samples": cell.batch_size, "num_val_samples": 0})
+        return cell
+
+    def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        from trainbench import progress
+        from trainbench.timing import (
+            SYNCHRONIZED_PASS,
+            StepStats,
+            compile_time_s,
+            drift_pct,
+            mean_ci95,
+            synchronized_step_times,
+            time_block,
+            warm_up,
+        )
+
+        model, data, flops = model_and_data(framework, cell, log)
+        sync = framework.synchronize
+        step = framework.trainer(model, data, cell).resident_step()
+        batch = min(int(cell.batch_size), len(data.train))
+
+        def indexed(_: int) -> None:
+            step()
+
+        warm = warm_up(indexed, sync, self.warmup_steps, self.settle_cv_pct, self.max_warmup_steps)
+        progress.line(f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then "
+                      f"{self.repeats} x {self.steps} timed steps")
+        clock = framework.step_clock()
+        blocks = []
+        meter = energy_meter(framework, device)
+        with meter:  # only the timed blocks: warm-up stays out of the energy figure
+            for _ in range(self.repeats):
+                blocks.append(time_block(indexed, self.steps, sync, clock))
+        rates = [batch * b.steps / b.seconds for b in blocks]
+        samples_per_s, ci95 = mean_ci95(rates)
+        if clock is not None:
+            durations = [d for b in blocks for d in (b.step_times_s or [])]
+            source = clock.source
+        else:
+            durations = synchronized_step_times(indexed, min(self.steps, PERCENTILE_PASS_STEPS), sync)
+            source = f"{SYNCHRONIZED_PASS} of {len(durations)} steps after the timed blocks (no device events)"
+        stats = StepStats.of(durations)
+        drift = drift_pct(durations)
+        tags = {"trainbench.step_time_source": source, **meter.tags()}
+        if drift is not None:
+            tags["trainbench.drift"] = str(drift > self.drift_threshold_pct).lower()
+        log.tags(tags)
+        timed_s = sum(b.seconds for b in blocks)
+        steady_step_s = timed_s / sum(b.steps for b in blocks)
+        progress.line(f"benchmark: {steady_step_s * 1000:.2f} ms/step (p90 {stats.p90_ms:.2f}), "
+                      f"{samples_per_s:,.0f} samples/s" + (f" +/- {ci95:,.0f} (95% CI)" if ci95 is not None else ""))
+        summary: dict[str, Any] = {
+            "warmup_time_s": warm.seconds,
+            "warmup_steps_run": warm.steps,
+            "compile_time_s": compile_time_s(warm, steady_step_s),
+            "total_time_s": warm.seconds + timed_s,
+            "samples_per_s": samples_per_s,
+            "samples_per_s_ci95": ci95,
+            "drift_pct": drift,
+            **stats.metrics(),
+            **meter.metrics(batch * sum(b.steps for b in blocks)),
+        }
+        throughput_extras(summary, data, flops, device, cell, log)
+        return summary
