@@ -12,6 +12,7 @@ ends the process with the sweep's exit status (trainbench.runner.owner).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,6 +30,11 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
 
     argv = list(sys.argv[1:] if argv is None else argv)
     sys.argv = [sys.argv[0], *argv]
+    if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
+        os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
+    from trainbench.tracking import quiet_logs
+
+    quiet_logs()
     try:
         args = parse_args(argv)
         check_command_line(args)

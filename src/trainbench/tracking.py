@@ -91,6 +91,7 @@ def client(uri: str) -> Any:
 def open_store(uri: str) -> Any:
     """A client for `uri`, checked to answer; raises TrackingUnavailable with what to do."""
     configure_http_retries()
+    quiet_logs()
     problem = _local_problem(uri)
     if problem:
         raise TrackingUnavailable(f"cannot use the MLflow tracking store {redact(uri)}: {problem}")
@@ -183,6 +184,24 @@ def experiment_id(tracking: Any, name: str, uri: str) -> str:
         return str(tracking.create_experiment(name, artifact_location=artifact_location))
     except Exception:  # another process created it in between
         return str(tracking.get_experiment_by_name(name).experiment_id)
+
+
+def verbose() -> bool:
+    """`hydra.verbose=...` on the command line (set for every process of the sweep by trainbench.cli)."""
+    return os.environ.get("TRAINBENCH_VERBOSE", "") not in ("", "0")
+
+
+def quiet_logs() -> None:
+    """MLflow's INFO lines and TensorFlow's C++ log (oneDNN notes, a `failed call to cuInit` on machines
+    without a GPU) say nothing a user must act on: off unless hydra.verbose is given."""
+    import logging
+
+    if verbose():
+        return
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read by MLflow when it configures its loggers
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read by TensorFlow's C++ logging when it loads
+    for name in ("mlflow", "alembic", "absl", "jax._src.xla_bridge"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 # ----------------------------------------------------------------------------------------- privacy

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -227,9 +228,19 @@ def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, st
     return returncode, "".join(tail)
 
 
+# Lines TensorFlow's C++ runtime prints before its logging is set up (so TF_CPP_MIN_LOG_LEVEL cannot
+# silence them): not echoed unless hydra.verbose is given; a failed cell's stderr_tail.txt still has them.
+_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
+                    r"[IW]\d{4} [\d:.]+ +\d+ cudart_stub\.cc|"
+                    r"[IW]\d{4} [\d:.]+ +\d+ cpu_feature_guard\.cc|"
+                    r"To enable the following instructions: |oneDNN custom operations are on)")
+
+
 def _pump(stream: Any, tail: collections.deque[str]) -> None:
+    quiet = not tracking.verbose()
     for line in stream:
-        sys.stderr.write(line)
+        if not (quiet and _NOISE.match(line)):
+            sys.stderr.write(line)
         tail.append(line)
 
 

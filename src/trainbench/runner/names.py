@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 
 def suffixes(base_names: list[str], overrides: list[list[str]]) -> list[str]:
@@ -27,10 +27,11 @@ def suffixes(base_names: list[str], overrides: list[list[str]]) -> list[str]:
         for position, index in enumerate(members):
             parts = [f"{_short(k)}={values[position].get(k, '-')}" for k in differing]
             result[index] = (" " + " ".join(parts)) if parts else ""
+        counts = Counter(result[i] for i in members)
         seen: dict[str, int] = defaultdict(int)
         for index in members:  # still identical (the same cell twice): number them
-            seen[result[index]] += 1
-            if sum(1 for i in members if result[i] == result[index]) > 1:
+            if counts[result[index]] > 1:
+                seen[result[index]] += 1
                 result[index] += f" #{seen[result[index]]}"
     return result
 

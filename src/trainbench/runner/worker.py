@@ -46,14 +46,15 @@ def main(spec_path: str) -> int:
     result: dict[str, Any] = {"outcome": "failed", "reason": None}
     monitor = log = None
     try:
-        _inject_fault(cell.debug.inject_fault)
-        from trainbench.tracking import NullLog, RunLogger
+        from trainbench.tracking import NullLog, RunLogger, quiet_logs
 
+        quiet_logs()
         if spec.get("run_id"):
             log = RunLogger(spec["tracking_uri"], spec["run_id"])
             monitor = _system_metrics(spec["run_id"], spec["tracking_uri"], cell.tracking.system_metrics_interval_s)
         else:  # a probe (batch_size=max search): runs the cell, records nothing
             log = NullLog()
+        _inject_fault(cell.debug.inject_fault)
         result.update(run(cell, log, spec.get("name_suffix", "")))
         result["outcome"] = "finished"
     except (KeyboardInterrupt, Terminated):

@@ -40,7 +40,6 @@ class KerasAdapter:
         if loaded is not None and loaded.backend.backend() != self.keras_backend:
             raise RuntimeError(f"keras is already loaded with the {loaded.backend.backend()} backend in this process")
         os.environ["KERAS_BACKEND"] = self.keras_backend
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ info lines (oneDNN, cuInit) off
         self.tf32 = bool(cell.precision.tf32)
         self.policy = DTYPE_POLICIES[cell.precision.autocast]
         self.backend = "cpu"
