@@ -1,4 +1,5 @@
-"""Shared fixtures: run the real entry point in a temporary folder against a real SQLite MLflow store."""
+"""Shared fixtures: run the real entry point in a temporary folder against a real SQLite MLflow store; real
+tracking servers (tests/servers.py) over SQLite or a throwaway PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from servers import POSTGRES_MISSING, MlflowServer, PostgresCluster, postgres_bin_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = ROOT / "src" / "run.py"
@@ -69,3 +72,26 @@ def trainbench(tmp_path: Path):
         return Invocation(completed.returncode, completed.stdout, completed.stderr, uri)
 
     return run
+
+
+@pytest.fixture
+def postgres_cluster():
+    """A fresh PostgreSQL with an empty `mlflow` database (`.uri`), removed afterwards."""
+    if postgres_bin_dir() is None:
+        pytest.skip(POSTGRES_MISSING)
+    with PostgresCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def mlflow_server_sqlite(tmp_path: Path):
+    """`mlflow server` on loopback over a fresh SQLite store in tmp_path, artifacts served from tmp_path."""
+    with MlflowServer(tmp_path / "mlflow-server") as server:
+        yield server
+
+
+@pytest.fixture
+def mlflow_server_postgres(tmp_path: Path, postgres_cluster: PostgresCluster):
+    """`mlflow server` on loopback over a fresh PostgreSQL database (stopped before the database is)."""
+    with MlflowServer(tmp_path / "mlflow-server", postgres_cluster.uri) as server:
+        yield server

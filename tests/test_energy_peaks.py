@@ -55,6 +55,25 @@ def test_this_machine_has_no_counter_and_reports_none():
         assert meter.seconds is not None
 
 
+def test_an_amd_gpu_without_amdsmi_reports_none_and_why():
+    """On ROCm, PyTorch's backend is "cuda" but the GPU is AMD's: energy comes through zeus and amdsmi, not NVML.
+    Here the amdsmi package (a dependency of zeus) is installed but ROCm's library and a GPU are not, so the cell
+    says what is missing instead of guessing a figure."""
+    if Path("/dev/kfd").exists():
+        pytest.skip("this machine has ROCm's compute driver and may have a real AMD counter")
+    with EnergyMeter("cuda", gpu_vendor="amd", min_region_s=0) as meter:
+        sum(range(1000))
+    assert meter.metrics(samples=64) == {}
+    assert meter.tags()["energy.source"] == "none"
+    assert "amdsmi" in meter.tags()["energy.reason"] and "NVML" not in meter.tags()["energy.reason"]
+    with EnergyMeter("cuda", gpu_vendor="amd", use_zeus=False) as meter:
+        pass
+    assert meter.tags() == {
+        "energy.source": "none",
+        "energy.reason": "AMD GPU energy is read through zeus (its amdsmi device layer), which is switched off",
+    }
+
+
 def test_rapl_counter_across_a_wrap(tmp_path):
     package0 = rapl_zone(tmp_path, "intel-rapl:0", "package-0", MAX_UJ - 4_000_000)  # 4 J before the wrap
     package1 = rapl_zone(tmp_path, "intel-rapl:1", "package-1", 10_000_000)

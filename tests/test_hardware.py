@@ -135,6 +135,7 @@ def test_dgx_h100_nvidia_smi():
     }
     assert hardware.nvidia_tags_from_smi(gpus) == {
         "hw.gpu": "NVIDIA H100 80GB HBM3",
+        "hw.gpu_vendor": "nvidia",
         "hw.gpu_count": 8,
         "hw.gpu_driver": "550.54.15",
         "hw.gpu_memory_gb": 79.6,
@@ -223,6 +224,93 @@ def test_virtualization(tmp_path):
     assert hardware.virtualization(kube, detect_virt="") == "kubernetes,kvm"
 
 
+# ------------------------------------------------------------------------------------------- AMD
+
+
+def test_mi300x_node_from_recent_amd_smi():
+    gpus = hardware.parse_amd_smi_static(sample("mi300x_amd_smi_static.json"))  # {"gpu_data": [...]}
+    assert len(gpus) == 8
+    assert gpus[0] == {
+        "name": "AMD Instinct MI300X",
+        "driver": "6.12.12",
+        "memory_mib": 196592.0,
+        "power_limit_w": 750.0,
+    }
+    assert hardware.amd_tags_from_gpus(gpus, rocm="7.0.2") == {
+        "hw.gpu": "AMD Instinct MI300X",
+        "hw.gpu_vendor": "amd",
+        "hw.gpu_count": 8,
+        "hw.gpu_driver": "6.12.12",
+        "hw.gpu_memory_gb": 192.0,
+        "hw.gpu_power_limit_w": 750,
+        "sw.rocm": "7.0.2",
+    }
+
+
+def test_mi210_server_from_rocm_6_2_amd_smi():
+    gpus = hardware.parse_amd_smi_static(sample("mi210_amd_smi_static_rocm62.json"))  # a bare list
+    tags = hardware.amd_tags_from_gpus(gpus)
+    assert (tags["hw.gpu"], tags["hw.gpu_count"], tags["hw.gpu_memory_gb"]) == ("AMD Instinct MI210", 4, 64.0)
+    assert (tags["hw.gpu_driver"], tags["hw.gpu_power_limit_w"]) == ("6.8.5", 300)
+
+
+def test_mi250_from_rocm_smi():
+    """rocm-smi names the board as its firmware does; each of the MI250's two dies is a GPU of its own."""
+    gpus = hardware.parse_rocm_smi(sample("mi250_rocm_smi.json"))
+    tags = hardware.amd_tags_from_gpus(gpus)
+    assert (tags["hw.gpu"], tags["hw.gpu_count"], tags["hw.gpu_memory_gb"]) == ("AMD Instinct MI250", 2, 64.0)
+    assert tags["hw.gpu_driver"] == "6.2.4"
+    assert "hw.gpu_power_limit_w" not in tags
+
+
+@pytest.mark.parametrize(
+    ("raw", "name"),
+    [
+        ("AMD Instinct MI300X", "AMD Instinct MI300X"),
+        ("MI300A", "AMD Instinct MI300A"),  # amd-smi's MARKET_NAME in its own README
+        ("Aqua Vanjaram [Instinct MI300A]", "AMD Instinct MI300A"),  # pci.ids style (board product name)
+        ("AMD INSTINCT MI250 (MCM) OAM AC MBA", "AMD Instinct MI250"),
+        ("AMD Instinct\u2122 MI355X", "AMD Instinct MI355X"),
+        ("AMD Instinct MI300X VF", "AMD Instinct MI300X"),  # a cloud VM's virtual function: hw.virtualized says so
+        ("Radeon RX 7900 XTX", "AMD Radeon RX 7900 XTX"),
+        ("AMD Radeon PRO W7900", "AMD Radeon PRO W7900"),
+        ("N/A", ""),
+    ],
+)
+def test_amd_gpu_names_are_spelled_one_way(raw, name):
+    assert hardware.amd_gpu_name(raw) == name
+
+
+def test_amd_parsers_give_nothing_for_nothing(tmp_path):
+    for text in ("", "[]", '{"gpu_data": []}', "ERROR:root:Unable to detect any GPU devices"):
+        assert hardware.parse_amd_smi_static(text) == []
+        assert hardware.parse_rocm_smi(text) == []
+    assert hardware.amd_tags_from_gpus([]) == {}
+    assert hardware.amd_tags(kfd=tmp_path / "kfd") == {}  # no ROCm compute driver: no tool is even run
+    assert hardware.rocm_version(tmp_path) == ""
+
+
+def test_rocm_version_from_its_install(tmp_path):
+    (tmp_path / ".info").mkdir()
+    (tmp_path / ".info" / "version").write_text(sample("rocm624_info_version.txt"))
+    assert hardware.rocm_version(tmp_path) == "6.2.4"
+
+
+@pytest.mark.parametrize(
+    ("env", "count"),
+    [
+        ({}, 8),
+        ({"HIP_VISIBLE_DEVICES": "2,3"}, 2),
+        ({"CUDA_VISIBLE_DEVICES": "5"}, 1),  # ROCm honours it too
+        ({"HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "0,1,2"}, 1),  # HIP's own variable wins
+        ({"HIP_VISIBLE_DEVICES": "1,9,2"}, 1),  # stops at the first GPU that does not exist
+    ],
+)
+def test_amd_gpus_follow_hip_visible_devices(env, count):
+    gpus = hardware.parse_amd_smi_static(sample("mi300x_amd_smi_static.json"))
+    assert hardware.amd_tags_from_gpus(hardware.amd_visible(gpus, env))["hw.gpu_count"] == count
+
+
 # ------------------------------------------------------------------------------------------- labels
 
 
@@ -235,6 +323,19 @@ def test_labels():
     assert hardware.label("cpu", m1max) == "Apple M1 Max CPU"
     xeon = {"hw.cpu": hardware.parse_proc_cpuinfo(sample("xeon_8480_proc_cpuinfo.txt"))}
     assert hardware.label("cpu", xeon) == "Intel Xeon Platinum 8480+ CPU"
+
+
+def test_a_rocm_host_is_labelled_by_its_amd_gpu_whatever_the_backend_is_called():
+    """PyTorch on ROCm reports backend "cuda" (HIP stands in for CUDA); JAX says "gpu". The tags decide."""
+    rocm = {
+        **hardware.amd_tags_from_gpus(hardware.parse_amd_smi_static(sample("mi300x_amd_smi_static.json"))),
+        "hw.cpu": "AMD EPYC 9654 96-Core Processor",
+    }
+    for backend in ("cuda", "rocm", "gpu"):
+        assert hardware.label(backend, rocm) == "AMD Instinct MI300X"
+    assert hardware.label("cpu", rocm) == "AMD EPYC 9654 CPU"
+    assert hardware.label("cuda", {"hw.gpu_vendor": "amd"}) == "AMD GPU"  # no tool could name it
+    assert hardware.label("cuda", {}) == "NVIDIA GPU"  # runs recorded before hw.gpu_vendor existed
 
 
 @pytest.mark.parametrize(

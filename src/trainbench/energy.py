@@ -8,6 +8,9 @@
 What each source measures (the scope differs, so compare energy across sources with care):
   nvml   NVIDIA GPU board energy (nvmlDeviceGetTotalEnergyConsumption; Volta and newer), through zeus's
          device layer when zeus is installed, else read directly. The CPU and host memory are not included.
+  amdsmi AMD GPU (ROCm) energy (amdsmi_get_energy_count), through zeus's AMD device layer only: it needs ROCm's
+         `amdsmi` Python library (ROCm 6.2+), and zeus switches off a counter that disagrees with the GPU's
+         own power reading (ROCm/amdsmi issue 38). PyTorch reports backend "cuda" on ROCm: hw.gpu_vendor decides.
   apple  Apple silicon, through zeus (needs `zeus-apple-silicon`): the on-chip GPU for mps/metal cells,
          all CPU clusters for cpu cells. Unified DRAM is not included.
   rapl   Linux CPU package energy from /sys/class/powercap/intel-rapl:N/energy_uj, all packages summed
@@ -15,7 +18,7 @@ What each source measures (the scope differs, so compare energy across sources w
          wrap-around with a spawned Python process that would compete with the CPU cell being measured;
          here a thread reads the counters every few seconds so that no wrap is missed.
   none   no counter: no RAPL permission (root-only on kernels patched for CVE-2020-8694), a VM, a GPU
-         older than Volta, no NVIDIA driver. Nothing is estimated: energy.reason says what was missing.
+         older than Volta, no NVIDIA driver, no amdsmi. Nothing is estimated: energy.reason says what was missing.
 
 zeus is imported only when a counter can exist, inside the cell's process; any failure falls back quietly.
 """
@@ -35,14 +38,16 @@ POWERCAP_ROOT = "/sys/class/powercap"
 # 133 W where 1 s reads the true ~680 W. Shorter regions get no figure rather than a wrong one.
 MIN_REGION_S = 1.0
 RAPL_POLL_S = 5.0  # a package at 500 W wraps a 262 kJ counter in ~9 minutes: polling every 5 s misses none
+GPU_BACKENDS = ("cuda", "rocm", "hip", "gpu")  # as in trainbench.hardware: PyTorch on ROCm says "cuda"
 
 
 class EnergyMeter:
     """Joules used by the device that runs `backend` ("cuda", "mps", "metal", "cpu") inside a `with` block.
 
-    After the block: `joules` (None without a real counter), `seconds`, `source` ("nvml", "apple", "rapl",
-    "none") and `reason` (why "none"). Never raises: a counter that fails is reported as none.
+    After the block: `joules` (None without a real counter), `seconds`, `source` ("nvml", "amdsmi", "apple",
+    "rapl", "none") and `reason` (why "none"). Never raises: a counter that fails is reported as none.
     `synchronize` (the framework's) is called at both ends so queued device work falls inside the region.
+    `gpu_vendor` ("nvidia", "amd") says whose GPU a "cuda" backend is; by default this machine's hw.gpu_vendor.
     """
 
     def __init__(
@@ -55,8 +60,10 @@ class EnergyMeter:
         use_zeus: bool = True,
         rapl_poll_s: float | None = RAPL_POLL_S,
         min_region_s: float = MIN_REGION_S,
+        gpu_vendor: str | None = None,
     ) -> None:
         self.backend = backend
+        self.gpu_vendor = gpu_vendor
         # Every GPU the cell uses: a data-parallel cell's energy is the sum over its devices.
         self.gpu_indices = [gpu_index] if isinstance(gpu_index, int) else list(gpu_index)
         self.synchronize = synchronize
@@ -123,10 +130,11 @@ class EnergyMeter:
         """The counter for this backend, or (None, why not). Cheap checks first, so that zeus is imported
         only where a counter can exist."""
         is_mac = platform.system() == "Darwin"
-        if self.backend == "cuda":
+        if self.backend in GPU_BACKENDS:
+            open_one = _open_amd if (self.gpu_vendor or _host_gpu_vendor()) == "amd" else _open_nvml
             counters = []
             for index in self.gpu_indices:
-                counter, reason = _open_nvml(index, self.use_zeus)
+                counter, reason = open_one(index, self.use_zeus)
                 if counter is None:
                     for opened in counters:
                         _attempt(opened.close)
@@ -228,6 +236,21 @@ class NvmlCounter(_Counter):
         self.pynvml.nvmlShutdown()
 
 
+def _host_gpu_vendor() -> str | None:
+    from trainbench.hardware import host_tags
+
+    return host_tags().get("hw.gpu_vendor")
+
+
+# ------------------------------------------------------------------------------------------------- AMD
+
+
+def _open_amd(gpu_index: int, use_zeus: bool) -> tuple[_Counter | None, str | None]:
+    if not use_zeus:
+        return None, "AMD GPU energy is read through zeus (its amdsmi device layer), which is switched off"
+    return _ZeusCounter.open_amd(gpu_index)
+
+
 # ------------------------------------------------------------------------------------------------- zeus
 
 
@@ -241,7 +264,8 @@ def _open_apple(part: str, use_zeus: bool) -> tuple[_Counter | None, str | None]
 
 
 class _ZeusCounter(_Counter):
-    """A counter read through zeus's device layer (zeus.device: NVML for NVIDIA, zeus-apple-silicon for Apple).
+    """A counter read through zeus's device layer (zeus.device: NVML for NVIDIA, amdsmi for AMD, zeus-apple-silicon
+    for Apple).
 
     Not through ZeusMonitor: importing zeus.monitor pulls in pandas, scikit-learn and scipy (about 1.5 s and
     200 MB of resident memory, which would show up in the cell's peak_host_memory_mb); zeus.device costs
@@ -266,18 +290,46 @@ class _ZeusCounter(_Counter):
         except Exception:  # ImportError, ZeusGPUInitError, ZeusSoCInitError, a refusal of any kind: fall back
             return None
 
+    @classmethod
+    def open_amd(cls, gpu_index: int = 0) -> tuple[_ZeusCounter | None, str | None]:
+        """The AMD GPU counter through zeus's AMDGPUs (HIP indices, HIP/CUDA_VISIBLE_DEVICES honoured, like
+        PyTorch), or (None, why not). Opening takes about half a second: zeus checks the counter against the
+        power reading before trusting it."""
+        try:
+            from zeus.device.gpu.amd import AMDGPUs, amdsmi_is_available
+        except Exception as error:
+            return None, f"AMD GPU energy is read through zeus, which did not import ({type(error).__name__})"
+        if not amdsmi_is_available():
+            return None, (
+                "AMD GPU energy needs ROCm's amdsmi (ROCm 6.2 or newer): it did not load libamd_smi.so or found "
+                "no GPU (the amdsmi pip package must match the installed ROCm version)"
+            )
+        try:
+            gpus = AMDGPUs()
+            if gpu_index >= len(gpus):
+                return None, f"no visible AMD GPU {gpu_index}"
+            if not gpus.supports_get_total_energy_consumption(gpu_index):
+                return None, (
+                    f"zeus switched off AMD GPU {gpu_index}'s energy counter: it reported no power, or its "
+                    "energy disagreed with its power reading (ROCm/amdsmi issue 38)"
+                )
+            gpus.get_total_energy_consumption(gpu_index)
+        except Exception as error:
+            return None, f"AMD GPU {gpu_index}'s energy counter could not be read ({type(error).__name__}: {error})"
+        return cls(gpus, "amdsmi", gpu_index, "gpu"), None
+
     def start(self) -> None:
         self._start = self._read()
 
     def stop(self) -> float | None:
         end = self._read()
-        if self.source == "nvml":
+        if self.source in ("nvml", "amdsmi"):
             return (end - self._start) / 1000.0
         millijoules = getattr(end - self._start, "gpu_mj" if self.part == "gpu" else "cpu_total_mj", None)
         return None if millijoules is None else millijoules / 1000.0
 
     def _read(self) -> Any:
-        if self.source == "nvml":
+        if self.source in ("nvml", "amdsmi"):
             return self.device.get_total_energy_consumption(self.gpu_index)  # mJ
         return self.device.get_total_energy_consumption()  # AppleSiliconMeasurement, mJ per subsystem
 
