@@ -1,0 +1,422 @@
+"""MLX builds of the models in conf/model/, layer for layer the networks torchvision and transformers build.
+
+The only module besides the MLX adapter that imports mlx. Image models take NHWC float32 input (MLX
+convolutions are channels-last), already normalised, and return logits; text models take (N, L) token ids
+and return logits. Modules start in training mode: BatchNorm normalises with batch statistics and updates
+its running statistics (momentum 0.1, unbiased variance, as torch), Dropout is active.
+
+YAML keys read (conf/model/*.yaml, the same ones the PyTorch and Keras adapters read):
+- `builder: mlp` with `hidden_sizes`, or `depth` x `width` when `depth` is set, and `activation`
+  (`output_activation` is the loss's business, as elsewhere: the MLP returns logits);
+- `torchvision: resnet18 | resnet50 | mobilenet_v2` (`pretrained` must be false: no MLX checkpoints);
+- `transformers: distilbert | bert` with `num_layers`, `hidden_size`, `num_heads`, `intermediate_size`,
+  `vocab_size`, `max_position_embeddings`.
+
+Parameter counts equal torchvision's and transformers' exactly, and torch's weights loaded into these models
+give torch's logits (tests/test_mlx_models.py; parameter names follow torchvision's). Initialisation
+follows torchvision and transformers: Kaiming-normal (fan_out) convolutions, BatchNorm 1/0, torch's default
+U(+-1/sqrt(fan_in)) for the MLP and the ResNet fc (MLX's nn.Linear default is the same), normal(0, 0.01)
+for MobileNetV2's classifier; normal(0, 0.02) Linear/Embedding weights, zero biases and a zero padding row
+for the text models. Where the MLX build differs from torch (no parameter count changes):
+- The MLP flattens NHWC, torch NCHW: the same layer sizes, the first layer's inputs in another order.
+- Image models take `input_shape`'s channels (torchvision fixes 3; the same model for 3-channel data).
+- Attention is mx.fast.scaled_dot_product_attention (MLX's fused kernel, as PyTorch's SDPA on the torch
+  side). It has no dropout, so transformers' dropout on the attention probabilities (p=0.1) is left out;
+  every other dropout (embeddings, residual branches, classifier head) is there with transformers' rates.
+- MLX's nn.Embedding has no padding_idx: the padding row starts at zero as in transformers but, unlike
+  torch, receives gradients. Token-type ids are all zero (transformers' default), so BERT adds row 0.
+
+Libraries checked before writing these (PyPI releases current in 2026-10); none is used:
+- mlx-image 0.1.10 (2025-11; torchvision ports of ResNet and MobileNetV2, exact counts, weights=False builds
+  offline): pins exact versions (mlx==0.24.2, numpy==1.26.2, huggingface_hub==0.24.0, Pillow, opencv,
+  albumentations, pandas), which cannot install beside this project's mlx 0.32 / numpy 2 / transformers 5.
+- mlx-transformers 0.3.0 (2026-07; BertForSequenceClassification from a transformers BertConfig, exact
+  count): no DistilBERT, and its attention is unfused matmul + softmax behind an additive mask built even
+  when nothing is padded, so it would time that library's choice rather than MLX's attention kernel.
+- mlx-embeddings 0.1.0: BERT encoders for embeddings only (no classification head, no DistilBERT); needs
+  mlx-vlm. mlx-lm: decoder LLMs only. mlx-vision 0.1.0: preprocessing, no models. mlxformers 0.1.3: last
+  release 2024-08. mlx-raclate 0.1.0b1: Python >= 3.13 only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+# LayerNorm epsilon of BERT and DistilBERT in transformers (layer_norm_eps / the hard-coded 1e-12).
+TRANSFORMERS_LAYER_NORM_EPS = 1e-12
+TRANSFORMERS_INIT_STD = 0.02  # initializer_range
+_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "tanh": nn.Tanh,
+    "sigmoid": nn.Sigmoid,
+}
+
+
+def build(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], num_classes: int) -> nn.Module:
+    """The image model of `model_cfg` for NHWC `input_shape` (H, W, C) and `num_classes` logits."""
+    if model_cfg.get("builder") == "mlp":
+        return mlp(model_cfg, input_shape, num_classes)
+    name = model_cfg.get("torchvision")
+    if name not in IMAGE_BUILDERS:
+        if model_cfg.get("transformers"):
+            raise ValueError(f"model `{model_cfg['name']}` is a text model: build it with text_classifier")
+        known = ", ".join(sorted(IMAGE_BUILDERS))
+        raise ValueError(f"model.torchvision={name!r} has no MLX build: use one of {known} (or builder: mlp)")
+    if model_cfg.get("pretrained"):
+        raise ValueError(
+            f"model.pretrained=true is PyTorch-only (torchvision checkpoints); {name} on MLX starts "
+            "from random weights: set model.pretrained=false"
+        )
+    return IMAGE_BUILDERS[name](input_shape[2], num_classes)
+
+
+def num_parameters(model: nn.Module) -> int:
+    """Trainable parameters, counted as torch counts them (BatchNorm running statistics are not)."""
+    return sum(value.size for _, value in tree_flatten(model.trainable_parameters()))
+
+
+# -- MLP -----------------------------------------------------------------------------------------
+class MLP(nn.Module):
+    """Flatten -> (Linear + activation) per hidden layer -> Linear to the classes (logits)."""
+
+    def __init__(self, in_features: int, hidden: list[int], num_classes: int, activation: str) -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"model.activation={activation!r}: use one of {', '.join(_ACTIVATIONS)}")
+        layers: list[nn.Module] = []
+        width = in_features
+        for units in hidden:
+            layers += [nn.Linear(width, units), _ACTIVATIONS[activation]()]
+            width = units
+        layers.append(nn.Linear(width, num_classes))
+        self.layers = nn.Sequential(*layers)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.layers(x.reshape(x.shape[0], -1))
+
+
+def mlp(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], num_classes: int) -> MLP:
+    if model_cfg.get("depth") is not None:
+        hidden = [model_cfg["width"]] * model_cfg["depth"]
+    else:
+        hidden = list(model_cfg["hidden_sizes"])
+    return MLP(math.prod(input_shape), hidden, num_classes, model_cfg.get("activation", "relu"))
+
+
+# -- convolution helpers as torchvision builds them ----------------------------------------------
+def _conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, groups: int = 1) -> nn.Conv2d:
+    """Bias-free 'same'-padded convolution with torchvision's kaiming_normal_(mode="fan_out", relu gain)."""
+    conv = nn.Conv2d(
+        in_channels, out_channels, kernel_size, stride=stride, padding=kernel_size // 2, groups=groups, bias=False
+    )
+    # MLX weights are (out, kh, kw, in / groups): fan_out = out * kh * kw, as torch computes it.
+    fan_out = out_channels * kernel_size * kernel_size
+    conv.weight = mx.random.normal(conv.weight.shape) * math.sqrt(2.0 / fan_out)
+    return conv
+
+
+def _global_average_pool(x: mx.array) -> mx.array:
+    """AdaptiveAvgPool2d(1) + flatten: (N, H, W, C) -> (N, C)."""
+    return mx.mean(x, axis=(1, 2))
+
+
+# -- ResNet (torchvision; ResNet-50 is "v1.5": the stride sits on the 3x3 convolution) ----------------
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, in_channels: int, planes: int, stride: int) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = _conv(in_channels, planes, 3, stride), nn.BatchNorm(planes)
+        self.conv2, self.bn2 = _conv(planes, planes, 3), nn.BatchNorm(planes)
+        self.downsample = _downsample(in_channels, planes * self.expansion, stride)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        out = nn.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return nn.relu(out + (self.downsample(x) if self.downsample is not None else x))
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, in_channels: int, planes: int, stride: int) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = _conv(in_channels, planes, 1), nn.BatchNorm(planes)
+        self.conv2, self.bn2 = _conv(planes, planes, 3, stride), nn.BatchNorm(planes)
+        self.conv3, self.bn3 = _conv(planes, planes * self.expansion, 1), nn.BatchNorm(planes * self.expansion)
+        self.downsample = _downsample(in_channels, planes * self.expansion, stride)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        out = nn.relu(self.bn1(self.conv1(x)))
+        out = nn.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return nn.relu(out + (self.downsample(x) if self.downsample is not None else x))
+
+
+def _downsample(in_channels: int, out_channels: int, stride: int) -> nn.Sequential | None:
+    if stride == 1 and in_channels == out_channels:
+        return None
+    return nn.Sequential(_conv(in_channels, out_channels, 1, stride), nn.BatchNorm(out_channels))
+
+
+class ResNet(nn.Module):
+    def __init__(
+        self, block: type[BasicBlock | Bottleneck], blocks_per_stage: list[int], in_channels: int, num_classes: int
+    ) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = _conv(in_channels, 64, 7, 2), nn.BatchNorm(64)
+        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)  # pads with -inf, as torch
+        channels = 64
+        stages = []
+        for index, (planes, count) in enumerate(zip((64, 128, 256, 512), blocks_per_stage, strict=True)):
+            stage = []
+            for block_index in range(count):
+                stage.append(block(channels, planes, 2 if index > 0 and block_index == 0 else 1))
+                channels = planes * block.expansion
+            stages.append(nn.Sequential(*stage))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.fc = nn.Linear(channels, num_classes)  # torch's default init, which MLX's Linear shares
+
+    def __call__(self, x: mx.array) -> mx.array:
+        x = self.maxpool(nn.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(_global_average_pool(x))
+
+
+def resnet18(in_channels: int, num_classes: int) -> ResNet:
+    return ResNet(BasicBlock, [2, 2, 2, 2], in_channels, num_classes)
+
+
+def resnet50(in_channels: int, num_classes: int) -> ResNet:
+    return ResNet(Bottleneck, [3, 4, 6, 3], in_channels, num_classes)
+
+
+# -- MobileNetV2 (torchvision, width 1.0) ---------------------------------------------------------
+def _make_divisible(value: float, divisor: int = 8) -> int:
+    """torchvision's channel rounding: nearest multiple of `divisor`, never more than 10% down."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+def _conv_bn_relu6(
+    in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, groups: int = 1
+) -> nn.Sequential:
+    return nn.Sequential(
+        _conv(in_channels, out_channels, kernel_size, stride, groups), nn.BatchNorm(out_channels), nn.ReLU6()
+    )
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, stride: int, expand_ratio: int) -> None:
+        super().__init__()
+        hidden = int(round(in_channels * expand_ratio))
+        self.use_residual = stride == 1 and in_channels == out_channels
+        layers: list[nn.Module] = []
+        if expand_ratio != 1:
+            layers.append(_conv_bn_relu6(in_channels, hidden, 1))
+        layers += [
+            _conv_bn_relu6(hidden, hidden, 3, stride, groups=hidden),  # depthwise
+            _conv(hidden, out_channels, 1),
+            nn.BatchNorm(out_channels),
+        ]  # linear bottleneck
+        self.conv = nn.Sequential(*layers)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return x + self.conv(x) if self.use_residual else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    # expansion t, output channels c, repeats n, first stride s (Sandler et al. 2018, Table 2)
+    SETTINGS = (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    )
+
+    def __init__(self, in_channels: int, num_classes: int, dropout: float = 0.2) -> None:
+        super().__init__()
+        channels, last_channels = _make_divisible(32), _make_divisible(1280)
+        features: list[nn.Module] = [_conv_bn_relu6(in_channels, channels, 3, stride=2)]
+        for expansion, out, repeats, stride in self.SETTINGS:
+            out = _make_divisible(out)
+            for index in range(repeats):
+                features.append(InvertedResidual(channels, out, stride if index == 0 else 1, expansion))
+                channels = out
+        features.append(_conv_bn_relu6(channels, last_channels, 1))
+        self.features = nn.Sequential(*features)
+        head = nn.Linear(last_channels, num_classes)
+        head.weight = mx.random.normal(head.weight.shape) * 0.01
+        head.bias = mx.zeros_like(head.bias)
+        self.classifier = nn.Sequential(nn.Dropout(dropout), head)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.classifier(_global_average_pool(self.features(x)))
+
+
+def mobilenet_v2(in_channels: int, num_classes: int) -> MobileNetV2:
+    return MobileNetV2(in_channels, num_classes)
+
+
+# Builders by the `torchvision:` name in the model YAML.
+IMAGE_BUILDERS: dict[str, Callable[[int, int], nn.Module]] = {
+    "resnet18": resnet18,
+    "resnet50": resnet50,
+    "mobilenet_v2": mobilenet_v2,
+}
+
+
+# -- BERT family (transformers' BertForSequenceClassification / DistilBertForSequenceClassification) --
+class EncoderLayer(nn.Module):
+    """Post-LayerNorm transformer layer: self-attention and a GELU feed-forward, each added back and
+    normalised. BERT drops out the attention projection's output; DistilBERT does not."""
+
+    def __init__(
+        self, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float, attention_output_dropout: bool
+    ) -> None:
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(f"model.hidden_size={hidden_size} is not a multiple of model.num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.query = nn.Linear(hidden_size, hidden_size)
+        self.key = nn.Linear(hidden_size, hidden_size)
+        self.value = nn.Linear(hidden_size, hidden_size)
+        self.attention_output = nn.Linear(hidden_size, hidden_size)
+        self.attention_norm = nn.LayerNorm(hidden_size, eps=TRANSFORMERS_LAYER_NORM_EPS)
+        self.intermediate = nn.Linear(hidden_size, intermediate_size)
+        self.output = nn.Linear(intermediate_size, hidden_size)
+        self.output_norm = nn.LayerNorm(hidden_size, eps=TRANSFORMERS_LAYER_NORM_EPS)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_output_dropout = attention_output_dropout
+
+    def __call__(self, x: mx.array, mask: mx.array | None) -> mx.array:
+        batch, length, hidden = x.shape
+        head_size = hidden // self.num_heads
+
+        def heads(projected: mx.array) -> mx.array:
+            return projected.reshape(batch, length, self.num_heads, head_size).transpose(0, 2, 1, 3)
+
+        context = mx.fast.scaled_dot_product_attention(
+            heads(self.query(x)), heads(self.key(x)), heads(self.value(x)), scale=1.0 / math.sqrt(head_size), mask=mask
+        )
+        attended = self.attention_output(context.transpose(0, 2, 1, 3).reshape(batch, length, hidden))
+        if self.attention_output_dropout:
+            attended = self.dropout(attended)
+        x = self.attention_norm(x + attended)
+        return self.output_norm(x + self.dropout(self.output(nn.gelu(self.intermediate(x)))))
+
+
+class TextEncoder(nn.Module):
+    """Token + learned position (+ token-type) embeddings, LayerNorm, dropout, then the layers.
+
+    Padding (id 0) is masked out of attention only when `mask_padding` is set, as the PyTorch adapter does:
+    with nothing padded a mask changes nothing but the kernel the attention runs in."""
+
+    def __init__(
+        self,
+        model_cfg: dict[str, Any],
+        token_types: int,
+        attention_output_dropout: bool,
+        mask_padding: bool,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        hidden = model_cfg["hidden_size"]
+        self.word_embeddings = nn.Embedding(model_cfg["vocab_size"], hidden)
+        self.position_embeddings = nn.Embedding(model_cfg["max_position_embeddings"], hidden)
+        if token_types:
+            self.token_type_embeddings = nn.Embedding(token_types, hidden)
+        self.embedding_norm = nn.LayerNorm(hidden, eps=TRANSFORMERS_LAYER_NORM_EPS)
+        self.dropout = nn.Dropout(dropout)
+        self.layers = [
+            EncoderLayer(
+                hidden, model_cfg["num_heads"], model_cfg["intermediate_size"], dropout, attention_output_dropout
+            )
+            for _ in range(model_cfg["num_layers"])
+        ]
+        self.mask_padding = mask_padding
+
+    def __call__(self, input_ids: mx.array) -> mx.array:
+        x = self.word_embeddings(input_ids) + self.position_embeddings.weight[: input_ids.shape[1]]
+        if "token_type_embeddings" in self:  # every token is segment 0: one row, added to all
+            x = x + self.token_type_embeddings.weight[0]
+        x = self.dropout(self.embedding_norm(x))
+        mask = (input_ids != 0)[:, None, None, :] if self.mask_padding else None  # keys to attend to
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+
+class BertClassifier(nn.Module):
+    """BertForSequenceClassification: encoder, tanh pooler on the first token, dropout, Linear."""
+
+    def __init__(self, model_cfg: dict[str, Any], num_classes: int, mask_padding: bool) -> None:
+        super().__init__()
+        hidden = model_cfg["hidden_size"]
+        self.encoder = TextEncoder(model_cfg, token_types=2, attention_output_dropout=True, mask_padding=mask_padding)
+        self.pooler = nn.Linear(hidden, hidden)
+        self.dropout = nn.Dropout(0.1)  # hidden_dropout_prob (classifier_dropout unset)
+        self.classifier = nn.Linear(hidden, num_classes)
+
+    def __call__(self, input_ids: mx.array) -> mx.array:
+        pooled = mx.tanh(self.pooler(self.encoder(input_ids)[:, 0]))
+        return self.classifier(self.dropout(pooled))
+
+
+class DistilBertClassifier(nn.Module):
+    """DistilBertForSequenceClassification: encoder (no token types), Linear + ReLU pre-classifier on the
+    first token, dropout 0.2 (seq_classif_dropout), Linear."""
+
+    def __init__(self, model_cfg: dict[str, Any], num_classes: int, mask_padding: bool) -> None:
+        super().__init__()
+        hidden = model_cfg["hidden_size"]
+        self.encoder = TextEncoder(model_cfg, token_types=0, attention_output_dropout=False, mask_padding=mask_padding)
+        self.pre_classifier = nn.Linear(hidden, hidden)
+        self.dropout = nn.Dropout(0.2)
+        self.classifier = nn.Linear(hidden, num_classes)
+
+    def __call__(self, input_ids: mx.array) -> mx.array:
+        first = nn.relu(self.pre_classifier(self.encoder(input_ids)[:, 0]))
+        return self.classifier(self.dropout(first))
+
+
+TEXT_BUILDERS: dict[str, type[BertClassifier | DistilBertClassifier]] = {
+    "bert": BertClassifier,
+    "distilbert": DistilBertClassifier,
+}
+
+
+def text_classifier(model_cfg: dict[str, Any], seq_len: int, num_classes: int, mask_padding: bool = True) -> nn.Module:
+    """A randomly initialised sequence classifier: (N, seq_len) int token ids in, (N, num_classes) logits out."""
+    family = model_cfg.get("transformers")
+    if family not in TEXT_BUILDERS:
+        raise ValueError(f"model.transformers={family!r}: use one of {', '.join(TEXT_BUILDERS)}")
+    if seq_len > model_cfg["max_position_embeddings"]:
+        raise ValueError(
+            f"model.seq_len={seq_len} exceeds model.max_position_embeddings="
+            f"{model_cfg['max_position_embeddings']}: no position embedding for the later tokens"
+        )
+    model = TEXT_BUILDERS[family](model_cfg, num_classes, mask_padding)
+    _init_like_transformers(model)
+    return model
+
+
+def _init_like_transformers(model: BertClassifier | DistilBertClassifier) -> None:
+    """transformers' _init_weights: normal(0, 0.02) weights, zero biases, a zero padding row (id 0)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.weight = mx.random.normal(module.weight.shape) * TRANSFORMERS_INIT_STD
+            module.bias = mx.zeros_like(module.bias)
+        elif isinstance(module, nn.Embedding):
+            module.weight = mx.random.normal(module.weight.shape) * TRANSFORMERS_INIT_STD
+    model.encoder.word_embeddings.weight[0] = 0.0
