@@ -16,8 +16,9 @@ from servers import POSTGRES_MISSING, MlflowServer, PostgresCluster, postgres_bi
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = ROOT / "src" / "run.py"
-# Small enough for seconds on two CPU cores, big enough to exercise every code path.
-TINY = ["data.num_samples=64", "data.num_val_samples=16", "epochs=2"]
+# Small enough for seconds on two CPU cores, big enough to exercise every code path. System metrics off:
+# their sampling thread is exercised by the tests that ask for it.
+TINY = ["data.num_samples=64", "data.num_val_samples=16", "task.epochs=2", "tracking.system_metrics_interval_s=0"]
 
 
 @dataclass
