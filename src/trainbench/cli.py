@@ -71,10 +71,10 @@ def console() -> None:
         sys.exit(download(argv[1:]))
     if argv and argv[0] == "run":
         argv = argv[1:]
-    sys.exit(main(_hydra_main(), argv))
+    sys.exit(main(hydra_entry(), argv))
 
 
-def _hydra_main() -> Callable[[], Any]:
+def hydra_entry() -> Callable[[], Any]:
     import hydra
 
     from trainbench.config import CONF_DIR
