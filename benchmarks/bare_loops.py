@@ -1,0 +1,585 @@
+"""Bare PyTorch training loops: what trainbench's harness is judged against. No harness, no MLflow, no Hydra.
+
+The one entry point for "run one bare workload"; each measurement is printed as one JSON line (compare.py
+reads them, a person can too):
+
+    python benchmarks/bare_loops.py resnet50 --variant fp32      # also tf32, bf16_cl, fast   (bs 256, 224 px, SGD)
+    python benchmarks/bare_loops.py distilbert --variant tf32    # also bf16, fast            (bs 64, seq 128, AdamW)
+    python benchmarks/bare_loops.py bert_large --variant bf16    # also tf32, fast            (bs 32, seq 128, AdamW)
+    python benchmarks/bare_loops.py mlp_epoch --variant eager    # also graph, compile, fast  (bs 32, 50,000 samples)
+    python benchmarks/bare_loops.py matmul --variant bf16        # also fp32, tf32, fp16      (n 8192)
+    python benchmarks/bare_loops.py mlp_epoch --variant fast --device cpu --smoke   # tiny sizes, any CPU
+
+Variants: fp32 = TF32 off for matmul and cuDNN; tf32 = TF32 on; bf16 = bf16 autocast (TF32 on for what stays
+fp32); bf16_cl = bf16 + channels_last; fast = bf16 + channels_last (images) + torch.compile (--compile-mode)
++ fused optimizer. The seed MLP's --precision (tf32 or bf16) holds for all its variants: eager; graph =
+whole-step CUDA-graph capture (PyTorch's "whole network capture" recipe); compile = the whole step under
+torch.compile(mode="reduce-overhead"); fast = both, reporting the faster. CUDA graphs and fused optimizers
+need CUDA: on a CPU they are skipped with the reason printed.
+
+Timing: warm-up steps, then N steps as ONE block with one synchronization at each end, the cheapest
+measurement there is, so any gap to the harness is the harness's. The MLP times each epoch as one block and
+reports the epochs after the first; matmul reports the median product (CUDA events, one sync at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """What a variant switches on: the knobs the harness's precision and optimize settings turn."""
+
+    tf32: bool
+    autocast: torch.dtype | None = None
+    channels_last: bool = False
+    compile: bool = False
+    fused_optimizer: bool = False
+
+
+NUMERICS = {
+    "fp32": Numerics(tf32=False),
+    "tf32": Numerics(tf32=True),
+    "bf16": Numerics(tf32=True, autocast=torch.bfloat16),
+    "bf16_cl": Numerics(tf32=True, autocast=torch.bfloat16, channels_last=True),
+    "fast": Numerics(tf32=True, autocast=torch.bfloat16, channels_last=True, compile=True, fused_optimizer=True),
+}
+VARIANTS = {
+    "resnet50": ("fp32", "tf32", "bf16_cl", "fast"),
+    "distilbert": ("tf32", "bf16", "fast"),
+    "bert_large": ("tf32", "bf16", "fast"),
+    "mlp_epoch": ("eager", "graph", "compile", "fast"),
+    "matmul": ("bf16", "fp32", "tf32", "fp16"),
+}
+# The issue's sizes, and --smoke sizes that take seconds on a CPU (compare.py --smoke mirrors them in the harness).
+SIZES = {
+    "resnet50": (
+        {"batch_size": 256, "image_size": 224, "warmup": 10, "steps": 30},
+        {"batch_size": 4, "image_size": 64, "warmup": 1, "steps": 2},
+    ),
+    "distilbert": (
+        {"batch_size": 64, "seq_len": 128, "warmup": 10, "steps": 30},
+        {"batch_size": 4, "seq_len": 16, "warmup": 1, "steps": 2},
+    ),
+    "bert_large": (
+        {"batch_size": 32, "seq_len": 128, "warmup": 10, "steps": 30},
+        {"batch_size": 4, "seq_len": 16, "warmup": 1, "steps": 2},
+    ),
+    "mlp_epoch": ({"batch_size": 32, "samples": 50_000, "epochs": 3}, {"batch_size": 32, "samples": 240, "epochs": 3}),
+    "matmul": ({"n": 8192, "warmup": 2, "steps": 10}, {"n": 256, "warmup": 1, "steps": 3}),
+}
+# --smoke transformer: 2 layers, hidden 64, 2 heads, feed-forward 128 (compare.py's harness smoke overrides match).
+TINY_TRANSFORMER = {"num_layers": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128}
+VOCAB_SIZE = 30522  # bert-base-uncased WordPiece; token ids are drawn from [1000, VOCAB_SIZE) as in the harness
+DEFAULT_COMPILE_MODE = {"mlp_epoch": "reduce-overhead"}  # everything else: torch.compile's default mode
+
+
+def main() -> int:
+    args = parse_args()
+    device = torch.device("cuda" if args.device in ("cuda", "gpu") else "cpu")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        emit(args, {"error": "no CUDA device visible to torch: pass --device cpu"})
+        return 1
+    torch.manual_seed(0)
+    run = {
+        "resnet50": resnet50,
+        "distilbert": transformer,
+        "bert_large": transformer,
+        "mlp_epoch": mlp_epoch,
+        "matmul": matmul,
+    }[args.workload]
+    return run(args, device)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=list(VARIANTS))
+    parser.add_argument("--variant", help="see the module docstring; default: the workload's first")
+    parser.add_argument("--device", choices=["cuda", "gpu", "cpu"], default="cuda")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (and a tiny transformer) for a CPU")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--image-size", type=int, help="resnet50: height = width of the synthetic images")
+    parser.add_argument("--seq-len", type=int, help="transformers: tokens per sequence")
+    parser.add_argument("--samples", type=int, help="mlp_epoch: samples per epoch (the last batch may be partial)")
+    parser.add_argument("--epochs", type=int, help="mlp_epoch: epochs; the first is reported apart")
+    parser.add_argument("--n", type=int, help="matmul: n for the n x n @ n x n product")
+    parser.add_argument("--warmup", type=int, help="untimed steps (products for matmul) before the timed block")
+    parser.add_argument("--steps", type=int, help="timed steps (products for matmul)")
+    parser.add_argument("--precision", choices=["tf32", "bf16"], default="tf32", help="mlp_epoch only")
+    parser.add_argument(
+        "--compile-mode",
+        help="torch.compile mode: default, max-autotune-no-cudagraphs, "
+        "max-autotune, reduce-overhead (default: reduce-overhead for mlp_epoch, else default)",
+    )
+    args = parser.parse_args()
+    args.variant = args.variant or VARIANTS[args.workload][0]
+    if args.variant not in VARIANTS[args.workload]:
+        parser.error(f"--variant {args.variant}: {args.workload} has {', '.join(VARIANTS[args.workload])}")
+    full, smoke = SIZES[args.workload]
+    for key, value in (smoke if args.smoke else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.compile_mode = args.compile_mode or DEFAULT_COMPILE_MODE.get(args.workload, "default")
+    return args
+
+
+# -- output --------------------------------------------------------------------------------------
+
+
+def emit(args: argparse.Namespace, result: dict[str, Any], variant: str | None = None) -> None:
+    """One JSON line: what ran, what it measured, and the versions it ran with."""
+    line = {
+        "workload": args.workload,
+        "variant": variant or args.variant,
+        "device": args.device,
+        "smoke": args.smoke,
+        **result,
+        "env": environment(args.device),
+    }
+    print(json.dumps(line), flush=True)
+
+
+def environment(device: str) -> dict[str, str]:
+    env = {"python": platform.python_version(), "torch": torch.__version__}
+    if device in ("cuda", "gpu") and torch.cuda.is_available():
+        env.update(
+            device_name=torch.cuda.get_device_name(),
+            cuda=torch.version.cuda or "",
+            cudnn=str(torch.backends.cudnn.version()),
+        )
+    else:
+        env["device_name"] = cpu_model()
+    for module in ("torchvision", "transformers"):  # only those this workload imported
+        if module in sys.modules:
+            env[module] = sys.modules[module].__version__
+    return env
+
+
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+# -- shared pieces -------------------------------------------------------------------------------
+
+
+def set_numerics(numerics: Numerics) -> None:
+    """The same switches the harness sets: "fp32" is true fp32 (PyTorch would use TF32 for cuDNN convolutions)."""
+    torch.backends.cuda.matmul.allow_tf32 = numerics.tf32
+    torch.backends.cudnn.allow_tf32 = numerics.tf32
+    torch.set_float32_matmul_precision("high" if numerics.tf32 else "highest")
+    # Fixed shapes every step: let cuDNN pick its fastest algorithms during warm-up.
+    torch.backends.cudnn.benchmark = True
+
+
+def synchronizer(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def optimizer_options(numerics: Numerics, device: torch.device, notes: list[str]) -> dict[str, bool]:
+    if not numerics.fused_optimizer:
+        return {}
+    if device.type != "cuda":
+        notes.append("fused optimizer skipped: this benchmark fuses on CUDA only")
+        return {}
+    return {"fused": True}
+
+
+def compiled(model: nn.Module, numerics: Numerics, mode: str) -> nn.Module:
+    if not numerics.compile:
+        return model
+    return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+
+
+def time_block(
+    step: Callable[[], None], warmup: int, steps: int, synchronize: Callable[[], None]
+) -> tuple[float, float]:
+    """(warm-up seconds, timed seconds): `steps` steps as one block, one synchronization at each end."""
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    synchronize()
+    warmed = time.perf_counter()
+    for _ in range(steps):
+        step()
+    synchronize()
+    return warmed - start, time.perf_counter() - warmed
+
+
+def benchmark_steps(
+    args: argparse.Namespace,
+    device: torch.device,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    forward: Callable[[nn.Module], torch.Tensor],
+    labels: torch.Tensor,
+    numerics: Numerics,
+    notes: list[str],
+) -> int:
+    """Time the standard step (zero_grad, forward under autocast, cross-entropy, backward, step); emit samples/s."""
+    model.train()
+    network = compiled(model, numerics, args.compile_mode)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=numerics.autocast, enabled=numerics.autocast is not None):
+            logits = forward(network)
+        loss = F.cross_entropy(logits.float(), labels)
+        loss.backward()
+        optimizer.step()
+
+    warmup_s, seconds = time_block(step, args.warmup, args.steps, synchronizer(device))
+    emit(
+        args,
+        {
+            "samples_per_s": args.batch_size * args.steps / seconds,
+            "seconds": seconds,
+            "warmup_s": warmup_s,
+            "batch_size": args.batch_size,
+            "warmup": args.warmup,
+            "steps": args.steps,
+            "compile_mode": args.compile_mode if numerics.compile else None,
+            "notes": notes,
+        },
+    )
+    return 0
+
+
+# -- workloads -----------------------------------------------------------------------------------
+
+
+def resnet50(args: argparse.Namespace, device: torch.device) -> int:
+    """torchvision ResNet-50, random init, 1000 classes; synthetic images resident on the device; SGD."""
+    import torchvision
+
+    numerics, notes = NUMERICS[args.variant], []
+    set_numerics(numerics)
+    memory_format = torch.channels_last if numerics.channels_last else torch.contiguous_format
+    model = torchvision.models.resnet50(weights=None, num_classes=1000).to(device, memory_format=memory_format)
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    images = images.contiguous(memory_format=memory_format)
+    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **optimizer_options(numerics, device, notes))
+    return benchmark_steps(args, device, model, optimizer, lambda network: network(images), labels, numerics, notes)
+
+
+def transformer(args: argparse.Namespace, device: torch.device) -> int:
+    """Sequence classification (2 labels), random init, no attention mask (nothing is padded); AdamW lr 1e-4."""
+    numerics, notes = NUMERICS[args.variant], []
+    set_numerics(numerics)
+    model = transformer_classifier(args.workload, args.smoke).to(device)
+    tokens = torch.randint(1000, VOCAB_SIZE, (args.batch_size, args.seq_len), device=device)
+    labels = torch.randint(0, 2, (args.batch_size,), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **optimizer_options(numerics, device, notes))
+    return benchmark_steps(
+        args, device, model, optimizer, lambda network: network(input_ids=tokens).logits, labels, numerics, notes
+    )
+
+
+def transformer_classifier(name: str, tiny: bool) -> nn.Module:
+    """DistilBERT (transformers' default config) or BERT-Large, from config objects (no hub access)."""
+    import transformers
+
+    if name == "distilbert":
+        dims = {}
+        if tiny:
+            t = TINY_TRANSFORMER
+            dims = {
+                "n_layers": t["num_layers"],
+                "dim": t["hidden_size"],
+                "n_heads": t["num_heads"],
+                "hidden_dim": t["intermediate_size"],
+            }
+        return transformers.DistilBertForSequenceClassification(transformers.DistilBertConfig(num_labels=2, **dims))
+    t = (
+        TINY_TRANSFORMER
+        if tiny
+        else {"num_layers": 24, "hidden_size": 1024, "num_heads": 16, "intermediate_size": 4096}
+    )
+    config = transformers.BertConfig(
+        num_hidden_layers=t["num_layers"],
+        hidden_size=t["hidden_size"],
+        num_attention_heads=t["num_heads"],
+        intermediate_size=t["intermediate_size"],
+        num_labels=2,
+    )
+    return transformers.BertForSequenceClassification(config)
+
+
+def matmul(args: argparse.Namespace, device: torch.device) -> int:
+    """Median TFLOPS of `steps` products n x n @ n x n into a preallocated output, after `warmup` products."""
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.variant]
+    set_numerics(Numerics(tf32=args.variant == "tf32"))
+    a = torch.randn(args.n, args.n, device=device, dtype=dtype)
+    b = torch.randn(args.n, args.n, device=device, dtype=dtype)
+    out = torch.empty(args.n, args.n, device=device, dtype=dtype)
+
+    def multiply() -> None:
+        torch.matmul(a, b, out=out)
+
+    for _ in range(args.warmup):
+        multiply()
+    seconds = product_seconds(multiply, args.steps, device)
+    median = statistics.median(seconds)
+    emit(
+        args,
+        {
+            "tflops": 2.0 * args.n**3 / median / 1e12,
+            "matmul_time_ms": median * 1e3,
+            "n": args.n,
+            "warmup": args.warmup,
+            "steps": args.steps,
+        },
+    )
+    return 0
+
+
+def product_seconds(multiply: Callable[[], None], count: int, device: torch.device) -> list[float]:
+    """Each product's own time: CUDA events around each (one synchronization at the end), else the clock."""
+    if device.type != "cuda":
+        seconds = []
+        for _ in range(count):
+            start = time.perf_counter()
+            multiply()
+            seconds.append(time.perf_counter() - start)
+        return seconds
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+    torch.cuda.synchronize()
+    for start, end in events:
+        start.record()
+        multiply()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) / 1e3 for start, end in events]
+
+
+# -- the seed MLP's epoch ------------------------------------------------------------------------
+
+
+def seed_mlp() -> nn.Sequential:
+    """The seed blog's MLP: Flatten -> 3072-3000 ReLU -> 3000-1000 ReLU -> 1000-10 (logits)."""
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(3072, 3000), nn.ReLU(), nn.Linear(3000, 1000), nn.ReLU(), nn.Linear(1000, 10)
+    )
+
+
+@dataclass
+class EpochLoop:
+    """One variant of the MLP's epoch: `run(order)` trains on every batch of the permutation `order`."""
+
+    run: Callable[[torch.Tensor], None]
+    setup_s: float = 0.0
+    notes: tuple[str, ...] = ()
+
+
+def mlp_epoch(args: argparse.Namespace, device: torch.device) -> int:
+    """CIFAR-10-shaped data held on the device as normalised float32; each epoch a fresh on-device permutation,
+    batches are its slices (the last one partial), mean cross-entropy, SGD lr 0.01 momentum 0.9."""
+    numerics = Numerics(tf32=True, autocast=torch.bfloat16 if args.precision == "bf16" else None)
+    set_numerics(numerics)
+    pixels = torch.randint(0, 256, (args.samples, 3, 32, 32), dtype=torch.uint8, device=device)
+    images = (pixels.float() / 255.0 - 0.5) / 0.25  # the harness's synthetic normalisation: mean 0.5, std 0.25
+    labels = torch.randint(0, 10, (args.samples,), device=device)
+    del pixels
+    builders = {"eager": eager_epochs, "graph": graph_epochs, "compile": compiled_epochs}
+    names = ["graph", "compile"] if args.variant == "fast" else [args.variant]
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        try:
+            torch.manual_seed(0)
+            loop = builders[name](seed_mlp().to(device), images, labels, args, numerics)
+        except Unsupported as reason:  # CUDA graphs on a CPU
+            emit(args, {"skipped": str(reason)}, variant=name)
+            continue
+        except Exception as error:  # the fast variant still reports the other one
+            if args.variant != "fast":
+                raise
+            emit(args, {"error": one_line(error)}, variant=name)
+            continue
+        results[name] = epoch_result(loop, args, device)
+        emit(args, results[name], variant=name)
+    if args.variant == "fast":
+        if not results:
+            emit(args, {"error": "neither graph nor compile ran"})
+            return 1
+        chosen = max(results, key=lambda name: results[name]["samples_per_s"])
+        emit(args, {**results[chosen], "chosen": chosen})
+    return 0
+
+
+def epoch_result(loop: EpochLoop, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """Time each epoch as one block: a fresh permutation on the device, then every batch of it."""
+    synchronize = synchronizer(device)
+    seconds = []
+    for _ in range(args.epochs):
+        synchronize()
+        start = time.perf_counter()
+        loop.run(torch.randperm(args.samples, device=device))
+        synchronize()
+        seconds.append(time.perf_counter() - start)
+    steady = seconds[1:] or seconds  # the first epoch pays for allocation, autotuning and compilation
+    return {
+        "samples_per_s": args.samples * len(steady) / sum(steady),
+        "steady_epoch_s": statistics.mean(steady),
+        "epoch_time_s": seconds,
+        "setup_s": loop.setup_s,
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "samples": args.samples,
+        "epochs": args.epochs,
+        "notes": list(loop.notes),
+    }
+
+
+def one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+class Unsupported(Exception):
+    """This variant cannot run on this device (the message says why)."""
+
+
+def batch_loss(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    index: torch.Tensor,
+    numerics: Numerics,
+    cache_casts: bool = True,
+) -> torch.Tensor:
+    """Gather the batch on the device, forward under autocast, mean cross-entropy (in fp32, as the harness)."""
+    with torch.autocast(
+        images.device.type, dtype=numerics.autocast, enabled=numerics.autocast is not None, cache_enabled=cache_casts
+    ):
+        logits = model(images[index])
+    return F.cross_entropy(logits.float(), labels[index])
+
+
+def eager_epochs(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, args: argparse.Namespace, numerics: Numerics
+) -> EpochLoop:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def run(order: torch.Tensor) -> None:
+        for start in range(0, len(order), args.batch_size):
+            optimizer.zero_grad(set_to_none=True)
+            batch_loss(model, images, labels, order[start : start + args.batch_size], numerics).backward()
+            optimizer.step()
+
+    return EpochLoop(run)
+
+
+def graph_epochs(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, args: argparse.Namespace, numerics: Numerics
+) -> EpochLoop:
+    """Whole-step CUDA graph (docs: CUDA semantics > CUDA Graphs > Whole-network capture): the batch gather
+    from a static index buffer, forward, backward and the fused SGD step are one graph, replayed once per
+    full batch; the last partial batch runs eagerly."""
+    if images.device.type != "cuda":
+        raise Unsupported("CUDA graphs need a CUDA device")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=True)
+    static_index = torch.zeros(args.batch_size, dtype=torch.long, device=images.device)
+
+    def step(index: torch.Tensor) -> None:
+        # Autocast's weight-cast cache must be off under capture (CUDA Graphs docs: "Usage with autocast").
+        batch_loss(model, images, labels, index, numerics, cache_casts=False).backward()
+        optimizer.step()
+
+    start = time.perf_counter()
+    # Warm up on a side stream before capture, as the recipe says: cuBLAS workspaces, AccumulateGrad, and the
+    # optimizer's momentum buffers must exist before the graph records their addresses.
+    side_stream = torch.cuda.Stream()
+    side_stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side_stream):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            step(static_index)
+    torch.cuda.current_stream().wait_stream(side_stream)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)  # backward inside the capture allocates .grad from the graph's pool
+    with torch.cuda.graph(graph):
+        step(static_index)
+    torch.cuda.synchronize()
+    setup_s = time.perf_counter() - start
+    full_batches = args.samples // args.batch_size
+
+    def run(order: torch.Tensor) -> None:
+        for batch in range(full_batches):
+            static_index.copy_(order[batch * args.batch_size : (batch + 1) * args.batch_size])
+            graph.replay()
+        if len(order) > full_batches * args.batch_size:
+            # Zero in place rather than set to None: .grad stays the graph's static buffers, which the eager
+            # backward accumulates into and the next replay overwrites.
+            optimizer.zero_grad(set_to_none=False)
+            step(order[full_batches * args.batch_size :])
+
+    return EpochLoop(run, setup_s, ("SGD fused=True, captured in the graph",))
+
+
+def compiled_epochs(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, args: argparse.Namespace, numerics: Numerics
+) -> EpochLoop:
+    """The whole step (gather, forward, loss, backward, SGD step) under torch.compile, by default in
+    "reduce-overhead" mode (CUDA graphs via cudagraph trees); the last partial batch runs eagerly so that its
+    shape never triggers a recompilation."""
+    # foreach SGD, traced by dynamo and fused into a few Triton kernels (the compiled-optimizer recipe): the
+    # fused=True kernel would be an opaque call inside the graph.
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+    static_index = torch.zeros(args.batch_size, dtype=torch.long, device=images.device)
+    for resident in (images, labels, static_index):  # same address every call: CUDA graphs must not copy them
+        torch._dynamo.mark_static_address(resident)
+
+    def step(index: torch.Tensor) -> None:
+        batch_loss(model, images, labels, index, numerics).backward()
+        optimizer.step()
+
+    def whole_step() -> None:
+        step(static_index)
+
+    # One eager step first, so that the momentum buffers exist as ordinary tensors before compilation: created
+    # inside a CUDA-graphed region they would live in its memory pool, which the next replay overwrites.
+    optimizer.zero_grad(set_to_none=True)
+    step(static_index)
+    compiled_step = torch.compile(whole_step, mode=None if args.compile_mode == "default" else args.compile_mode)
+    full_batches = args.samples // args.batch_size
+    cuda = images.device.type == "cuda"
+
+    def run(order: torch.Tensor) -> None:
+        for batch in range(full_batches):
+            static_index.copy_(order[batch * args.batch_size : (batch + 1) * args.batch_size])
+            optimizer.zero_grad(set_to_none=True)  # host-side only: keeps dynamo's guards on .grad constant
+            if cuda:
+                torch.compiler.cudagraph_mark_step_begin()
+            compiled_step()
+        if len(order) > full_batches * args.batch_size:
+            optimizer.zero_grad(set_to_none=True)
+            step(order[full_batches * args.batch_size :])
+
+    notes = [f"torch.compile mode={args.compile_mode}, SGD foreach compiled into the step"]
+    if not cuda:
+        notes.append("no CUDA graphs on a CPU: reduce-overhead compiles without them")
+    return EpochLoop(run, 0.0, tuple(notes))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""benchmarks/: the bare loops' JSON contract and compare.py's workload table (no harness cell is run here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _compare() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compare", ROOT / "benchmarks" / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["compare"] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+compare = _compare()
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_every_workload_runs_the_same_settings_on_both_sides(smoke: bool) -> None:
+    for workload in compare.WORKLOADS:
+        compare.check_same_settings(workload, smoke)  # raises SystemExit naming the mismatch
+
+
+def test_a_mismatched_row_is_refused() -> None:
+    row = compare.Workload("broken", "resnet50 --variant fp32 --steps 20", "task=benchmark task.steps=30")
+    with pytest.raises(SystemExit, match="task.steps=30"):
+        compare.check_same_settings(row, smoke=False)
+
+
+def test_todays_cli_spells_the_target_overrides_its_own_way() -> None:
+    target = ["task.epochs=3", "optim=adamw", "optimize.channels_last=true", "optim.lr=0.0001", "precision=tf32"]
+    assert compare.to_today(target) == [
+        "epochs=3",
+        "optim.name=adamw",
+        "channels_last=true",
+        "optim.lr=0.0001",
+        "precision=tf32",
+    ]
+    assert compare.to_today(["precision=tf32", "optimize=fast"]) == [
+        "precision=mixed_bf16",
+        "channels_last=true",
+        "compile=true",
+    ]
+    with pytest.raises(compare.Unsupported):
+        compare.to_today(["tracking.system_metrics_interval_s=0"])
+
+
+def _bare(*args: str) -> list[dict]:
+    finished = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bare_loops.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return [json.loads(line) for line in finished.stdout.splitlines() if line.startswith("{")]
+
+
+def test_bare_matmul_prints_its_median_as_one_json_line() -> None:
+    (line,) = _bare("matmul", "--variant", "bf16", "--device", "cpu", "--smoke")
+    assert line["workload"] == "matmul" and line["n"] == 256 and line["tflops"] > 0
+    assert line["env"]["torch"]
+
+
+def test_bare_cuda_graph_variant_says_why_it_cannot_run_on_a_cpu() -> None:
+    (line,) = _bare("mlp_epoch", "--variant", "graph", "--device", "cpu", "--smoke")
+    assert line["skipped"] == "CUDA graphs need a CUDA device"
