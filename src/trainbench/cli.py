@@ -35,6 +35,7 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     from trainbench.tracking import quiet_logs
 
     quiet_logs()
+    _export_sources()
     try:
         args = parse_args(argv)
         check_command_line(args)
@@ -53,11 +54,40 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     return 0  # --help, --cfg ...: Hydra printed and returned
 
 
+def _export_sources() -> None:
+    """From a checkout, put src/ on PYTHONPATH: launchers that start fresh Python processes for the cells'
+    jobs (submitit, Ray) must import trainbench and its Hydra plugin there too."""
+    from trainbench.config import PROJECT_ROOT
+
+    sources = PROJECT_ROOT / "src"
+    if (sources / "trainbench").is_dir():
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if str(sources) not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(sources), *paths])
+
+
 def fail(message: str) -> int:
     from trainbench.tracking import private
 
     print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
+    _discard_adopted_run()
     return EXIT_BAD_INPUT
+
+
+def _discard_adopted_run() -> None:
+    """Under `mlflow run`, the run it created before our command started holds nothing when the input is
+    bad. `mlflow run` ends that run itself after we exit (and crashes if it is gone by then), so a small
+    detached process waits for that and then deletes it: bad input leaves no empty FAILED run behind."""
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if not run_id:
+        return
+    import subprocess
+
+    from trainbench.tracking import resolve_tracking_uri
+
+    subprocess.Popen([sys.executable, "-m", "trainbench.runner.discard", resolve_tracking_uri(None), run_id],
+                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"})
 
 
 def console() -> None:

@@ -54,7 +54,12 @@ def validate(composed: DictConfig) -> CellConfig:
     """The typed cell of a composed config, judged; raises ConfigError naming the key."""
     from trainbench.config.judge import judge
 
-    cell = to_cell(composed)
+    try:
+        cell = to_cell(composed)
+    except OmegaConfBaseException as error:  # an interpolation that does not resolve, in any node
+        key = getattr(error, "full_key", None) or "config"
+        raise ConfigError(key, OmegaConf.select(composed, key, default=None, throw_on_resolution_failure=False)
+                          if key != "config" else None, first_line(error)) from None
     judge(cell)
     return cell
 

@@ -8,6 +8,7 @@ into typed cells before the first one runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,13 +81,34 @@ def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:
         if key in choices_groups() and value.strip().lower() in ("null", "none", "~") and "=" in override:
             raise PlainError(key, f"`{key}` must be chosen: {key}=<one of {', '.join(choices(key))}>")
     try:
-        return list(parser.parse_overrides(overrides))
+        parsed = list(parser.parse_overrides(overrides))
     except OverrideParseException as error:
         text = first_line(error)
         culprit = next((o for o in overrides if o.split("=", 1)[0] in text or o in text), " ".join(overrides))
         raise ConfigError("overrides", culprit, f"{text} (Hydra's override syntax: key=value, or key=a,b for a sweep)") from None
     except OSError as error:
         raise PlainError("overrides", f"could not read the overrides: {error}") from None
+    for override in parsed:
+        key = override.get_key_element()
+        if key.lstrip("+~") in choices_groups() and not override.is_delete():
+            _check_group_values(key.lstrip("+~"), override)
+    return parsed
+
+
+def _check_group_values(group: str, override: Any) -> None:
+    """A group's value names a YAML file: a number or a list is never one (Hydra would crash on it)."""
+    from hydra.core.override_parser.types import Glob
+
+    if override.is_sweep_override():
+        if not override.is_discrete_sweep() or isinstance(override.value(), Glob):
+            return  # interval(): refused when the sweep is expanded; glob(): expands to the group's files
+        values = list(override.sweep_iterator())
+    else:
+        values = [override.value()]
+    for value in values:
+        if not isinstance(value, str) or value not in choices(group):
+            shown = value if not isinstance(value, str) else value[:80]
+            raise ConfigError(group, shown, f"choose one of {', '.join(choices(group))}")
 
 
 def expand_and_judge(parser: Any, overrides: list[str], compose: Callable[[list[str]], DictConfig]) \
@@ -129,8 +151,8 @@ def compose_or_explain(compose: Callable[[list[str]], DictConfig], overrides: li
         raise explain(error, overrides) from None
     except OSError as error:  # a key thousands of characters long becomes a file name Hydra looks up
         raise PlainError("overrides", f"not a setting or a config file: {str(error)[:120]}") from None
-    except ValueError as error:  # Hydra's defaults list refuses some values outright
-        raise PlainError("overrides", f"{first_line(error)} ({' '.join(overrides)[:200]})") from None
+    except (ValueError, TypeError, KeyError) as error:  # Hydra refuses some values outright, or trips on them
+        raise PlainError("overrides", f"cannot compose {' '.join(overrides)[:200]}: {first_line(error)}") from None
 
 
 def explain(error: BaseException, overrides: list[str]) -> ConfigError:
@@ -169,7 +191,8 @@ def choices_groups() -> tuple[str, ...]:
     return GROUPS
 
 
-def known_keys() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def known_keys() -> tuple[str, ...]:
     """Every key of the default config, dotted (for suggestions)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -177,11 +200,11 @@ def known_keys() -> list[str]:
     was_initialized = GlobalHydra.instance().is_initialized()
     if was_initialized:
         composed = compose(config_name="config")
-        return list(flatten(OmegaConf.to_container(composed, resolve=False)))
+        return tuple(flatten(OmegaConf.to_container(composed, resolve=False)))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         composed = compose(config_name="config")
     GlobalHydra.instance().clear()
-    return list(flatten(OmegaConf.to_container(composed, resolve=False)))
+    return tuple(flatten(OmegaConf.to_container(composed, resolve=False)))
 
 
 def default_choice(group: str) -> str | None:
