@@ -99,7 +99,7 @@ def test_importing_again_changes_nothing(store, capsys) -> None:
     before = {r.info.run_id for r in runs_in(store)}
     assert cli.main([]) == 0
     assert {r.info.run_id for r in runs_in(store)} == before
-    assert f"0 created, 0 replaced, {len(before)} unchanged" in capsys.readouterr().out
+    assert f"0 created, 0 replaced, {len(before)} unchanged, 0 removed" in capsys.readouterr().out
 
 
 def test_imported_runs_carry_the_schema_and_comparison_names(imported) -> None:
@@ -215,6 +215,20 @@ def test_a_colleagues_rows_add_runs_and_a_corrected_figure_replaces_its_run(stor
     assert len(after) == 3
     assert after["pytorch-resnet18-mps-bs64"].data.metrics["samples_per_s"] == 415
     assert after["pytorch-resnet18-cpu-bs64"].info.run_id == first["pytorch-resnet18-cpu-bs64"].info.run_id
+
+    # a figure taken out of the file takes its run with it; another source's runs stay
+    other = write_csv(tmp_path / "other.csv", [GOOD_ROWS[2].replace("mine,my laptop,", "theirs,their laptop,")])
+    assert cli.main([str(other), "--experiment", "colleague"]) == 0
+    write_csv(mine, [corrected, *GOOD_ROWS[1:]])
+    capsys.readouterr()
+    assert cli.main([str(mine), "--experiment", "colleague"]) == 0
+    assert "0 created, 0 replaced, 2 unchanged, 1 removed" in capsys.readouterr().out
+    left = [(r.data.tags["reference.source"], r.info.run_name) for r in runs_in(store, "colleague")]
+    assert sorted(left) == [
+        ("mine", "pytorch-resnet18-cpu-bs64"),
+        ("mine", "pytorch-resnet18-mps-bs64"),
+        ("theirs", "pytorch-resnet18-cpu-bs64"),
+    ]
 
 
 def test_a_file_without_the_newer_columns_still_imports(store, tmp_path, capsys) -> None:

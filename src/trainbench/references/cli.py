@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     print(
         f"{len(runs)} reference runs from {args.csv}: {summary.created} created, {summary.replaced} replaced, "
-        f"{summary.unchanged} unchanged (experiment {args.experiment}, {uri})"
+        f"{summary.unchanged} unchanged, {summary.removed} removed (experiment {args.experiment}, {uri})"
     )
     return EXIT_OK
 

@@ -17,13 +17,19 @@ class ImportSummary:
     created: int
     replaced: int
     unchanged: int
+    removed: int = 0
 
 
 def write(runs: list[ReferenceRun], client: Any, experiment_id: str) -> ImportSummary:
-    """Create each reference run unless an identical one exists; replace (delete, create) a changed one."""
+    """Create each reference run unless an identical one exists; replace (delete, create) a changed one.
+
+    The file is the truth for the sources it names: a run of one of those sources that matches none of its
+    reference cells (a figure taken out, or one whose identity was corrected) is deleted. Runs of other
+    sources (a colleague's file) are left alone."""
     existing: dict[str, list[Any]] = {}
     for old in search_all(client, [experiment_id], REFERENCES):
         existing.setdefault(old.data.tags.get("reference.key", ""), []).append(old)
+    removed = remove_stale(client, existing, runs)
     created = replaced = unchanged = 0
     for run in runs:
         previous = existing.get(run.key, [])
@@ -35,7 +41,22 @@ def write(runs: list[ReferenceRun], client: Any, experiment_id: str) -> ImportSu
         replaced += bool(previous)
         created += not previous
         create(run, client, experiment_id)
-    return ImportSummary(created, replaced, unchanged)
+    return ImportSummary(created, replaced, unchanged, removed)
+
+
+def remove_stale(client: Any, existing: dict[str, list[Any]], runs: list[ReferenceRun]) -> int:
+    sources = {run.tags["reference.source"] for run in runs}
+    keys = {run.key for run in runs}
+    stale = [
+        old
+        for key, olds in existing.items()
+        if key not in keys
+        for old in olds
+        if old.data.tags.get("reference.source") in sources
+    ]
+    for old in stale:
+        client.delete_run(old.info.run_id)
+    return len(stale)
 
 
 def create(run: ReferenceRun, client: Any, experiment_id: str) -> str:
