@@ -1,13 +1,18 @@
 """Print the cells of an MLflow store as a markdown table (what results/*.md files are made of).
 
-    python benchmarks/runs_table.py sqlite:///path/to/mlflow.db [--experiment trainbench]
+python benchmarks/runs_table.py sqlite:///path/to/mlflow.db [--experiment trainbench]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from mlflow.tracking import MlflowClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run as a script, from anywhere
+from trainbench.runs import search_all  # noqa: E402
 
 COLUMNS = [
     ("cell", lambda r: r.info.run_name),
@@ -23,8 +28,14 @@ COLUMNS = [
     ("samples/J", lambda r: _number(r.data.metrics.get("samples_per_j"), 2)),
     ("energy", lambda r: r.data.tags.get("energy.source", "")),
     ("peak TFLOPS", lambda r: _number(r.data.metrics.get("peak_tflops"))),
-    ("versions", lambda r: " ".join(f"{k[3:]} {v}" for k, v in sorted(r.data.tags.items())
-                                     if k in ("sw.torch", "sw.cuda", "sw.keras", "sw.jax", "sw.tensorflow"))),
+    (
+        "versions",
+        lambda r: " ".join(
+            f"{k[3:]} {v}"
+            for k, v in sorted(r.data.tags.items())
+            if k in ("sw.torch", "sw.cuda", "sw.keras", "sw.jax", "sw.tensorflow")
+        ),
+    ),
 ]
 
 
@@ -39,7 +50,9 @@ def main() -> None:
     args = parser.parse_args()
     client = MlflowClient(tracking_uri=args.uri)
     experiment = client.get_experiment_by_name(args.experiment)
-    runs = client.search_runs([experiment.experiment_id], "tags.`trainbench.kind` = 'cell'", max_results=1000)
+    if experiment is None:
+        parser.error(f"no experiment {args.experiment!r} in {args.uri}")
+    runs = search_all(client, [experiment.experiment_id], "tags.`trainbench.kind` = 'cell'")
     print("| " + " | ".join(name for name, _ in COLUMNS) + " |")
     print("|" + "---|" * len(COLUMNS))
     for run in sorted(runs, key=lambda r: r.info.start_time):

@@ -5,12 +5,12 @@
     python src/references.py my-figures.csv --dry-run      # validate only
 
 Same columns as references/published-results.csv; a bad row stops the import naming its line (exit 2),
-and importing the same figures again changes nothing. See trainbench/references.py.
+and importing the same figures again changes nothing. See trainbench/references/.
 """
 
 import sys
 
-from trainbench import references
+from trainbench.references import cli
 
 if __name__ == "__main__":
-    sys.exit(references.main())
+    sys.exit(cli.main())

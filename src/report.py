@@ -1,17 +1,18 @@
 """Compare local cells with each other and with published reference runs: tables, plots, one HTML page.
 
-    python src/report.py --out report/                              # everything in experiment trainbench
-    python src/report.py --out report/ --sweep RUN_ID               # one sweep, with references of its models
-    python src/report.py --out report/ --model resnet50 --baseline "NVIDIA A100-SXM4-80GB"
-    python src/report.py --out report/ --filter "tags.`hw.label` = 'Apple M1 Max GPU'"
+    python src/report.py                                  # experiment trainbench -> outputs/report/
+    python src/report.py --sweep RUN_ID                   # one sweep, with the references of its models
+    python src/report.py --model resnet50 --baseline "NVIDIA A100-SXM4-80GB" --out my-report/
+    python src/report.py --filter "tags.`hw.label` = 'Apple M1 Max GPU'"
 
 Writes report.md, report.html (self-contained), report.json and the plots (with their data as .json) into
---out, and logs them as a run `trainbench.kind=report`. See trainbench/report.py.
+--out (default outputs/report, git-ignored), and logs them as a run `trainbench.kind=report`.
+See trainbench/report/.
 """
 
 import sys
 
-from trainbench import report
+from trainbench.report import cli
 
 if __name__ == "__main__":
-    sys.exit(report.main())
+    sys.exit(cli.main())

@@ -1,190 +1,347 @@
-"""The comparison report over a real store: local cells of two devices x two batch sizes, and the references."""
+"""The comparison report compares like with like.
+
+Fast tests build the table model from Entries (no store, no subprocess). The slow ones build a store the
+way a user does: real sweeps through `python src/run.py` with deliberately mismatched settings (image
+size, batch size, train vs benchmark, epochs 0 vs 2, model depth), then `python src/references.py`, and
+read the report a person would read.
+"""
 
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import ROOT, child_env
-from trainbench import references, report, tracking
-from trainbench.config import flatten
+from conftest import ROOT, RUN_PY, child_env, runs_in
+from trainbench.report import cli
+from trainbench.report.comparison import build_tables
+from trainbench.report.selection import Column, Entry
+from trainbench.runs import comparison_key, comparison_settings, model_variant
 
+# The sweeps the report is built from, in ONE place. Today's CLI says `epochs=`; when it becomes
+# `task.epochs=`, change EPOCHS.
+EPOCHS = "epochs"
+TINY_DATA = ["device=cpu", "data.num_samples=64", "data.num_val_samples=16"]
+SWEEPS = {
+    # the same MLP at two image sizes and two batch sizes: four rows, two curves, never merged
+    "train": ["-m", "model=mlp", "data.image_size=16,32", "batch_size=16,32", f"{EPOCHS}=2", *TINY_DATA],
+    # a benchmark cell and an untrained (epochs=0) cell of a setting the train sweep also has
+    "other": [
+        "-m",
+        "model=mlp",
+        "data.image_size=16",
+        "batch_size=16",
+        "task=train,benchmark",
+        f"{EPOCHS}=0",
+        "++task.warmup_steps=1",
+        "++task.steps=3",
+        *TINY_DATA,
+    ],
+    # a tiny depth study: 64 samples and 2 epochs, never on the axis of the published 50,000-image one
+    "depth": ["-m", "model=mlp_deep", "model.depth=1,2", "model.width=32", "batch_size=16", f"{EPOCHS}=2", *TINY_DATA],
+}
 REPORT_PY = ROOT / "src" / "report.py"
-CPU = "Intel Xeon Platinum 8480+ CPU"
-GPU = "NVIDIA H100 80GB HBM3"
-CPU_COLUMN = f"{CPU} (cpu, pytorch)"
-GPU_COLUMN = f"{GPU} (cuda, pytorch)"
-M1_GPU_BLOG = "Apple M1 GPU (metal, tensorflow) [ref: blog-m1-tensorflow-2022]"
-M1_GPU_DEPTH = "Apple M1 GPU (metal, tensorflow) [ref: m1-tensorflow-benchmark]"
-# (device label, backend, model, depth, batch size) -> (samples_per_s, epoch times, total_time_s)
-LOCAL = {
-    (CPU, "cpu", "mlp", None, 32): (1000.0, [12.0, 10.0, 10.0], 32.0),
-    (CPU, "cpu", "mlp", None, 64): (1500.0, [8.0, 7.0, 7.0], 22.0),
-    (GPU, "cuda", "mlp", None, 32): (8000.0, [3.0, 1.25, 1.25], 5.5),
-    (GPU, "cuda", "mlp", None, 64): (15000.0, [2.0, 0.7, 0.6], 3.3),
-    (CPU, "cpu", "mlp_deep", 5, 32): (900.0, [11.0, 9.5, 9.5], 30.0),
-    (CPU, "cpu", "mlp_deep", 10, 32): (500.0, [20.0, 17.5, 17.5], 55.0),
-    (GPU, "cuda", "mlp_deep", 5, 32): (7000.0, [4.0, 1.0, 1.0], 6.0),
-    (GPU, "cuda", "mlp_deep", 10, 32): (6000.0, [4.5, 1.25, 1.25], 7.0),
+CPU_BACKEND = "(cpu, pytorch)"  # how a local CPU column's label ends (a reference's ends with its [ref: ...])
+
+
+# ------------------------------------------------------------------------- the table model, no store
+
+
+def make_entry(
+    run_id: str,
+    hw_label: str,
+    backend: str,
+    metrics: dict[str, float],
+    *,
+    reference: str = "",
+    framework: str = "pytorch",
+    params: dict[str, str] | None = None,
+    **tags: str,
+) -> Entry:
+    """An Entry as trainbench.report.selection builds it from a run's tags and params."""
+    params = params or {}
+    column = Column(bool(reference), hw_label, backend, framework, reference)
+    settings = comparison_settings(tags, params)
+    return Entry(run_id, run_id, column, settings, comparison_key(tags, params), model_variant(params), params, metrics)
+
+
+MOBILENET = {
+    "trainbench.task": "benchmark",
+    "trainbench.model": "mobilenet_v2",
+    "trainbench.data": "synthetic",
+    "trainbench.precision": "fp32",
+    "trainbench.batch_size": "128",
 }
 
 
-def create_cell(client, experiment_id: str, hw_label: str, backend: str, model: str, depth: int | None,
-                batch_size: int, figures: tuple[float, list[float], float], parent: str | None,
-                outcome: str = "finished") -> str:
-    """A run in the exact shape trainbench.launch + trainbench.tasks give a finished train cell."""
-    samples_per_s, epoch_times, total = figures
-    cfg = {"framework": {"name": "pytorch"}, "device": {"name": "gpu" if backend == "cuda" else "cpu"},
-           "model": {"name": model, "depth": depth, "width": 1024 if depth else None},
-           "data": {"name": "cifar10"}, "task": {"name": "train"}, "precision": {"name": "fp32"},
-           "batch_size": batch_size, "epochs": len(epoch_times)}
-    tags = {"trainbench.kind": "cell", "trainbench.outcome": outcome, "trainbench.framework": "pytorch",
-            "trainbench.device": cfg["device"]["name"], "trainbench.backend": backend, "trainbench.task": "train",
-            "trainbench.model": model, "trainbench.data": "cifar10", "trainbench.batch_size": str(batch_size),
-            "trainbench.precision": "fp32", "hw.label": hw_label, "hw.cpu": CPU}
-    if backend == "cuda":
-        tags["hw.gpu"] = GPU
-    if parent:
-        tags["mlflow.parentRunId"] = parent
-    run_id = client.create_run(experiment_id, run_name=tracking.run_name(cfg, backend), tags=tags).info.run_id
-    tracking.log_params(client, run_id, tracking.params_of(flatten(cfg)))
-    for epoch, seconds in enumerate(epoch_times, start=1):
-        tracking.log_metrics(client, run_id, {"epoch_time_s": seconds, "epoch_samples_per_s": batch_size / seconds},
-                             step=epoch)
-    tracking.log_metrics(client, run_id, {"samples_per_s": samples_per_s, "total_time_s": total,
-                                          "first_epoch_time_s": epoch_times[0]})
-    tracking.close(client, run_id, outcome)
-    return run_id
+def one_table(tables: list[Any], task: str, model: str, metric: str = "samples_per_s") -> Any:
+    (found,) = [t for t in tables if (t.task, t.model, t.metric.name) == (task, model, metric)]
+    return found
+
+
+def test_a_224_px_and_a_64_px_run_are_two_rows_and_the_speedup_uses_the_matching_one() -> None:
+    """The report once merged these two into "median of 2" and printed the M1 Max at 3.45x instead of ~20.8x."""
+    cpu_224 = make_entry(
+        "cpu224", "Intel Xeon CPU", "cpu", {"samples_per_s": 16.9}, **{**MOBILENET, "trainbench.image_size": "224"}
+    )
+    cpu_64 = make_entry(
+        "cpu64", "Intel Xeon CPU", "cpu", {"samples_per_s": 187.0}, **{**MOBILENET, "trainbench.image_size": "64"}
+    )
+    m1max = make_entry(
+        "m1max",
+        "Apple M1 Max GPU",
+        "metal",
+        {"samples_per_s": 352.0},
+        reference="tf-metal",
+        framework="tensorflow",
+        **{**MOBILENET, "trainbench.image_size": "224"},
+    )
+    table = one_table(build_tables([cpu_224, cpu_64, m1max], None, []), "benchmark", "mobilenet_v2")
+    assert len(table.rows) == 2
+    assert all(len(cell.runs) == 1 for row in table.rows for cell in row.cells.values())
+    (row_224,) = [r for r in table.rows if r.settings["trainbench.image_size"] == "224"]
+    (row_64,) = [r for r in table.rows if r.settings["trainbench.image_size"] == "64"]
+    assert row_224.cells[m1max.column.label].speedup == pytest.approx(352.0 / 16.9)
+    assert [c.speedup for c in row_64.cells.values()] == [None]  # nothing to compare with: no ratio, no 1.00x
+
+
+def test_the_default_baseline_is_a_column_with_values_where_devices_meet() -> None:
+    """Not the first CPU column when that column is empty wherever two devices meet (every ratio read 1.00x)."""
+    alone = make_entry(
+        "cpu", "Intel Xeon CPU", "cpu", {"samples_per_s": 50.0}, **{**MOBILENET, "trainbench.batch_size": "32"}
+    )
+    gpu = make_entry("gpu", "NVIDIA H100", "cuda", {"samples_per_s": 2000.0}, **MOBILENET)
+    published = make_entry("ref", "NVIDIA A100", "cuda", {"samples_per_s": 1000.0}, reference="paper", **MOBILENET)
+    table = one_table(build_tables([alone, gpu, published], None, []), "benchmark", "mobilenet_v2")
+    assert table.baseline == gpu.column
+    (met,) = [r for r in table.rows if len(r.cells) == 2]
+    assert met.cells[published.column.label].speedup == pytest.approx(1000.0 / 2000.0)
+
+
+def test_train_and_benchmark_figures_never_share_a_table() -> None:
+    train = make_entry(
+        "train",
+        "Intel Xeon CPU",
+        "cpu",
+        {"samples_per_s": 10.0},
+        **{**MOBILENET, "trainbench.task": "train", "trainbench.epochs": "2"},
+    )
+    bench = make_entry("bench", "Intel Xeon CPU", "cpu", {"samples_per_s": 30.0}, **MOBILENET)
+    tables = build_tables([train, bench], None, [])
+    assert {(t.task, len(t.rows)) for t in tables} == {("train", 1), ("benchmark", 1)}
+
+
+def test_a_published_row_without_a_local_run_says_how_to_measure_one() -> None:
+    depth = make_entry(
+        "ref",
+        "Apple M1 GPU",
+        "metal",
+        {"total_time_s": 58.48},
+        reference="depth-study",
+        framework="tensorflow",
+        params={"model.depth": "10", "model.width": "1024"},
+        **{
+            "trainbench.task": "train",
+            "trainbench.model": "mlp_deep",
+            "trainbench.data": "cifar10",
+            "trainbench.image_size": "32",
+            "trainbench.samples_per_epoch": "50000",
+            "trainbench.epochs": "3",
+            "trainbench.precision": "fp32",
+            "trainbench.batch_size": "32",
+            "trainbench.timed_region": "build_fit",
+        },
+    )
+    (row,) = one_table(build_tables([depth], None, []), "train", "mlp_deep", "total_time_s").rows
+    assert row.commands == [
+        "python src/run.py framework=tensorflow device=gpu model=mlp_deep data=cifar10 task=train batch_size=32 "
+        "precision=fp32 model.depth=10 model.width=1024 task.epochs=3 data.image_size=32"
+        "  # published figure: timed_region=build_fit"
+    ]
+
+
+# ------------------------------------------------------------------------- one real store, slow
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """Local cells (the mlp ones as children of a sweep), a failed cell, and the imported references."""
+def store(tmp_path_factory) -> dict[str, Any]:
+    """The sweeps of SWEEPS through the real entry point, then the published references."""
     folder = tmp_path_factory.mktemp("report")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
+    env = child_env({"MLFLOW_TRACKING_URI": uri})
+    for name, args in SWEEPS.items():
+        done = subprocess.run(
+            [sys.executable, str(RUN_PY), *args], cwd=folder, env=env, capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 0, f"sweep {name}: {done.stderr[-3000:]}"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "references.py")],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = runs_in(uri)
+    sweeps = [r for r in runs if r.data.tags.get("trainbench.kind") == "sweep"]
+    cells = [r for r in runs if r.data.tags.get("trainbench.kind") == "cell"]
+    return {"uri": uri, "folder": folder, "experiment_id": runs[0].info.experiment_id, "sweeps": sweeps, "cells": cells}
+
+
+def make_report(store: dict[str, Any], out: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_TRACKING_URI", uri)
-        client = tracking.connect(uri)
-        experiment_id = client.create_experiment("trainbench", artifact_location=(folder / "artifacts").as_uri())
-        assert references.main([]) == 0
-        sweep = client.create_run(experiment_id, run_name="sweep", tags={"trainbench.kind": "sweep"}).info.run_id
-        for (label, backend, model, depth, batch), figures in LOCAL.items():
-            create_cell(client, experiment_id, label, backend, model, depth, batch, figures,
-                        parent=sweep if model == "mlp" else None)
-        failed = create_cell(client, experiment_id, CPU, "cpu", "mlp", None, 128, (1.0, [1.0], 1.0), sweep, "failed")
-    return {"uri": uri, "client": client, "experiment_id": experiment_id, "sweep": sweep, "failed": failed,
-            "folder": folder}
-
-
-def make_report(store, monkeypatch, out: Path, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, dict]:
-    extra_env = extra_env or {}
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
-    if "MLFLOW_RUN_ID" not in extra_env:
-        monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
-    for key, value in extra_env.items():
-        monkeypatch.setenv(key, value)
-    code = report.main(["--out", str(out), *args])
+        patch.setenv("MLFLOW_TRACKING_URI", store["uri"])
+        patch.delenv("MLFLOW_RUN_ID", raising=False)
+        for key, value in (env or {}).items():
+            patch.setenv(key, value)
+        code = cli.main(["--out", str(out), *args])
     data = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
     return code, data
 
 
 @pytest.fixture(scope="module")
-def default_report(store, tmp_path_factory):
+def report(store, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("out") / "report"
-    with pytest.MonkeyPatch.context() as patch:
-        code, data = make_report(store, patch, out)
+    code, data = make_report(store, out)
     assert code == 0
     return out, data
 
 
-def table(data: dict, model: str, metric: str) -> dict:
-    (found,) = [t for t in data["tables"] if t["model"] == model and t["metric"] == metric]
+def table(data: dict, task: str, model: str, metric: str = "samples_per_s") -> dict:
+    (found,) = [t for t in data["tables"] if (t["task"], t["model"], t["metric"]) == (task, model, metric)]
     return found
 
 
-def row(found: dict, batch_size: int | None, depth: int | None = None, precision: str = "fp32") -> dict:
-    (match,) = [r for r in found["rows"]
-                if r["batch_size"] == batch_size and r["depth"] == depth and r["precision"] == precision]
-    return match["cells"]
+def cells_of(store: dict[str, Any], **settings: str) -> list[Any]:
+    return [r for r in store["cells"] if all(r.data.params.get(k) == v for k, v in settings.items())]
 
 
-def test_table_sets_local_and_reference_columns_side_by_side_with_speedups(default_report, store) -> None:
-    _, data = default_report
-    mlp = table(data, "mlp", "samples_per_s")
-    labels = [c["label"] for c in mlp["columns"]]
-    assert labels[:2] == [CPU_COLUMN, GPU_COLUMN]  # local first, then the references
-    assert all(c["reference"] for c in mlp["columns"][2:]) and M1_GPU_BLOG in labels
-    assert mlp["baseline"] == CPU_COLUMN  # default: the first CPU column
-    bs32, bs64 = row(mlp, 32), row(mlp, 64)
-    assert bs32[CPU_COLUMN]["value"] == 1000 and bs32[CPU_COLUMN]["speedup"] == 1.0
-    assert bs32[GPU_COLUMN]["speedup"] == 8.0 and bs64[GPU_COLUMN]["speedup"] == 10.0
-    assert bs32[M1_GPU_BLOG]["value"] == pytest.approx(1e6 / 293)
-    assert bs32[M1_GPU_BLOG]["speedup"] == pytest.approx(1e6 / 293 / 1000)
-    assert M1_GPU_BLOG not in bs64  # published for batch 32 only
-    assert all(store["failed"] not in c["runs"] for r in mlp["rows"] for c in r["cells"].values())
-
-    # the depth study's references have total times only: their own table, local runs in it too
-    depth = table(data, "mlp_deep", "total_time_s")
-    five = row(depth, 32, depth=5)
-    assert five[GPU_COLUMN]["speedup"] == 5.0  # times: baseline / value
-    assert five[M1_GPU_DEPTH]["value"] == 50.57 and five[M1_GPU_DEPTH]["speedup"] == pytest.approx(30 / 50.57)
-    assert table(data, "mlp_deep", "samples_per_s")["rows"]  # and their throughput, local only
-
-    # the published MPS study: epoch times, speed-up of the GPU over the CPU as in the blog's table
-    vgg = row(table(data, "vgg16", "epoch_time_s"), 4)
-    assert vgg["Apple M1 Max GPU (mps, pytorch) [ref: pytorch-mps-m1max-2022]"]["speedup"] == pytest.approx(188.28 / 36.28)
+def local_label(found: dict) -> str:
+    (label,) = [c["label"] for c in found["columns"] if not c["reference"]]
+    return label
 
 
-def test_markdown_and_self_contained_html(default_report) -> None:
-    out, _ = default_report
-    md = (out / "report.md").read_text()
-    assert "## mlp: samples_per_s" in md and "| mlp | 32 | fp32 | cifar10 | 1,000 (1.00×) | 8,000 (8.00×) |" in md
-    assert "higher is better" in md and "lower is better" in md
-    page = (out / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 3
-    assert "<style>" in page and "http" not in page.split("<body>")[1].split("Sources")[0]
+@pytest.mark.slow
+def test_runs_that_measured_different_quantities_are_never_merged(store, report) -> None:
+    _, data = report
+    train = table(data, "train", "mlp")
+    cpu = local_label(train)
+    assert cpu.endswith(CPU_BACKEND)
+    local_rows = [r for r in train["rows"] if cpu in r["cells"]]
+    # 2 image sizes x 2 batch sizes, one run each: nothing merged into a "median of 2"
+    assert sorted((r["settings"]["image_size"], r["settings"]["batch_size"]) for r in local_rows) == [
+        ("16", "16"),
+        ("16", "32"),
+        ("32", "16"),
+        ("32", "32"),
+    ]
+    assert all(len(r["cells"][cpu]["runs"]) == 1 for r in local_rows)
+    for row in local_rows:
+        (run,) = cells_of(
+            store,
+            **{
+                "model.name": "mlp",
+                "data.image_size": row["settings"]["image_size"],
+                "batch_size": row["settings"]["batch_size"],
+                "task.name": "train",
+                EPOCHS: "2",
+            },
+        )
+        assert row["cells"][cpu]["runs"] == [run.info.run_id]
+        assert row["cells"][cpu]["value"] == pytest.approx(run.data.metrics["samples_per_s"])
+    # the benchmark cell has its own table; the epochs=0 cell is in none, and the notes say why
+    (bench,) = cells_of(store, **{"task.name": "benchmark"})
+    (untrained,) = cells_of(store, **{"task.name": "train", EPOCHS: "0"})
+    shown = {run for t in data["tables"] for r in t["rows"] for c in r["cells"].values() for run in c["runs"]}
+    assert bench.info.run_id in {
+        run for r in table(data, "benchmark", "mlp")["rows"] for c in r["cells"].values() for run in c["runs"]
+    }
+    assert bench.info.run_id not in {run for r in train["rows"] for c in r["cells"].values() for run in c["runs"]}
+    assert untrained.info.run_id not in shown
+    assert any("epochs=0" in note and untrained.info.run_name in note for note in data["notes"])
 
 
-def test_plots_exist_with_the_data_behind_them(default_report) -> None:
-    out, data = default_report
-    for name in ("throughput", "mlp_depth", "epoch_times"):
-        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+@pytest.mark.slow
+def test_published_rows_say_how_to_measure_them_and_ratios_stay_within_a_row(report) -> None:
+    _, data = report
+    train = table(data, "train", "mlp")
+    cpu = local_label(train)
+    blog = [r for r in train["rows"] if r["settings"]["data"] == "cifar10"]
+    assert blog and not any(cpu in r["cells"] for r in blog)  # 50,000 CIFAR-10 images: no local run matches
+    assert any(
+        "model=mlp data=cifar10 task=train batch_size=32 precision=fp32 task.epochs=5 data.image_size=32" in command
+        for r in blog
+        for command in r["commands"]
+    )
+    baseline = train["baseline"]
+    for row in train["rows"]:
+        base = row["cells"].get(baseline)
+        for label, cell in row["cells"].items():
+            if base is None or len(row["cells"]) == 1 or label == baseline:
+                assert cell["speedup"] is None
+            else:
+                assert cell["speedup"] == pytest.approx(cell["value"] / base["value"])
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])
+    return width, height
+
+
+@pytest.mark.slow
+def test_plots_put_only_comparable_runs_on_one_axis(report) -> None:
+    out, _ = report
     throughput = json.loads((out / "throughput.json").read_text())
-    assert throughput[f"mlp, fp32, cifar10 | {CPU_COLUMN}"] == [[32, 1000], [64, 1500]]
-    assert throughput[f"mlp, fp32, cifar10 | {GPU_COLUMN}"] == [[32, 8000], [64, 15000]]
-    assert throughput[f"mlp, fp32, cifar10 | {M1_GPU_BLOG}"] == [[32, pytest.approx(1e6 / 293)]]
+    local = {title: series for title, series in throughput.items() if any(s.endswith(CPU_BACKEND) for s in series)}
+    assert len(local) == 2 and all("64 samples x 2 epochs" in title for title in local)  # 16 px and 32 px apart
+    assert all(points and [x for x, _ in points] == [16, 32] for series in local.values() for points in series.values())
     depth = json.loads((out / "mlp_depth.json").read_text())
-    assert depth[f"{CPU_COLUMN}, mlp_deep bs32, 3 epochs, cifar10"] == [[5, 30], [10, 55]]
-    assert depth[f"{M1_GPU_DEPTH}, mlp_deep bs32, 3 epochs, cifar10"] == [[5, 50.57], [10, 58.48], [15, 75.76],
-                                                                         [20, 105.23]]
-    epochs = json.loads((out / "epoch_times.json").read_text())
-    assert epochs[f"{GPU_COLUMN} | mlp, bs64, fp32, cifar10"] == [[1, 2.0], [2, 0.7], [3, 0.6]]
-    assert epochs[f"{M1_GPU_BLOG} | mlp, bs32, fp32, cifar10"] == [[1, 17], [2, 15], [3, 15], [4, 15], [5, 15]]
-    # no task=matmul run has a tflops curve yet: said, not drawn
-    assert not (out / "matmul.png").exists()
-    assert any(note.startswith("skipped matmul.png") for note in data["notes"])
+    for title, series in depth.items():
+        has_local = any(label.endswith(CPU_BACKEND) for label in series)
+        has_reference = any("[ref:" in label for label in series)
+        assert not (has_local and has_reference), title  # 64 local samples never next to 50,000 published ones
+    assert any("64 samples x 2 epochs" in title for title in depth) and any("50000 samples" in title for title in depth)
+    for name in ("throughput", "mlp_depth", "epoch_times"):
+        width, height = png_size(out / f"{name}.png")
+        assert 480 <= width <= 1600 and height <= 2400, (name, width, height)
 
 
-def test_the_report_is_logged_as_a_run(default_report, store) -> None:
-    client = store["client"]
-    (run,) = [r for r in client.search_runs([store["experiment_id"]], "tags.`trainbench.kind` = 'report'")
-              if r.info.run_name.startswith("report-")]
+@pytest.mark.slow
+def test_markdown_and_self_contained_html(report) -> None:
+    out, _ = report
+    md = (out / "report.md").read_text()
+    assert "## mlp (train): samples_per_s" in md and "## mlp (benchmark): samples_per_s" in md
+    assert "higher is better" in md and "Published rows with no local run yet" in md
+    page = (out / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == len(list(out.glob("*.png")))
+    assert "<style>" in page and "<link" not in page and "<script" not in page
+
+
+@pytest.mark.slow
+def test_the_report_is_logged_as_a_run(store, report) -> None:
+    runs = [r for r in runs_in(store["uri"]) if r.data.tags.get("trainbench.kind") == "report"]
+    (run,) = [r for r in runs if r.info.run_name.startswith("report-")]
     assert run.data.tags["trainbench.outcome"] == "finished" and run.info.status == "FINISHED"
-    logged = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"report.html", "report.md", "report.json", "throughput.png", "throughput.json", "mlp_depth.png",
-            "epoch_times.png"} <= logged
+    from mlflow.tracking import MlflowClient
+
+    logged = {a.path for a in MlflowClient(store["uri"]).list_artifacts(run.info.run_id)}
+    assert {"report.html", "report.md", "report.json", "throughput.png", "throughput.json", "mlp_depth.png"} <= logged
 
 
-def test_under_mlflow_run_the_report_goes_into_its_run(store, tmp_path, monkeypatch) -> None:
-    client = store["client"]
+@pytest.mark.slow
+def test_under_mlflow_run_the_report_goes_into_its_run(store, tmp_path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store["uri"])
     outer = client.create_run(store["experiment_id"], run_name="mlflow-run").info.run_id
     try:
-        code, _ = make_report(store, monkeypatch, tmp_path / "adopted", "--model", "vgg16",
-                              extra_env={"MLFLOW_RUN_ID": outer})
+        code, _ = make_report(store, tmp_path / "adopted", "--model", "vgg16", env={"MLFLOW_RUN_ID": outer})
         assert code == 0
         run = client.get_run(outer)
         assert run.data.tags["trainbench.kind"] == "report" and run.data.tags["trainbench.outcome"] == "finished"
@@ -194,70 +351,50 @@ def test_under_mlflow_run_the_report_goes_into_its_run(store, tmp_path, monkeypa
         client.delete_run(outer)
 
 
-def test_baseline_and_sweep_select_what_the_table_compares(store, tmp_path, monkeypatch) -> None:
-    code, data = make_report(store, monkeypatch, tmp_path / "gpu", "--baseline", GPU, "--no-log")
+@pytest.mark.slow
+def test_sweep_and_baseline_select_what_the_tables_compare(store, tmp_path) -> None:
+    (train_sweep,) = [s for s in store["sweeps"] if "image_size=16,32" in s.data.tags.get("trainbench.overrides", "")]
+    code, data = make_report(store, tmp_path / "sweep", "--sweep", train_sweep.info.run_id, "--no-log")
     assert code == 0
-    assert row(table(data, "mlp", "samples_per_s"), 32)[CPU_COLUMN]["speedup"] == 0.125
-    assert table(data, "vgg16", "epoch_time_s")["baseline"] is None  # no such column there: no ratios
-
-    code, data = make_report(store, monkeypatch, tmp_path / "sweep", "--sweep", store["sweep"], "--no-log")
+    assert {(t["task"], t["model"]) for t in data["tables"]} == {("train", "mlp")}  # its cells, references of mlp
+    code, data = make_report(store, tmp_path / "m1", "--baseline", "Apple M1 GPU", "--model", "mlp", "--no-log")
     assert code == 0
-    assert {t["model"] for t in data["tables"]} == {"mlp"}  # its cells, and the references of its model
-    assert {c["label"] for c in table(data, "mlp", "samples_per_s")["columns"]} >= {CPU_COLUMN, M1_GPU_BLOG}
+    train = table(data, "train", "mlp")
+    assert train["baseline"].startswith("Apple M1 GPU (metal, tensorflow)")
+    assert table(data, "benchmark", "mlp")["baseline"] is None  # no such column there: no ratios
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--model", "no_such_model"], "trainbench: nothing to report: no finished cell or reference run matches"),
-    (["--filter", "tags.`hw.label` = "], "trainbench: bad --filter"),
-    (["--baseline", "Cray-1"], "trainbench: --baseline 'Cray-1' matches no column; use a column label or one of:"),
-    (["--experiment", "nope"], "trainbench: no experiment `nope` in"),
-    (["--sweep", "0" * 32], f"trainbench: --sweep {'0' * 32}: no such run"),
-])
-def test_bad_selections_are_one_line_and_exit_2(store, tmp_path, monkeypatch, capsys, args, expected) -> None:
-    code, _ = make_report(store, monkeypatch, tmp_path / "out", *args, "--no-log")
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--model", "no_such_model"], "trainbench: nothing to report: no finished cell or reference run matches"),
+        (["--filter", "tags.`hw.label` = "], "trainbench: bad --filter"),
+        (["--baseline", "Cray-1"], "trainbench: --baseline 'Cray-1' matches no column; use a column label or one of:"),
+        (["--experiment", "nope"], "trainbench: no experiment `nope` in"),
+        (["--sweep", "0" * 32], f"trainbench: --sweep {'0' * 32}: no such run"),
+    ],
+)
+def test_bad_selections_are_one_line_and_exit_2(store, tmp_path, capsys, args, expected) -> None:
+    code, _ = make_report(store, tmp_path / "out", *args, "--no-log")
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith(expected) and "\n" not in err, err
-    assert not (tmp_path / "out" / "report.md").exists()
+    assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_the_entry_point_exits_2_on_an_empty_selection(store, tmp_path) -> None:
     completed = subprocess.run(
         [sys.executable, str(REPORT_PY), "--out", str(tmp_path / "out"), "--filter", "tags.`hw.label` = 'Cray-1'"],
-        cwd=tmp_path, capture_output=True, text=True, env=child_env({"MLFLOW_TRACKING_URI": store["uri"]}), timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=child_env({"MLFLOW_TRACKING_URI": store["uri"]}),
+        timeout=120,
     )
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [
         "trainbench: nothing to report: no finished cell or reference run matches "
         "(experiment trainbench; filter tags.`hw.label` = 'Cray-1')"
     ]
-
-
-def test_matmul_cells_give_tflops_curves_with_the_published_peak(store, tmp_path, monkeypatch) -> None:
-    """A matmul cell as trainbench.tasks.matmul records it: tflops with step = n, peak_tflops."""
-    client, experiment_id = store["client"], store["experiment_id"]
-    tags = {"trainbench.kind": "cell", "trainbench.outcome": "finished", "trainbench.task": "matmul",
-            "trainbench.matmul_shape": "square", "trainbench.model": "mlp", "trainbench.framework": "pytorch",
-            "trainbench.backend": "cuda", "trainbench.precision": "tf32", "hw.label": GPU, "hw.gpu": GPU}
-    run_id = client.create_run(experiment_id, run_name="pytorch-matmul_square-cuda-tf32", tags=tags).info.run_id
-    tracking.log_params(client, run_id, tracking.params_of({"task.name": "matmul", "task.shape": "square",
-                                                            "model.name": "mlp", "batch_size": 64}))
-    for n, tflops in ((1024, 100.0), (4096, 300.0), (16384, 400.0)):
-        tracking.log_metrics(client, run_id, {"tflops": tflops}, step=n)
-    tracking.log_metrics(client, run_id, {"peak_tflops": 400.0, "total_time_s": 3.0})
-    tracking.close(client, run_id, "finished")
-    try:
-        code, data = make_report(store, monkeypatch, tmp_path / "matmul", "--filter",
-                                 "tags.`trainbench.task` = 'matmul'", "--no-log")
-    finally:
-        client.delete_run(run_id)  # the other tests' store stays as it was
-    assert code == 0
-    curves = json.loads((tmp_path / "matmul" / "matmul.json").read_text())
-    assert curves == {
-        f"{GPU} (cuda, pytorch), tf32, square": [[1024, 100.0], [4096, 300.0], [16384, 400.0]],
-        "Apple M1 Max GPU (metal, tensorflow) [ref: tf-metal-experiments], fp32, square (peak_tflops)":
-            [[1024, 8.0], [16384, 8.0]],
-    }
-    peaks = table(data, "matmul_square", "peak_tflops")
-    assert row(peaks, None, precision="tf32")[f"{GPU} (cuda, pytorch)"]["value"] == 400.0
-    assert not (tmp_path / "matmul" / "throughput.png").exists()  # matmul cells have no samples_per_s
-
+    assert not (tmp_path / "out").exists()

@@ -4,8 +4,9 @@ A store is built in tmp_path with the real entry points (a two-cell sweep, then 
 `mlflow server` serves it on a free loopback port, and headless Chromium (Debian's, driven by Playwright)
 opens the experiment `trainbench`: the runs are listed by name, the columns `samples_per_s` and `hw.label`
 are added with the column selector and show each run's values, and the compare view puts a local cell next
-to two reference runs. Screenshots of both views are saved in tmp_path; with TRAINBENCH_UI_SHOTS=DIR they are
-also copied to DIR (that is how docs/screenshots/ is made).
+to two reference runs. The URL trainbench.runs.ui_url gives (what a sweep prints) lands on that comparison
+with no clicks: `hw.label` and `samples_per_s` in view, fastest first. Screenshots of the views are saved in
+tmp_path; with TRAINBENCH_UI_SHOTS=DIR they are also copied to DIR (that is how docs/screenshots/ is made).
 """
 
 from __future__ import annotations
@@ -23,15 +24,28 @@ import pytest
 
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
 from test_team_server import mlflow_server
+from trainbench.runs import ui_url
 
 CHROMIUM = Path(os.environ.get("TRAINBENCH_CHROMIUM", "/usr/bin/chromium"))
 # What the machine's docs say headless Chromium needs here (no network but package registries).
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SWEEP = ["-m", "model=mlp", "device=cpu,gpu", *TINY]
 SEARCH = "attributes.run_name LIKE '%mlp-%'"  # the local MLP cells and the published MLP references
-RUN_NAME, SAMPLES, LABEL, BACKEND = ("attributes.`Run Name`", "metrics.`samples_per_s`", "tags.`hw.label`",
-                                     "tags.`trainbench.backend`")
+RUN_NAME, SAMPLES, LABEL, BACKEND = (
+    "attributes.`Run Name`",
+    "metrics.`samples_per_s`",
+    "tags.`hw.label`",
+    "tags.`trainbench.backend`",
+)
 TIMEOUT_MS = 30_000
 
 
@@ -57,20 +71,89 @@ def build_store(folder: Path) -> str:
     """A real two-cell sweep (cpu finishes; gpu finishes or is `unavailable`) and the published references."""
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     env = child_env({"MLFLOW_TRACKING_URI": uri})
-    sweep = subprocess.run([sys.executable, str(RUN_PY), *SWEEP], cwd=folder, env=env, capture_output=True,
-                           text=True, timeout=300)
+    sweep = subprocess.run(
+        [sys.executable, str(RUN_PY), *SWEEP], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
     assert sweep.returncode in (0, 1), sweep.stderr[-2000:]  # 1: no GPU here, the gpu cell is `unavailable`
-    references = subprocess.run([sys.executable, str(ROOT / "src" / "references.py")], cwd=folder, env=env,
-                                capture_output=True, text=True, timeout=300)
+    references = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "references.py")],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert references.returncode == 0, references.stderr[-2000:]
     return uri
 
 
-def test_runs_columns_and_compare_view_as_a_person_sees_them(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    return build_store(tmp_path_factory.mktemp("ui-store"))
+
+
+def open_browser(sync_api: Any, playwright: Any, profile: Path) -> Any:
+    context = playwright.chromium.launch_persistent_context(
+        str(profile),
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=CHROMIUM_FLAGS,
+        viewport={"width": 1440, "height": 900},
+    )
+    context.set_default_timeout(TIMEOUT_MS)
+    sync_api.expect.set_options(timeout=TIMEOUT_MS)
+    return context
+
+
+def test_the_printed_url_lands_on_the_comparison(store, tmp_path) -> None:
+    """No clicks: the runs table, filtered to the compared runs, fastest first, hw.label and samples_per_s in view."""
+    sync_api = browser_or_skip()
+    expect = sync_api.expect
+    runs = runs_in(store)
+    compared = [
+        r
+        for r in runs
+        if r.data.tags.get("trainbench.kind") in ("cell", "reference")
+        and r.data.tags.get("trainbench.outcome") == "finished"
+    ]
+    fastest = max(compared, key=lambda r: r.data.metrics.get("samples_per_s", 0))
+    with mlflow_server(tmp_path / "server", store=store) as server, sync_api.sync_playwright() as playwright:
+        url = ui_url(store, runs[0].info.experiment_id, ui_base=server)
+        context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
+        page = context.new_page()
+        try:
+            page.goto(url)
+            expect(page.get_by_text(f"{len(compared)} matching runs")).to_be_visible()
+            close_assistant(page)
+            for column in (LABEL, SAMPLES):
+                expect(page.locator(f'.ag-header-cell[col-id="{column}"]')).to_be_in_viewport(ratio=1)
+            first = page.locator(f'[role=row][row-id="{fastest.info.run_id}"]')
+            expect(first.locator(f'[col-id="{LABEL}"]')).to_have_text(fastest.data.tags["hw.label"])
+            expect(first.locator(f'[col-id="{LABEL}"]')).to_be_in_viewport(ratio=1)
+            shown = first.locator(f'[col-id="{SAMPLES}"]')
+            expect(shown).to_be_in_viewport(ratio=1)
+            assert float(shown.inner_text().replace(",", "")) == pytest.approx(
+                fastest.data.metrics["samples_per_s"], rel=1e-3
+            )
+            page.screenshot(path=str(tmp_path / "landing.png"))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(tmp_path / "failure.png"))
+                print(f"screenshot of the page at the failure: {tmp_path / 'failure.png'}")
+            raise
+        finally:
+            context.close()
+    if os.environ.get("TRAINBENCH_UI_SHOTS"):
+        target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tmp_path / "landing.png", target / "landing.png")
+
+
+def test_runs_columns_and_compare_view_as_a_person_sees_them(store, tmp_path) -> None:
     sync_api = browser_or_skip()
     expect = sync_api.expect
 
-    uri = build_store(tmp_path)
+    uri = store
     runs = runs_in(uri)
     by_kind: dict[str, list[Any]] = {}
     for run in runs:
@@ -83,16 +166,13 @@ def test_runs_columns_and_compare_view_as_a_person_sees_them(tmp_path) -> None:
     labels = {r.data.tags["hw.label"] for r in references}
     assert len(labels) >= 2, "references/published-results.csv should hold MLP figures of two machines"
     # two references on different hardware, fastest first
-    shown = sorted({r.data.tags["hw.label"]: r for r in references}.values(),
-                   key=lambda r: -r.data.metrics["samples_per_s"])[:2]
+    shown = sorted(
+        {r.data.tags["hw.label"]: r for r in references}.values(), key=lambda r: -r.data.metrics["samples_per_s"]
+    )[:2]
     compared = [local, *shown]
 
     with mlflow_server(tmp_path / "server", store=uri) as server, sync_api.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1440, "height": 900})
-        context.set_default_timeout(TIMEOUT_MS)
-        expect.set_options(timeout=TIMEOUT_MS)
+        context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
         page = context.new_page()
         try:
             check_views(page, expect, server, tmp_path, runs, sweep, cells, compared)
@@ -113,8 +193,16 @@ def test_runs_columns_and_compare_view_as_a_person_sees_them(tmp_path) -> None:
             shutil.copyfile(tmp_path / name, target / name)
 
 
-def check_views(page: Any, expect: Any, server: str, tmp_path: Path, runs: list[Any], sweep: Any,
-                cells: dict[str, Any], compared: list[Any]) -> None:
+def check_views(
+    page: Any,
+    expect: Any,
+    server: str,
+    tmp_path: Path,
+    runs: list[Any],
+    sweep: Any,
+    cells: dict[str, Any],
+    compared: list[Any],
+) -> None:
     experiment = sweep.info.experiment_id
 
     def cell(run: Any, column: str) -> Any:
@@ -143,8 +231,9 @@ def check_views(page: Any, expect: Any, server: str, tmp_path: Path, runs: list[
     for title in ("samples_per_s", "hw.label", "trainbench.backend", "Dataset", "Source", "Models"):
         columns.fill(title)
         exact = page.locator(".du-bois-light-tree-title").filter(has_text=re.compile(f"^{re.escape(title)}$"))
-        page.locator("[data-testid=column-selector-tree] .du-bois-light-tree-treenode").filter(has=exact) \
-            .locator(".du-bois-light-tree-checkbox").click()
+        page.locator("[data-testid=column-selector-tree] .du-bois-light-tree-treenode").filter(has=exact).locator(
+            ".du-bois-light-tree-checkbox"
+        ).click()
     page.keyboard.press("Escape")
     for column in (RUN_NAME, SAMPLES, BACKEND, LABEL):  # fit the columns to their text, as a person would
         page.locator(f'.ag-header-cell[col-id="{column}"] .ag-header-cell-resize').dblclick()
@@ -196,4 +285,3 @@ def close_assistant(page: Any) -> None:
     except Exception as error:  # not there (another MLflow release, or already closed): nothing to do
         if type(error).__name__ != "TimeoutError":
             raise
-

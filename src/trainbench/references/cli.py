@@ -1,0 +1,82 @@
+"""`python src/references.py`: validate the whole CSV, then write its reference runs (or, --dry-run, list them)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from trainbench import tracking
+from trainbench.config import choices
+from trainbench.references.mapping import EXTERNAL_MODELS, ReferenceRun, group, reference_run
+from trainbench.references.reading import DEFAULT_CSV, BadReferences, read_rows
+from trainbench.references.validating import row_problem
+from trainbench.references.writing import write
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def load(path: Path) -> list[ReferenceRun]:
+    """Every row validated, then grouped into reference runs. Raises BadReferences naming the first bad line."""
+    rows, overfull = read_rows(path)
+    errors = [
+        f"line {line}: more fields than the header's columns (an unquoted comma in a value?)" for line in overfull
+    ]
+    errors += [f"line {row.line}: {problem}" for row in rows if (problem := row_problem(row))]
+    runs: list[ReferenceRun] = []
+    if not errors:
+        for cell in group(rows):
+            try:
+                runs.append(reference_run(cell))
+            except BadReferences as error:
+                errors.append(str(error))
+    if errors:
+        errors.sort(key=lambda text: int(text.split()[1].rstrip(":")))
+        more = f" (and {len(errors) - 1} more bad row(s))" if len(errors) > 1 else ""
+        raise BadReferences(f"{path} {errors[0]}{more}; nothing was imported")
+    if not runs:
+        raise BadReferences(f"{path} has no rows; nothing was imported")
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python src/references.py",
+        description="Import published (or your own) training-speed figures into MLflow as reference runs.",
+    )
+    parser.add_argument(
+        "csv",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_CSV,
+        help="figures to import, one per row (default: references/published-results.csv)",
+    )
+    parser.add_argument("--experiment", default="trainbench", help="MLflow experiment (default: trainbench)")
+    parser.add_argument("--dry-run", action="store_true", help="validate and list the runs; write nothing")
+    args = parser.parse_args(argv)
+    try:
+        runs = load(args.csv)
+        for note in model_notes(runs):
+            print(f"note: {note}", file=sys.stderr)
+        if args.dry_run:
+            for run in runs:
+                print(f"{run.name:40s} {run.tags['hw.label']:28s} lines {','.join(map(str, run.lines))}")
+            print(f"{len(runs)} reference runs from {args.csv} are valid; nothing written (--dry-run)")
+            return EXIT_OK
+        uri = tracking.resolve_tracking_uri(None)
+        client = tracking.connect(uri)
+        summary = write(runs, client, tracking.experiment_id(client, args.experiment, uri))
+    except (BadReferences, tracking.TrackingUnavailable) as error:
+        print(f"trainbench: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(
+        f"{len(runs)} reference runs from {args.csv}: {summary.created} created, {summary.replaced} replaced, "
+        f"{summary.unchanged} unchanged, {summary.removed} removed (experiment {args.experiment}, {uri})"
+    )
+    return EXIT_OK
+
+
+def model_notes(runs: list[ReferenceRun]) -> list[str]:
+    known = set(choices("model")) | set(EXTERNAL_MODELS) | {"matmul"}
+    unknown = sorted({r.tags["trainbench.model"] for r in runs} - known)
+    return [f"model `{m}` has no conf/model/{m}.yaml; imported under that name" for m in unknown]

@@ -1,0 +1,175 @@
+"""`python src/report.py`: select, compare, plot, render; then log the report as a run `trainbench.kind=report`.
+
+Exit status: 0 written (and logged); 1 written, but logging it to MLflow failed; 2 bad input, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from trainbench import tracking
+from trainbench.references.mapping import NOTES_SEPARATOR
+from trainbench.report.comparison import TABLE_METRICS, build_tables
+from trainbench.report.plots import write_plots
+from trainbench.report.render import Document, html_page, markdown, report_json
+from trainbench.report.selection import Entry, ReportError, Selection, first_line, select
+
+EXIT_OK, EXIT_NOT_LOGGED, EXIT_BAD_INPUT = 0, 1, 2
+# Relative to where it is run: in the project, outputs/ is git-ignored (as Hydra's output folders are).
+DEFAULT_OUT = Path("outputs") / "report"
+
+
+def write_report(
+    entries: list[Entry], out: Path, selection: Selection, baseline: str | None, uri: str, notes: list[str]
+) -> list[Path]:
+    """Write every file of the report into `out`; return the files. `notes` gains what the reader should know."""
+    tables = build_tables(entries, baseline, notes)
+    if not tables:
+        raise ReportError(
+            f"nothing to report: none of the {len(entries)} selected runs has "
+            f"{', '.join(m.name for m in TABLE_METRICS)}"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    written = write_plots(entries, out, notes)
+    local = sum(not e.column.reference for e in entries)
+    summary = (
+        f"{local} local cell(s) and {len(entries) - local} reference run(s) from {uri} "
+        f"({selection.describe()}), {time.strftime('%Y-%m-%d %H:%M')}. Reference columns are marked "
+        "[ref: source]; their figures were published elsewhere, with other software and settings."
+    )
+    doc = Document(
+        summary, tables, notes, sources(entries), {p.name: p.read_bytes() for p in written if p.suffix == ".png"}
+    )
+    for name, text in (
+        ("report.md", markdown(doc)),
+        ("report.html", html_page(doc)),
+        ("report.json", report_json(doc, selection.describe(), uri)),
+    ):
+        (out / name).write_text(text, encoding="utf-8")
+        written.append(out / name)
+    return written
+
+
+def sources(entries: list[Entry]) -> dict[str, list[str]]:
+    """reference.source -> its publications (each run's own notes stay on the run: reference.citation)."""
+    found: dict[str, dict[str, None]] = {}
+    for e in entries:
+        if e.column.reference:
+            for publication in e.citation.split(NOTES_SEPARATOR)[0].split("; "):
+                found.setdefault(e.column.source, {})[publication] = None
+    return {source: list(publications) for source, publications in found.items()}
+
+
+def log_report(
+    client: Any, experiment_id: str, files: Iterable[Path], selection: Selection, entries: list[Entry]
+) -> str:
+    """A run `trainbench.kind=report` holding the files; under `mlflow run`, the run it created."""
+    tags = {
+        "trainbench.kind": "report",
+        "trainbench.outcome": "running",
+        "report.selection": selection.describe()[:5000],
+        "git.commit": tracking.git_commit(),
+    }
+    adopted = os.environ.get("MLFLOW_RUN_ID")
+    if adopted:
+        run_id = adopted
+        tracking.set_tags(client, run_id, tags)
+    else:
+        run_id = client.create_run(
+            experiment_id, run_name=f"report-{time.strftime('%Y%m%d-%H%M%S')}", tags=tags
+        ).info.run_id
+    for path in files:
+        client.log_artifact(run_id, str(path))
+    local = sum(not e.column.reference for e in entries)
+    tracking.log_metrics(client, run_id, {"report_local_runs": local, "report_reference_runs": len(entries) - local})
+    if adopted:  # `mlflow run` closes its own run
+        tracking.set_tags(client, run_id, {"trainbench.outcome": "finished"})
+    else:
+        tracking.close(client, run_id, "finished")
+    return run_id
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python src/report.py",
+        description="Compare local cells and published reference runs, like with like: tables with speed-ups, "
+        "plots, one HTML page.",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"folder to write the report into (default: {DEFAULT_OUT}, git-ignored in the project)",
+    )
+    parser.add_argument("--experiment", default="trainbench", help="MLflow experiment (default: trainbench)")
+    parser.add_argument("--sweep", metavar="RUN_ID", help="only the cells of this sweep (and references of its models)")
+    parser.add_argument(
+        "--model", nargs="+", action="extend", default=[], metavar="NAME", help="only these models (trainbench.model)"
+    )
+    parser.add_argument(
+        "--filter",
+        metavar="MLFLOW_FILTER",
+        help="an MLflow search filter added to the selection, e.g. \"tags.`hw.label` = 'Apple M1 GPU'\"",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="speed-ups against this column (its label or its hw.label); default, per table: the "
+        "column with a value in the most rows that compare devices",
+    )
+    parser.add_argument("--no-references", action="store_true", help="leave the reference runs out")
+    parser.add_argument("--no-log", action="store_true", help="do not log the report as an MLflow run")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    selection = Selection(args.experiment, args.sweep, tuple(args.model), args.filter, not args.no_references)
+    try:
+        uri = tracking.resolve_tracking_uri(None)
+        client = tracking.connect(uri)
+        experiment = client.get_experiment_by_name(args.experiment)
+        if experiment is None:
+            raise ReportError(
+                f"no experiment `{args.experiment}` in {uri}: run python src/run.py or "
+                "python src/references.py first, or name another with --experiment"
+            )
+        if args.sweep:
+            check_sweep(client, args.sweep)
+        entries, notes = select(client, experiment.experiment_id, selection)
+        if not entries:
+            raise ReportError(f"nothing to report: no finished cell or reference run matches ({selection.describe()})")
+        files = write_report(entries, args.out, selection, args.baseline, uri, notes)
+    except (ReportError, tracking.TrackingUnavailable) as error:
+        print(f"trainbench: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"report: {len(entries)} runs -> {args.out / 'report.html'} (and report.md, report.json, plots)")
+    if args.no_log:
+        return EXIT_OK
+    try:
+        run_id = log_report(client, experiment.experiment_id, files, selection, entries)
+    except Exception as error:  # the artifact store may be elsewhere (S3, a server) and fail on its own
+        print(
+            f"trainbench: the report is in {args.out}, but logging it to MLflow failed: {first_line(str(error))}",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_LOGGED
+    print(f"logged as run {run_id} (trainbench.kind=report) in experiment {args.experiment}")
+    return EXIT_OK
+
+
+def check_sweep(client: Any, run_id: str) -> None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.get_run(run_id)
+    except MlflowException:
+        raise ReportError(f"--sweep {run_id}: no such run in this tracking store") from None

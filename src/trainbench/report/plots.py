@@ -1,0 +1,238 @@
+"""Plots a person can read: small multiples, one panel per comparable setting, one legend for the figure.
+
+A panel holds only runs of one comparison key (less the quantity on its x axis), so two sample counts,
+two timed regions or two precisions never share an axis. Each device keeps its colour in every panel.
+Each plot is written with the data behind it: {panel title: {series: [[x, y], ...]}}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import textwrap
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trainbench.report.selection import Entry
+from trainbench.runs import COMPARISON_TAGS
+
+Series = dict[str, list[list[float]]]
+Panels = dict[str, Series]  # panel title -> series label -> points
+
+PANEL_WIDTH_IN, PANEL_HEIGHT_IN, MAX_COLUMNS, DPI = 5.0, 3.4, 3, 100
+TITLE_WIDTH_CHARS = 60
+LEGEND_CHAR_IN = 0.075  # about one character of a 9-point legend, in inches
+
+
+def setting_text(e: Entry, leave_out: tuple[str, ...] = ()) -> str:
+    """A panel's title: what its runs share, e.g. "mlp_deep, cifar10 32 px, 50000 x 3 epochs, bs32, fp32, build_fit"."""
+    s = e.settings
+    parts = [e.model if "model" not in leave_out else ""]
+    if e.variant and "variant" not in leave_out:
+        parts.append(e.variant)
+    size = (
+        f" {s['trainbench.image_size']} px"
+        if s["trainbench.image_size"]
+        else (f" {s['trainbench.seq_len']} tokens" if s["trainbench.seq_len"] else "")
+    )
+    if e.task != "matmul":
+        parts.append(f"{s['trainbench.data']}{size}")
+    if s["trainbench.samples_per_epoch"]:
+        parts.append(f"{s['trainbench.samples_per_epoch']} samples x {s['trainbench.epochs']} epochs")
+    if s["trainbench.batch_size"] and "batch_size" not in leave_out:
+        parts.append(f"bs{s['trainbench.batch_size']}")
+    parts.append(s["trainbench.precision"])
+    parts.append(f"timed: {s['trainbench.timed_region']}")
+    parts += flags(s)
+    return ", ".join(p for p in parts if p)
+
+
+def flags(settings: dict[str, str]) -> list[str]:
+    """The settings that differ from the plain run, in words."""
+    out = []
+    if settings["trainbench.compile"] == "true":
+        out.append("compile")
+    if settings["trainbench.optimize"] not in ("none", ""):
+        out.append(f"optimize={settings['trainbench.optimize']}")
+    if settings["trainbench.channels_last"] == "true":
+        out.append("channels_last")
+    if settings["trainbench.pipeline"] not in ("device", ""):
+        out.append(f"{settings['trainbench.pipeline']} pipeline")
+    if settings["trainbench.num_devices"] not in ("1", ""):
+        out.append(f"{settings['trainbench.num_devices']} devices")
+    return out
+
+
+def _panel_key(e: Entry, free: str) -> tuple[str, ...]:
+    """The comparison key without the tag on the x axis."""
+    index = COMPARISON_TAGS.index(free) if free in COMPARISON_TAGS else None
+    return tuple(v for i, v in enumerate(e.key) if i != index) if index is not None else e.key[:-1]
+
+
+def throughput_panels(entries: list[Entry]) -> Panels:
+    """samples_per_s vs batch size, a panel per setting where some device has two or more batch sizes."""
+    groups: dict[tuple[str, ...], list[Entry]] = defaultdict(list)
+    for e in entries:
+        if e.metrics.get("samples_per_s") is not None and e.batch_size is not None:
+            groups[_panel_key(e, "trainbench.batch_size")].append(e)
+    panels: Panels = {}
+    for members in groups.values():
+        series = _medians(members, lambda e: e.batch_size, lambda e: e.metrics["samples_per_s"])
+        if any(len(points) > 1 for points in series.values()):  # single points are the tables' job
+            panels[setting_text(members[0], ("batch_size",))] = series
+    return dict(sorted(panels.items()))
+
+
+def depth_panels(entries: list[Entry]) -> Panels:
+    """total_time_s vs model.depth (the published M1 MLP depth chart), a panel per setting."""
+    groups: dict[tuple[str, ...], list[Entry]] = defaultdict(list)
+    for e in entries:
+        if e.depth is not None and e.metrics.get("total_time_s") is not None and e.task != "matmul":
+            groups[_panel_key(e, "variant")].append(e)
+    return dict(
+        sorted(
+            (setting_text(m[0], ("variant",)), _medians(m, lambda e: e.depth, lambda e: e.metrics["total_time_s"]))
+            for m in groups.values()
+        )
+    )
+
+
+def matmul_panels(entries: list[Entry]) -> Panels:
+    """TFLOPS vs n, a panel per shape and precision; published peaks as flat lines across the measured sizes."""
+    curves: dict[str, Series] = defaultdict(dict)
+    peaks: dict[str, dict[str, float]] = defaultdict(dict)
+    for e in (e for e in entries if e.task == "matmul"):
+        title = f"matmul {e.settings['trainbench.matmul_shape']}, {e.settings['trainbench.precision']}"
+        if e.tflops:
+            curves[title][_unique_label(curves[title], e.column.label)] = [[n, t] for n, t in e.tflops]
+        elif e.column.reference and "peak_tflops" in e.metrics:
+            peaks[title][f"{e.column.label} (peak_tflops)"] = e.metrics["peak_tflops"]
+    for title, series in curves.items():
+        sizes = [n for points in series.values() for n, _ in points]
+        for label, peak in peaks.get(title, {}).items():
+            series[label] = [[min(sizes), peak], [max(sizes), peak]]
+    return dict(sorted(curves.items()))
+
+
+def epoch_panels(entries: list[Entry]) -> Panels:
+    """epoch_time_s per epoch, one series per run of two or more epochs, a panel per setting."""
+    panels: Panels = defaultdict(dict)
+    for e in sorted(entries, key=lambda e: (e.column, e.run_id)):
+        if len(e.epoch_times) > 1:
+            series = panels[setting_text(e)]
+            series[_unique_label(series, e.column.label)] = [[step, value] for step, value in e.epoch_times]
+    return dict(sorted(panels.items()))
+
+
+def _medians(members: list[Entry], x: Callable[[Entry], Any], y: Callable[[Entry], float]) -> Series:
+    """One series per device: the median of repeated runs at each x."""
+    points: dict[str, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for e in members:
+        points[e.column.label][x(e)].append(y(e))
+    return {
+        label: [[xv, statistics.median(ys)] for xv, ys in sorted(by_x.items())]
+        for label, by_x in sorted(points.items())
+    }
+
+
+def _unique_label(series: Series, label: str) -> str:
+    unique, copy = label, 2
+    while unique in series:
+        unique, copy = f"{label} #{copy}", copy + 1
+    return unique
+
+
+# --------------------------------------------------------------------------------------------- drawing
+
+
+def draw(
+    path: Path, panels: Panels, *, xlabel: str, ylabel: str, log_x: int | None = None, integer_x: bool = False
+) -> None:
+    """Small multiples with one legend below them; a device has one colour throughout."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    labels = sorted({label.split(" #")[0] for series in panels.values() for label in series})
+    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
+    colours = {label: palette(i % palette.N) for i, label in enumerate(labels)}
+    columns = min(MAX_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    # Wide enough for the longest legend entry; as many legend columns as fit side by side.
+    entry_in = LEGEND_CHAR_IN * max(len(label) for label in labels) + 0.6
+    width_in = max(PANEL_WIDTH_IN * columns, entry_in + 0.4)
+    legend_columns = max(1, min(len(labels), int(width_in // entry_in)))
+    legend_in = 0.3 + 0.22 * math.ceil(len(labels) / legend_columns)
+    height_in = PANEL_HEIGHT_IN * rows + legend_in
+    figure, axes = plt.subplots(rows, columns, figsize=(width_in, height_in), squeeze=False)
+    for ax, (title, series) in zip(axes.flat, panels.items(), strict=False):
+        for label, points in series.items():
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o",
+                markersize=4,
+                color=colours[label.split(" #")[0]],
+                linestyle="--" if "(peak_tflops)" in label else "-",
+            )
+        ax.set_title("\n".join(textwrap.wrap(title, TITLE_WIDTH_CHARS)), fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.tick_params(labelsize=8)
+        if log_x:
+            ax.set_xscale("log", base=log_x)
+        if integer_x:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    handles = [plt.Line2D([], [], color=colours[label], marker="o", label=label) for label in labels]
+    figure.legend(handles=handles, loc="lower center", ncol=legend_columns, fontsize=9, frameon=False)
+    figure.tight_layout(rect=(0, legend_in / height_in, 1, 1))
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+
+
+def write_plots(entries: list[Entry], out: Path, notes: list[str]) -> list[Path]:
+    """Write each plot that has data, with its .json; say why a plot was skipped."""
+    written: list[Path] = []
+    plots = (
+        (
+            "throughput",
+            throughput_panels(entries),
+            dict(xlabel="batch size", ylabel="samples/s", log_x=2),
+            "no setting has samples_per_s at two or more batch sizes on one device",
+        ),
+        (
+            "mlp_depth",
+            depth_panels(entries),
+            dict(xlabel="model.depth (hidden layers)", ylabel="total_time_s (s)"),
+            "no selected run has a model.depth param and total_time_s",
+        ),
+        (
+            "matmul",
+            matmul_panels(entries),
+            dict(xlabel="matrix size n", ylabel="TFLOPS", log_x=10),
+            "no selected run with task=matmul has a `tflops` history yet",
+        ),
+        (
+            "epoch_times",
+            epoch_panels(entries),
+            dict(xlabel="epoch", ylabel="epoch_time_s (s)", integer_x=True),
+            "no selected run has epoch_time_s for two or more epochs",
+        ),
+    )
+    for name, panels, style, why_not in plots:
+        if not panels:
+            notes.append(f"skipped {name}.png: {why_not}")
+            continue
+        (out / f"{name}.json").write_text(json.dumps(panels, indent=1) + "\n")
+        draw(out / f"{name}.png", panels, **style)
+        written += [out / f"{name}.png", out / f"{name}.json"]
+    return written

@@ -1,0 +1,248 @@
+"""The one way to list runs, name runs, say which runs measure the same quantity, and open them in the UI.
+
+Used by the report, the reference importer and benchmarks/runs_table.py (and by tracking.run_name).
+Light on purpose: the parent process imports it, so MLflow is imported only inside the functions that
+talk to a store, and no deep-learning framework ever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+# ----------------------------------------------------------------------------------------------- listing
+
+PAGE_SIZE = 1000  # MLflow's own maximum per search request
+
+
+def search_all(
+    client: Any, experiment_ids: list[str], filter_string: str = "", order_by: list[str] | None = None
+) -> list[Any]:
+    """Every active run matching the filter, all pages (one search_runs call stops at 1000 runs)."""
+    found: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            experiment_ids, filter_string, max_results=PAGE_SIZE, order_by=order_by, page_token=token
+        )
+        found.extend(page)
+        token = page.token
+        if not token:
+            return found
+
+
+# ------------------------------------------------------------------------------------------------ naming
+
+
+def run_name(
+    *,
+    framework: str,
+    backend: str,
+    task: str,
+    model: str | None = None,
+    batch_size: Any = None,
+    matmul_shape: str | None = None,
+    precision: str | None = None,
+) -> str:
+    """`{framework}-{model}-{backend}-bs{batch_size}`; a matmul run has no model or batch:
+    `{framework}-matmul_{shape}-{backend}-{precision}`. `backend` is the device asked for until the cell
+    knows what ran."""
+    if task == "matmul":
+        return f"{framework}-matmul_{matmul_shape}-{backend}-{precision}"
+    return f"{framework}-{model}-{backend}-bs{batch_size}"
+
+
+# ------------------------------------------------------------------------------------------- comparison
+
+# Everything that changes the measured quantity. Two runs are compared (put in one row, one line of a
+# plot, one speed-up) only when they agree on all of these; the device and framework are what is compared.
+COMPARISON_TAGS = (
+    "trainbench.task",
+    "trainbench.model",
+    "trainbench.data",
+    "trainbench.image_size",  # image data: pixels per side
+    "trainbench.seq_len",  # text data: tokens per sequence
+    "trainbench.samples_per_epoch",  # train task
+    "trainbench.epochs",  # train task
+    "trainbench.precision",
+    "trainbench.batch_size",
+    "trainbench.compile",
+    "trainbench.channels_last",
+    "trainbench.optimize",  # none | fast
+    "trainbench.pipeline",  # device (data resident on the device) | loader (host input pipeline with workers)
+    "trainbench.timed_region",  # steps | epoch | fit | build_fit
+    "trainbench.num_devices",
+    "trainbench.matmul_shape",  # matmul task
+)
+# What a missing tag means: runs recorded before the tag existed ran this way.
+TAG_DEFAULTS = {
+    "trainbench.compile": "false",
+    "trainbench.channels_last": "false",
+    "trainbench.optimize": "none",
+    "trainbench.pipeline": "device",
+    "trainbench.num_devices": "1",
+}
+DEFAULT_TIMED_REGION = {"train": "epoch", "benchmark": "steps", "matmul": "steps"}
+# Tags that do not apply to a task: blank in its key, so that e.g. two benchmark cells with different
+# data.num_samples (unused by the benchmark) still compare.
+NOT_APPLICABLE = {
+    "matmul": set(COMPARISON_TAGS)
+    - {
+        "trainbench.task",
+        "trainbench.precision",
+        "trainbench.num_devices",
+        "trainbench.matmul_shape",
+        "trainbench.timed_region",
+    },
+    "benchmark": {"trainbench.samples_per_epoch", "trainbench.epochs", "trainbench.matmul_shape"},
+    "train": {"trainbench.matmul_shape"},
+}
+UNKNOWN = "?"  # an old run that recorded neither the tag nor a param it could be read from
+# Training-set sizes of the real datasets, for old runs with data.num_samples=null (all of it).
+FULL_TRAIN_SIZES = {"cifar10": 50000, "mnist": 60000}
+
+
+def comparison_settings(tags: Mapping[str, str], params: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The comparison tags of a run, each normalised: defaults for missing tags, blank where the tag does
+    not apply to the run (a benchmark has no epochs, text no image size), and (with `params`) the settings
+    older runs recorded only as params."""
+    params = params or {}
+    task = tags.get("trainbench.task") or params.get("task.name") or UNKNOWN
+    text = "trainbench.seq_len" in tags or params.get("data.input") == "text"
+    unused = NOT_APPLICABLE.get(task, set()) | {"trainbench.image_size" if text else "trainbench.seq_len"}
+    settings: dict[str, str] = {}
+    for key in COMPARISON_TAGS:
+        value = tags.get(key) or _from_params(key, params) or _default(key, task)
+        settings[key] = "" if key in unused else _normal(value)
+    return settings
+
+
+def comparison_key(tags: Mapping[str, str], params: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """What a run measured, as a tuple: equal keys, comparable figures. With `params`, the model's shape
+    (model.depth x model.width, or model.hidden_sizes) is part of it too: an MLP of depth 5 is not one of 20."""
+    settings = comparison_settings(tags, params)
+    variant = "" if settings["trainbench.task"] == "matmul" else model_variant(params or {})
+    return (*(settings[key] for key in COMPARISON_TAGS), variant)
+
+
+def model_variant(params: Mapping[str, str]) -> str:
+    """The model's shape: `depth 5 x 1024`, `hidden [3000, 1000]`, or empty (a library model's name says it)."""
+    depth, width = params.get("model.depth"), params.get("model.width")
+    if depth not in (None, "", "null", "None"):
+        return f"depth {depth} x {width}"
+    hidden = params.get("model.hidden_sizes")
+    return f"hidden {hidden}" if hidden not in (None, "", "[]", "null", "None") else ""
+
+
+# Tags whose value is a param of the resolved config, under another name.
+SAME_AS_PARAM = {
+    "trainbench.task": "task.name",
+    "trainbench.model": "model.name",
+    "trainbench.data": "data.name",
+    "trainbench.precision": "precision.name",
+    "trainbench.batch_size": "batch_size",
+    "trainbench.matmul_shape": "task.shape",
+    "trainbench.compile": "compile",
+    "trainbench.channels_last": "channels_last",
+}
+
+
+def _from_params(key: str, params: Mapping[str, str]) -> str | None:
+    """What a run recorded before the tag existed."""
+    if key in SAME_AS_PARAM:
+        return params.get(SAME_AS_PARAM[key])
+    if key in ("trainbench.image_size", "trainbench.seq_len"):
+        return params.get(key.replace("trainbench.", "data."))
+    if key == "trainbench.epochs":
+        return params.get("task.epochs") or params.get("epochs")
+    if key == "trainbench.samples_per_epoch":
+        samples = params.get("data.num_samples")
+        if samples not in (None, "", "null", "None"):
+            return samples
+        full = FULL_TRAIN_SIZES.get(params.get("data.name", ""))
+        return str(full) if full else None
+    return None
+
+
+def _default(key: str, task: str) -> str:
+    if key == "trainbench.timed_region":
+        return DEFAULT_TIMED_REGION.get(task, UNKNOWN)
+    return TAG_DEFAULTS.get(key, UNKNOWN)
+
+
+def _normal(value: str) -> str:
+    """`True` and `true`, `224` and `224.0`: the same setting."""
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return text.lower()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
+
+
+# -------------------------------------------------------------------------------------------------- UI
+
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves a local store by default
+SHARED_VIEW_TAG = "mlflow.sharedViewState."  # MLflow's saved ("shared") views: experiment tag + viewStateShareKey
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+# Without a kind, MLflow 3 may open an experiment on its GenAI pages; this one is model training.
+EXPERIMENT_KIND = "custom_model_development"
+UI_COLUMNS = (
+    "metrics.`samples_per_s`",
+    "tags.`hw.label`",
+    "tags.`trainbench.kind`",  # cell or reference
+    "tags.`trainbench.model`",
+    "tags.`trainbench.precision`",
+    "tags.`trainbench.batch_size`",
+)
+# The runs table applies saved widths only to the columns of a saved order, so the view saves both; the
+# first three are the table's own (run name, start time, duration), kept in front.
+UI_COLUMN_ORDER = ("attributes.`Run Name`", "runDateAndNestInfo", "duration", *UI_COLUMNS)
+# Wide enough for a whole hw.label ("NVIDIA A100-SXM4-80GB", "Apple M1 Max GPU") and a throughput.
+UI_COLUMN_WIDTHS = {"tags.`hw.label`": 210, "metrics.`samples_per_s`": 120, "attributes.`Run Name`": 240}
+COMPARED_RUNS = (
+    "tags.`trainbench.outcome` = 'finished' AND tags.`trainbench.kind` != 'sweep' "
+    "AND tags.`trainbench.kind` != 'report'"
+)
+
+
+def ui_url(
+    tracking_uri: str, experiment_id: str, *, sweep_run_id: str | None = None, ui_base: str | None = None
+) -> str:
+    """The URL of the experiment's runs table, filtered to the compared runs (a sweep's cells, or every
+    finished cell and reference run), fastest first, with hw.label and samples_per_s among the first columns.
+
+    MLflow 3.17's runs view takes only the filter and the order from URL parameters; the columns come
+    from a saved view: an experiment tag `mlflow.sharedViewState.<key>` holding the view as JSON, opened
+    by `?viewStateShareKey=<key>`. This writes that tag (and the experiment's kind, so the UI lands on runs
+    rather than on its GenAI pages), then returns the URL. `ui_base`: where the UI is served; default the
+    tracking server itself, or `mlflow ui`'s http://127.0.0.1:5000 for a local store.
+    """
+    from trainbench import tracking
+
+    client = tracking.client(tracking_uri)
+    state = view_state(sweep_run_id)
+    key = "trainbench-" + hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:12]
+    client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG + key, json.dumps(state))
+    if not client.get_experiment(experiment_id).tags.get(EXPERIMENT_KIND_TAG):
+        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    base = ui_base or (tracking_uri if tracking_uri.startswith(("http://", "https://")) else LOCAL_UI)
+    return f"{base.rstrip('/')}/#/experiments/{quote(experiment_id)}/runs?viewStateShareKey={key}"
+
+
+def view_state(sweep_run_id: str | None = None) -> dict[str, Any]:
+    """The saved view: search facets and UI state, in the names MLflow's runs view uses."""
+    search = f"tags.`mlflow.parentRunId` = '{sweep_run_id}'" if sweep_run_id else COMPARED_RUNS
+    return {
+        "searchFilter": search,
+        "orderByKey": "metrics.`samples_per_s`",
+        "orderByAsc": False,
+        "selectedColumns": list(UI_COLUMNS),
+        "columnOrder": list(UI_COLUMN_ORDER),
+        "columnWidths": UI_COLUMN_WIDTHS,
+    }

@@ -1,0 +1,119 @@
+"""The one way to name runs, to say which runs measured the same quantity, and to open the comparison in the UI."""
+
+from __future__ import annotations
+
+import json
+
+from trainbench import tracking
+from trainbench.runs import (
+    COMPARISON_TAGS,
+    EXPERIMENT_KIND_TAG,
+    SHARED_VIEW_TAG,
+    comparison_key,
+    comparison_settings,
+    run_name,
+    search_all,
+    ui_url,
+)
+
+# A finished train cell as trainbench records it (tags), with the resolved config's params.
+CELL_TAGS = {
+    "trainbench.task": "train",
+    "trainbench.model": "mobilenet_v2",
+    "trainbench.data": "synthetic_imagenet",
+    "trainbench.precision": "fp32",
+    "trainbench.batch_size": "128",
+    "trainbench.compile": "false",
+    "trainbench.channels_last": "false",
+    "trainbench.image_size": "224",
+    "trainbench.samples_per_epoch": "2048",
+    "trainbench.epochs": "3",
+}
+
+
+def test_run_names_keep_their_formats() -> None:
+    assert run_name(framework="pytorch", model="resnet50", backend="cuda", batch_size=64, task="train") == (
+        "pytorch-resnet50-cuda-bs64"
+    )
+    assert (
+        run_name(
+            framework="tensorflow",
+            backend="metal",
+            task="matmul",
+            matmul_shape="square",
+            precision="fp32",
+            model="mlp",
+            batch_size=64,
+        )
+        == "tensorflow-matmul_square-metal-fp32"
+    )
+
+
+def test_any_setting_that_changes_the_quantity_changes_the_key() -> None:
+    base = comparison_key(CELL_TAGS)
+    for tag, other in [
+        ("trainbench.image_size", "64"),
+        ("trainbench.samples_per_epoch", "256"),
+        ("trainbench.epochs", "1"),
+        ("trainbench.task", "benchmark"),
+        ("trainbench.pipeline", "loader"),
+        ("trainbench.timed_region", "fit"),
+        ("trainbench.optimize", "fast"),
+        ("trainbench.num_devices", "2"),
+        ("trainbench.precision", "mixed_bf16"),
+    ]:
+        assert comparison_key({**CELL_TAGS, tag: other}) != base, tag
+
+
+def test_a_run_older_than_the_new_tags_means_the_defaults() -> None:
+    recorded = {
+        **CELL_TAGS,
+        "trainbench.optimize": "none",
+        "trainbench.pipeline": "device",
+        "trainbench.num_devices": "1",
+        "trainbench.timed_region": "epoch",
+    }
+    assert comparison_key(CELL_TAGS) == comparison_key(recorded)
+    # ... and what it recorded only as params (today's `epochs=`, data.image_size) still counts
+    old = {
+        k: v
+        for k, v in CELL_TAGS.items()
+        if k not in ("trainbench.image_size", "trainbench.epochs", "trainbench.samples_per_epoch")
+    }
+    params = {"data.image_size": "224", "epochs": "3", "data.num_samples": "2048", "data.input": "image"}
+    assert comparison_key(old, params)[:-1] == comparison_key(CELL_TAGS)[:-1]
+    assert comparison_key(old, {**params, "data.image_size": "64"}) != comparison_key(CELL_TAGS, params)
+
+
+def test_settings_a_task_does_not_use_do_not_split_it() -> None:
+    benchmark = {**CELL_TAGS, "trainbench.task": "benchmark"}
+    assert comparison_key({**benchmark, "trainbench.epochs": "0"}) == comparison_key(
+        {**benchmark, "trainbench.epochs": "9"}
+    )
+    settings = comparison_settings(benchmark)
+    assert settings["trainbench.samples_per_epoch"] == "" and settings["trainbench.timed_region"] == "steps"
+    assert len(comparison_key(benchmark)) == len(COMPARISON_TAGS) + 1  # + the model's shape
+
+
+def test_the_model_shape_is_part_of_the_key() -> None:
+    deep = {**CELL_TAGS, "trainbench.model": "mlp_deep"}
+    assert comparison_key(deep, {"model.depth": "5", "model.width": "1024"}) != comparison_key(
+        deep, {"model.depth": "20", "model.width": "1024"}
+    )
+
+
+def test_ui_url_saves_a_view_of_the_comparison(tmp_path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = tracking.client(uri)
+    experiment_id = client.create_experiment("trainbench")
+    url = ui_url(uri, experiment_id)
+    assert url.startswith(f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?viewStateShareKey=trainbench-")
+    key = url.split("viewStateShareKey=")[1]
+    tags = client.get_experiment(experiment_id).tags
+    view = json.loads(tags[SHARED_VIEW_TAG + key])
+    assert view["selectedColumns"][:2] == ["metrics.`samples_per_s`", "tags.`hw.label`"]
+    assert view["orderByKey"] == "metrics.`samples_per_s`" and view["orderByAsc"] is False
+    assert search_all(client, [experiment_id], view["searchFilter"]) == []  # a filter MLflow accepts
+    assert tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
+    sweep = ui_url(uri, experiment_id, sweep_run_id="abc", ui_base="http://team:5000/")
+    assert sweep.startswith(f"http://team:5000/#/experiments/{experiment_id}/runs?viewStateShareKey=") and sweep != url
