@@ -122,8 +122,8 @@ def test_cells_and_references_pool_on_a_shared_server_with_their_artifacts(train
         assert kinds.count("reference") == published and kinds.count("cell") == 1
 
     # The server is gone: the next cell says so in one line and exits 2, without recording anything anywhere.
-    down = trainbench("epochs=1", env={"MLFLOW_TRACKING_URI": uri}, timeout=120)
+    down = trainbench("task.epochs=1", env={"MLFLOW_TRACKING_URI": uri}, timeout=120)
     assert down.returncode == 2
     lines = down.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"cannot reach the MLflow tracking store {uri}" in lines[0], down.stderr
+    assert len(lines) == 1 and f"cannot reach the MLflow tracking server {uri}" in lines[0], down.stderr
     assert not (tmp_path / "mlflow.db").exists()

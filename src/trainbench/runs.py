@@ -1,6 +1,6 @@
 """The one way to list runs, name runs, say which runs measure the same quantity, and open them in the UI.
 
-Used by the report, the reference importer and benchmarks/runs_table.py (and by tracking.run_name).
+Used by the report, the reference importer, the tasks (run names) and the sweep's summary (the UI link).
 Light on purpose: the parent process imports it, so MLflow is imported only inside the functions that
 talk to a store, and no deep-learning framework ever.
 """

@@ -97,8 +97,8 @@ class Sweep:
                 table = summary_table(rows)
                 print(table, flush=True)
                 print(f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
-                      + (f", sweep run {parent}" if parent else "") + f")  -- {browse_hint(uri, experiment_id)}",
-                      flush=True)
+                      + (f", sweep run {parent}" if parent else "") + f")  -- {browse_hint(uri)}", flush=True)
+                print(f"Compare: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
                 if parent:
                     self._close_parent(store, parent, rows, table, stopped, adopted)
         if stopped is not None:
@@ -309,12 +309,23 @@ def _hydra_value(value: Any) -> str:
     return f"'{text}'"
 
 
-def browse_hint(uri: str, experiment_id: str) -> str:
+def browse_hint(uri: str) -> str:
     if uri == tracking.default_tracking_uri():
         return "browse with `mlflow ui` from the project root"
     if uri.startswith(("http://", "https://")):
-        return f"open {tracking.redact(uri)}/#/experiments/{experiment_id}/runs in a browser"
+        return "the server's own UI"
     return f"browse with `mlflow ui --backend-store-uri {tracking.private(uri)}`"
+
+
+def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None) -> str:
+    """The runs view of this sweep's cells with hw.label and samples_per_s as the first columns, fastest
+    first (a saved view in the experiment; see trainbench.runs.ui_url)."""
+    from trainbench.runs import ui_url
+
+    try:
+        return tracking.redact(ui_url(uri, experiment_id, sweep_run_id=parent))
+    except Exception as error:  # the link is a convenience: never fail a sweep over it
+        return f"(no link: {tracking.private(str(error))[:120]})"
 
 
 def summary_table(results: list[CellResult]) -> str:

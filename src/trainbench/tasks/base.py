@@ -33,8 +33,12 @@ class TaskConfig(Choice):
         return cell
 
     def run_name(self, cell: CellConfig, backend: str) -> str:
-        """`{framework}-{model}-{backend}-bs{batch_size}`; before the backend is known, the device asked for."""
-        return f"{cell.framework.name}-{cell.model.name}-{backend}-bs{cell.batch_size}"
+        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.runs.run_name, the one naming rule);
+        before the backend is known, the device asked for."""
+        from trainbench.runs import run_name
+
+        return run_name(framework=cell.framework.name, backend=backend, task=self.name, model=cell.model.name,
+                        batch_size=cell.batch_size)
 
     def tags(self, cell: CellConfig) -> dict[str, Any]:
         """trainbench.* tags of the things that change the measured quantity (the report never merges

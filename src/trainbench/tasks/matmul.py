@@ -50,7 +50,10 @@ class MatmulTask(TaskConfig):
         need_count(self.steps, f"{at}.steps", 1, 10**6, "")
 
     def run_name(self, cell: CellConfig, backend: str) -> str:
-        return f"{cell.framework.name}-matmul_{self.shape}-{backend}-{cell.precision.name}"
+        from trainbench.runs import run_name
+
+        return run_name(framework=cell.framework.name, backend=backend, task=self.name, matmul_shape=self.shape,
+                        precision=cell.precision.name)
 
     def tags(self, cell: CellConfig) -> dict[str, Any]:
         return {**super().tags(cell), "trainbench.model": "matmul", "trainbench.matmul_shape": self.shape}
