@@ -85,6 +85,35 @@ class Dataset:
         return self.kind == "image" and self.train.inputs.shape[-1] != self.image_size
 
 
+def prepare_images(images: np.ndarray, data: Dataset, channels_last: bool) -> np.ndarray:
+    """uint8 (N, C, H, W) images -> the model's float32 input, on the host: scaled to [0, 1], resized
+    (bilinear, as F.interpolate(align_corners=False) without antialiasing), gray -> RGB, normalised; NHWC
+    when `channels_last`. The same steps in the same order as the PyTorch adapter does them on the device."""
+    x = images.astype(np.float32) / 255.0
+    if x.shape[-1] != data.image_size or x.shape[-2] != data.image_size:
+        x = resize_bilinear(x, data.image_size)
+    if x.shape[1] != data.channels:
+        x = np.repeat(x, data.channels // x.shape[1], axis=1)
+    x = (x - np.asarray(data.mean, np.float32)[:, None, None]) / np.asarray(data.std, np.float32)[:, None, None]
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1) if channels_last else x)
+
+
+def resize_bilinear(x: np.ndarray, size: int) -> np.ndarray:
+    """(N, C, H, W) float -> (N, C, size, size), half-pixel centres, edges clamped: torch's bilinear
+    interpolation with align_corners=False."""
+
+    def weights(source: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        position = np.clip((np.arange(size) + 0.5) * source / size - 0.5, 0, None)
+        low = np.floor(position).astype(np.int64)
+        high = np.minimum(low + 1, source - 1)
+        return low, high, (position - low).astype(np.float32)
+
+    rows_low, rows_high, row_weight = weights(x.shape[2])
+    cols_low, cols_high, col_weight = weights(x.shape[3])
+    rows = x[:, :, rows_low, :] * (1 - row_weight)[:, None] + x[:, :, rows_high, :] * row_weight[:, None]
+    return rows[:, :, :, cols_low] * (1 - col_weight) + rows[:, :, :, cols_high] * col_weight
+
+
 def load(cfg: DataConfig, seed: int) -> Dataset:
     """The dataset `cfg` describes, capped to its num_samples / num_val_samples."""
     if isinstance(cfg, TextData):

@@ -30,6 +30,7 @@ import numpy as np
 from keras import layers, ops
 
 from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.flops import transformer_flops_per_sample  # noqa: F401  (re-exported for the adapters)
 
 # Builders written here, by the `keras:` name in the model YAML (keras.applications has no such class).
 OWN_BUILDERS: dict[str, Callable[[tuple[int, int, int], int], keras.Model]] = {}
@@ -337,18 +338,6 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int) -> kera
 def _transformers_kernel() -> keras.initializers.Initializer:
     """transformers' Linear initialisation: normal(0, initializer_range=0.02), zero bias."""
     return keras.initializers.RandomNormal(0.0, 0.02)
-
-
-def transformer_flops_per_sample(model: TransformerModel, seq_len: int, classes: int, training: bool = True) -> float:
-    """Training FLOPs per sequence, as torch.utils.flop_counter counts the PyTorch adapter's transformers
-    model: every Linear (3x its forward: forward, input and weight gradients) and attention as
-    scaled_dot_product_attention (forward 2 products, backward 5: the scores are recomputed);
-    embeddings, softmax and normalisation are not counted."""
-    hidden, intermediate, depth = model.hidden_size, model.intermediate_size, model.num_layers
-    linear = depth * 2.0 * seq_len * (4 * hidden * hidden + 2 * hidden * intermediate)
-    linear += 2.0 * hidden * hidden + 2.0 * hidden * classes  # pooler / pre-classifier and classifier (one token)
-    attention = depth * 2 * 2.0 * seq_len * seq_len * hidden
-    return 3 * linear + 3.5 * attention if training else linear + attention
 
 
 def count_trainable(model: keras.Model) -> int:

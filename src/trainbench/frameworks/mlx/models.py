@@ -5,12 +5,10 @@ convolutions are channels-last), already normalised, and return logits; text mod
 and return logits. Modules start in training mode: BatchNorm normalises with batch statistics and updates
 its running statistics (momentum 0.1, unbiased variance, as torch), Dropout is active.
 
-YAML keys read (conf/model/*.yaml, the same ones the PyTorch and Keras adapters read):
-- `builder: mlp` with `hidden_sizes`, or `depth` x `width` when `depth` is set, and `activation`
-  (`output_activation` is the loss's business, as elsewhere: the MLP returns logits);
-- `torchvision: resnet18 | resnet50 | mobilenet_v2` (`pretrained` must be false: no MLX checkpoints);
-- `transformers: distilbert | bert` with `num_layers`, `hidden_size`, `num_heads`, `intermediate_size`,
-  `vocab_size`, `max_position_embeddings`.
+Configs read (trainbench.config.schema, from conf/model/*.yaml): MlpModel (`hidden_sizes`, or `depth` x
+`width`, and `activation`; `output_activation` is the loss's business, as elsewhere: the MLP returns
+logits); VisionModel with `mlx: resnet18 | resnet50 | mobilenet_v2` (`pretrained` must be false: no MLX
+checkpoints); TransformerModel with `family: distilbert | bert` and its dimensions.
 
 Parameter counts equal torchvision's and transformers' exactly, and torch's weights loaded into these models
 give torch's logits (tests/test_mlx_models.py; parameter names follow torchvision's). Initialisation
@@ -42,11 +40,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
+
+from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
 
 # LayerNorm epsilon of BERT and DistilBERT in transformers (layer_norm_eps / the hard-coded 1e-12).
 TRANSFORMERS_LAYER_NORM_EPS = 1e-12
@@ -59,17 +58,18 @@ _ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 }
 
 
-def build(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], num_classes: int) -> nn.Module:
-    """The image model of `model_cfg` for NHWC `input_shape` (H, W, C) and `num_classes` logits."""
-    if model_cfg.get("builder") == "mlp":
-        return mlp(model_cfg, input_shape, num_classes)
-    name = model_cfg.get("torchvision")
+def build(model: ModelConfig, input_shape: tuple[int, int, int], num_classes: int) -> nn.Module:
+    """The image model for NHWC `input_shape` (H, W, C) and `num_classes` logits."""
+    if isinstance(model, MlpModel):
+        return mlp(model, input_shape, num_classes)
+    if isinstance(model, TransformerModel):
+        raise ValueError(f"model `{model.name}` is a text model: build it with text_classifier")
+    assert isinstance(model, VisionModel)
+    name = model.mlx
     if name not in IMAGE_BUILDERS:
-        if model_cfg.get("transformers"):
-            raise ValueError(f"model `{model_cfg['name']}` is a text model: build it with text_classifier")
         known = ", ".join(sorted(IMAGE_BUILDERS))
-        raise ValueError(f"model.torchvision={name!r} has no MLX build: use one of {known} (or builder: mlp)")
-    if model_cfg.get("pretrained"):
+        raise ValueError(f"model.mlx={name!r} has no MLX build: use one of {known}")
+    if model.pretrained:
         raise ValueError(
             f"model.pretrained=true is PyTorch-only (torchvision checkpoints); {name} on MLX starts "
             "from random weights: set model.pretrained=false"
@@ -102,12 +102,8 @@ class MLP(nn.Module):
         return self.layers(x.reshape(x.shape[0], -1))
 
 
-def mlp(model_cfg: dict[str, Any], input_shape: tuple[int, int, int], num_classes: int) -> MLP:
-    if model_cfg.get("depth") is not None:
-        hidden = [model_cfg["width"]] * model_cfg["depth"]
-    else:
-        hidden = list(model_cfg["hidden_sizes"])
-    return MLP(math.prod(input_shape), hidden, num_classes, model_cfg.get("activation", "relu"))
+def mlp(model: MlpModel, input_shape: tuple[int, int, int], num_classes: int) -> MLP:
+    return MLP(math.prod(input_shape), model.layers(), num_classes, model.activation)
 
 
 # -- convolution helpers as torchvision builds them ----------------------------------------------
@@ -324,25 +320,25 @@ class TextEncoder(nn.Module):
 
     def __init__(
         self,
-        model_cfg: dict[str, Any],
+        model_cfg: TransformerModel,
         token_types: int,
         attention_output_dropout: bool,
         mask_padding: bool,
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        hidden = model_cfg["hidden_size"]
-        self.word_embeddings = nn.Embedding(model_cfg["vocab_size"], hidden)
-        self.position_embeddings = nn.Embedding(model_cfg["max_position_embeddings"], hidden)
+        hidden = model_cfg.hidden_size
+        self.word_embeddings = nn.Embedding(model_cfg.vocab_size, hidden)
+        self.position_embeddings = nn.Embedding(model_cfg.max_position_embeddings, hidden)
         if token_types:
             self.token_type_embeddings = nn.Embedding(token_types, hidden)
         self.embedding_norm = nn.LayerNorm(hidden, eps=TRANSFORMERS_LAYER_NORM_EPS)
         self.dropout = nn.Dropout(dropout)
         self.layers = [
             EncoderLayer(
-                hidden, model_cfg["num_heads"], model_cfg["intermediate_size"], dropout, attention_output_dropout
+                hidden, model_cfg.num_heads, model_cfg.intermediate_size, dropout, attention_output_dropout
             )
-            for _ in range(model_cfg["num_layers"])
+            for _ in range(model_cfg.num_layers)
         ]
         self.mask_padding = mask_padding
 
@@ -360,9 +356,9 @@ class TextEncoder(nn.Module):
 class BertClassifier(nn.Module):
     """BertForSequenceClassification: encoder, tanh pooler on the first token, dropout, Linear."""
 
-    def __init__(self, model_cfg: dict[str, Any], num_classes: int, mask_padding: bool) -> None:
+    def __init__(self, model_cfg: TransformerModel, num_classes: int, mask_padding: bool) -> None:
         super().__init__()
-        hidden = model_cfg["hidden_size"]
+        hidden = model_cfg.hidden_size
         self.encoder = TextEncoder(model_cfg, token_types=2, attention_output_dropout=True, mask_padding=mask_padding)
         self.pooler = nn.Linear(hidden, hidden)
         self.dropout = nn.Dropout(0.1)  # hidden_dropout_prob (classifier_dropout unset)
@@ -377,9 +373,9 @@ class DistilBertClassifier(nn.Module):
     """DistilBertForSequenceClassification: encoder (no token types), Linear + ReLU pre-classifier on the
     first token, dropout 0.2 (seq_classif_dropout), Linear."""
 
-    def __init__(self, model_cfg: dict[str, Any], num_classes: int, mask_padding: bool) -> None:
+    def __init__(self, model_cfg: TransformerModel, num_classes: int, mask_padding: bool) -> None:
         super().__init__()
-        hidden = model_cfg["hidden_size"]
+        hidden = model_cfg.hidden_size
         self.encoder = TextEncoder(model_cfg, token_types=0, attention_output_dropout=False, mask_padding=mask_padding)
         self.pre_classifier = nn.Linear(hidden, hidden)
         self.dropout = nn.Dropout(0.2)
@@ -396,15 +392,15 @@ TEXT_BUILDERS: dict[str, type[BertClassifier | DistilBertClassifier]] = {
 }
 
 
-def text_classifier(model_cfg: dict[str, Any], seq_len: int, num_classes: int, mask_padding: bool = True) -> nn.Module:
+def text_classifier(model_cfg: TransformerModel, seq_len: int, num_classes: int, mask_padding: bool = True) -> nn.Module:
     """A randomly initialised sequence classifier: (N, seq_len) int token ids in, (N, num_classes) logits out."""
-    family = model_cfg.get("transformers")
+    family = model_cfg.family
     if family not in TEXT_BUILDERS:
-        raise ValueError(f"model.transformers={family!r}: use one of {', '.join(TEXT_BUILDERS)}")
-    if seq_len > model_cfg["max_position_embeddings"]:
+        raise ValueError(f"model.family={family!r}: use one of {', '.join(TEXT_BUILDERS)}")
+    if seq_len > model_cfg.max_position_embeddings:
         raise ValueError(
             f"model.seq_len={seq_len} exceeds model.max_position_embeddings="
-            f"{model_cfg['max_position_embeddings']}: no position embedding for the later tokens"
+            f"{model_cfg.max_position_embeddings}: no position embedding for the later tokens"
         )
     model = TEXT_BUILDERS[family](model_cfg, num_classes, mask_padding)
     _init_like_transformers(model)

@@ -1,0 +1,325 @@
+"""MLX adapter: the only module, with .models, that imports mlx for a cell. gpu = Metal on Apple silicon,
+CUDA where an MLX CUDA build is installed; else the CPU.
+
+MLX is lazy: an operation records work, `mx.eval` computes it. Each train step therefore ends with
+`mx.async_eval` of the new state (queued, not waited for), and `synchronize` waits for everything queued,
+at every timed boundary, as `torch.cuda.synchronize` does. MLX has no device events: per-step percentiles
+come from the benchmark task's separate synchronized pass.
+
+Inputs are prepared once on the host (scaled, resized, normalised, NHWC: trainbench.data.prepare_images,
+the same steps as the other frameworks) and moved to the device; each step gathers its batch from the
+epoch's permutation. optimize.compile compiles the step with mx.compile (model, optimizer and random
+state passed in and out, so BatchNorm statistics and dropout stay right). Mixed precision: MLX has no
+autocast, so the fp32 weights stay the master copy and each step casts them to bf16/fp16, takes the
+gradients in that precision and applies them, in fp32, to the master copy.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
+    from trainbench.data import Dataset, Split
+
+
+class Adapter:
+    name = "mlx"
+
+    def __init__(self, cell: CellConfig) -> None:
+        import mlx.core as mx
+
+        self.mx, self.cell = mx, cell
+        self.backend = "cpu"
+        self.pending: Any = None
+        self.dtype = {None: None, "bfloat16": mx.bfloat16, "float16": mx.float16}[cell.precision.autocast]
+
+    # -- device -------------------------------------------------------------------------------
+    def select_device(self, device: DeviceConfig) -> str:
+        from trainbench.frameworks.base import DeviceUnavailable
+
+        mx = self.mx
+        metal = mx.metal.is_available()
+        cuda = hasattr(mx, "cuda") and mx.cuda.is_available()
+        if device.name == "cpu":
+            backend = "cpu"
+        elif metal or cuda:
+            backend = "metal" if metal else "cuda"
+        elif device.name == "gpu":
+            raise DeviceUnavailable(
+                f"no GPU for MLX {self.version()}: Metal is not available (Apple silicon macOS with `pip install "
+                "mlx`), and this MLX build has no CUDA backend (NVIDIA: `pip install mlx-cuda-13`)")
+        else:
+            backend = "cpu"
+        mx.set_default_device(mx.cpu if backend == "cpu" else mx.gpu)
+        mx.random.seed(self.cell.seed)
+        self.backend = backend
+        return backend
+
+    def version(self) -> str:
+        return importlib.metadata.version("mlx")
+
+    def versions(self) -> dict[str, str]:
+        tags = {"sw.mlx": self.version()}
+        for backend in ("mlx-metal", "mlx-cuda-13", "mlx-cuda-12", "mlx-cpu"):
+            try:
+                tags[f"sw.{backend.replace('-', '_')}"] = importlib.metadata.version(backend)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return tags
+
+    def flags(self) -> dict[str, str]:
+        from trainbench.config.schema import VisionModel
+
+        return {
+            "trainbench.tf32": "false",
+            "trainbench.autocast": self.cell.precision.autocast or "none",
+            "trainbench.compile": str(bool(self.cell.optimize.compile)).lower(),
+            "trainbench.channels_last": str(isinstance(self.cell.model, VisionModel)).lower(),  # MLX is NHWC
+            "trainbench.fused_optimizer": "false",
+            "trainbench.capture": "false",
+            "mlx.master_weights": "fp32",
+        }
+
+    def synchronize(self) -> None:
+        self.mx.synchronize()
+
+    def step_clock(self) -> Any:
+        return None  # no device events; lazy evaluation makes the host clock meaningless even on a CPU
+
+    def peak_device_memory_mb(self) -> float | None:
+        if self.backend == "cpu":
+            return None
+        return float(self.mx.get_peak_memory()) / 2**20
+
+    def device_indices(self) -> list[int]:
+        return [0] if self.backend == "cuda" else []
+
+    # -- model --------------------------------------------------------------------------------
+    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
+        from trainbench.frameworks.mlx import models
+
+        self.mx.random.seed(self.cell.seed)
+        if data.kind == "text":
+            network = models.text_classifier(model, data.seq_len, data.num_classes, mask_padding=data.padded)  # type: ignore[arg-type]
+        else:
+            network = models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
+        self.mx.eval(network.parameters())
+        return network
+
+    def num_parameters(self, model: Any) -> int:
+        from trainbench.frameworks.mlx import models
+
+        return models.num_parameters(model)
+
+    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+        """Counted as torch.utils.flop_counter counts the PyTorch build: every Linear and convolution of
+        one forward pass on one sample, recorded as it runs (training: forward + backward)."""
+        from trainbench.flops import dense_and_conv_flops, transformer_flops_per_sample
+
+        if data.kind == "text":
+            return transformer_flops_per_sample(self.cell.model, data.seq_len, data.num_classes, training)  # type: ignore[arg-type]
+        layers = _matrix_products(self.mx, model, self._inputs(data.train.first(1), data))
+        return dense_and_conv_flops(layers, training)
+
+    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+        return Trainer(self, model, data, cell)
+
+    # -- matmul -------------------------------------------------------------------------------
+    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+        mx = self.mx
+        dtype = self.dtype or mx.float32
+        a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        a = mx.random.normal(a_shape).astype(dtype)
+        b = mx.random.normal(b_shape).astype(dtype)
+        mx.eval(a, b)
+
+        def multiply() -> None:
+            self.pending = a @ b
+            mx.async_eval(self.pending)
+
+        return multiply
+
+    def matmul_element_bytes(self) -> int:
+        return 4 if self.dtype is None else 2
+
+    # -- inputs -------------------------------------------------------------------------------
+    def _inputs(self, split: Split, data: Dataset) -> Any:
+        from trainbench.data import prepare_images
+
+        if data.kind == "text":
+            return self.mx.array(split.inputs.astype("int32"))
+        return self.mx.array(prepare_images(split.inputs, data, channels_last=True))
+
+
+class Trainer:
+    """The model, its data, optimizer and loss, bound on the device (trainbench.frameworks.base.Trainer)."""
+
+    def __init__(self, adapter: Adapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        import math
+
+        import mlx.nn as nn
+
+        mx = self.mx = adapter.mx
+        self.adapter, self.model, self.data, self.cell, self.nn = adapter, model, data, cell, nn
+        self.batch_size = int(cell.batch_size)
+        self.inputs = adapter._inputs(data.train, data)
+        self.labels = mx.array(data.train.labels.astype("int32"))
+        self.samples_per_epoch = len(data.train)
+        self.steps_per_epoch = math.ceil(self.samples_per_epoch / self.batch_size)
+        self.optimizer = _optimizer(cell.optim)
+        self.order = mx.arange(self.samples_per_epoch)
+        self._losses: list[Any] = []
+        self._predictions: list[Any] = []
+        self._step = self._make_step()
+        mx.eval(self.inputs, self.labels)
+
+    def _loss(self, logits: Any, labels: Any) -> Any:
+        nn, mx = self.nn, self.mx
+        if getattr(self.cell.model, "output_activation", None) == "sigmoid":  # the seed blog's head
+            probs = mx.sigmoid(logits)
+            probs = mx.maximum(probs / probs.sum(axis=1, keepdims=True), 1e-7)
+            return -mx.take_along_axis(mx.log(probs), labels[:, None], axis=1).mean()
+        return nn.losses.cross_entropy(logits, labels, reduction="mean")
+
+    def _make_step(self) -> Callable[[Any, Any], tuple[Any, Any]]:
+        from mlx.utils import tree_map
+
+        mx, model, optimizer, dtype = self.mx, self.model, self.optimizer, self.adapter.dtype
+
+        def loss_of(params: Any, x: Any, y: Any) -> tuple[Any, Any]:
+            model.update(params)
+            logits = model(x if dtype is None else x.astype(dtype)).astype(mx.float32)
+            return self._loss(logits, y), mx.argmax(logits, axis=1)
+
+        gradient = mx.value_and_grad(loss_of)
+        decay = self.cell.optim.weight_decay if self.cell.optim.name == "adam" else 0.0
+
+        def step(x: Any, y: Any) -> tuple[Any, Any]:
+            master = model.trainable_parameters()
+            working = master if dtype is None else tree_map(lambda p: p.astype(dtype), master)
+            (loss, predicted), grads = gradient(working, x, y)
+            if dtype is not None:
+                grads = tree_map(lambda g: g.astype(mx.float32), grads)
+            if decay:  # torch's Adam: L2 added to the gradient (MLX's Adam has no weight_decay)
+                grads = tree_map(lambda g, p: g + decay * p, grads, master)
+            model.update(optimizer.apply_gradients(grads, master))
+            return loss, predicted
+
+        if self.cell.optimize.compile:
+            state = [model.state, optimizer.state, mx.random.state]
+            return mx.compile(step, inputs=state, outputs=state)  # type: ignore[no-any-return]
+        return step
+
+    def _queue(self, *arrays: Any) -> None:
+        self.adapter.pending = [*arrays, self.model.parameters(), self.optimizer.state]
+        self.mx.async_eval(self.adapter.pending)
+
+    # -- the train task's epoch ---------------------------------------------------------------
+    def begin_epoch(self, epoch: int) -> None:
+        mx = self.mx
+        self.model.train()
+        self.order = mx.random.permutation(self.samples_per_epoch, key=mx.random.key(self.cell.seed + epoch))
+        self._losses, self._predictions = [], []
+
+    def step(self, index: int) -> None:
+        positions = self.order[index * self.batch_size : (index + 1) * self.batch_size]
+        loss, predicted = self._step(self.inputs[positions], self.labels[positions])
+        self._losses.append(loss)
+        self._predictions.append(predicted)
+        self._queue(loss, predicted)
+
+    def end_epoch(self) -> Any:
+        from trainbench.frameworks.base import EpochResult
+
+        mx = self.mx
+        sizes = mx.array([min(self.batch_size, self.samples_per_epoch - i * self.batch_size)
+                          for i in range(self.steps_per_epoch)], dtype=mx.float32)
+        loss_sum = (mx.stack(self._losses) * sizes).sum()
+        correct = (mx.concatenate(self._predictions) == self.labels[self.order]).sum()
+        return EpochResult(loss_sum.item() / self.samples_per_epoch, correct.item() / self.samples_per_epoch)
+
+    def evaluate(self) -> tuple[float | None, float | None]:
+        if len(self.data.val) == 0:
+            return None, None
+        mx = self.mx
+        inputs = self.adapter._inputs(self.data.val, self.data)
+        labels = mx.array(self.data.val.labels.astype("int32"))
+        self.model.eval()
+        loss_sum, correct = mx.array(0.0), mx.array(0)
+        for start in range(0, len(self.data.val), self.batch_size):
+            x, y = inputs[start : start + self.batch_size], labels[start : start + self.batch_size]
+            logits = self.model(x if self.adapter.dtype is None else x.astype(self.adapter.dtype)).astype(mx.float32)
+            loss_sum = loss_sum + self._loss(logits, y) * y.shape[0]
+            correct = correct + (mx.argmax(logits, axis=1) == y).sum()
+        self.model.train()
+        return loss_sum.item() / len(self.data.val), correct.item() / len(self.data.val)
+
+    # -- the benchmark and inference tasks ----------------------------------------------------
+    def resident_step(self) -> Callable[[], None]:
+        x, y = self.inputs[: self.batch_size], self.labels[: self.batch_size]
+        self.model.train()
+
+        def one_step() -> None:
+            self._queue(*self._step(x, y))
+
+        return one_step
+
+    def inference_step(self, batch_size: int) -> Callable[[], None]:
+        mx, model, dtype = self.mx, self.model, self.adapter.dtype
+        x = self.inputs[: min(batch_size, self.samples_per_epoch)]
+        model.eval()
+
+        def forward(inputs: Any) -> Any:
+            return model(inputs if dtype is None else inputs.astype(dtype))
+
+        run = mx.compile(forward, inputs=[model.state]) if self.cell.optimize.compile else forward
+
+        def predict() -> None:
+            self.adapter.pending = run(x)
+            mx.async_eval(self.adapter.pending)
+
+        return predict
+
+
+def _optimizer(optim: Any) -> Any:
+    """torch's optimizers as MLX has them (SGD's weight_decay is L2 in both; AdamW's decoupled in both)."""
+    import mlx.optimizers as optimizers
+
+    if optim.name == "sgd":
+        return optimizers.SGD(learning_rate=optim.lr, momentum=optim.momentum, weight_decay=optim.weight_decay)
+    betas = [optim.beta1, optim.beta2]
+    if optim.name == "adamw":
+        return optimizers.AdamW(learning_rate=optim.lr, betas=betas, eps=optim.eps, weight_decay=optim.weight_decay)
+    return optimizers.Adam(learning_rate=optim.lr, betas=betas, eps=optim.eps)
+
+
+def _matrix_products(mx: Any, model: Any, sample: Any) -> list[tuple[int, int]]:
+    """(output positions, kernel size) of every Linear and Conv2d as one forward pass runs them."""
+    import mlx.nn as nn
+
+    recorded: list[tuple[int, int]] = []
+    originals = {cls: cls.__call__ for cls in (nn.Linear, nn.Conv2d)}
+
+    def recording(original: Any) -> Any:
+        def call(layer: Any, x: Any) -> Any:  # a plain function, so Python binds `layer` as it does methods
+            out = original(layer, x)
+            outputs = int(out.size // out.shape[0])  # per sample: positions x output channels/features
+            recorded.append((outputs, int(layer.weight.size // layer.weight.shape[0])))
+            return out
+
+        return call
+
+    try:
+        for cls, original in originals.items():
+            cls.__call__ = recording(original)  # type: ignore[method-assign]
+        training = model.training
+        model.eval()
+        mx.eval(model(sample))
+        model.train(training)
+    finally:
+        for cls, original in originals.items():
+            cls.__call__ = original  # type: ignore[method-assign]
+    return recorded

@@ -1,0 +1,96 @@
+"""task=inference: forward passes in eval mode without gradients, as a model is served.
+
+Two figures per cell, each after its own warm-up: latency at batch 1 (`latency_ms_p50/p90/p99/mean`, per
+request, from device events between requests where the framework has them, else from a synchronized pass:
+a served request waits for its answer) and throughput at the cell's batch size (`samples_per_s`, from a
+block of passes with one synchronization at each end). Energy and MFU (forward FLOPs) cover the
+throughput block, as they cover the timed steps in training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from trainbench.config import replace
+from trainbench.config.registry import schema
+from trainbench.config.schema import SyntheticImages, SyntheticText, need_count
+from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import CellConfig
+    from trainbench.frameworks.base import Framework, RunLog
+
+
+@schema("task", "inference")
+@dataclass
+class InferenceTask(TaskConfig):
+    timed_region: ClassVar[str] = "inference"
+    warmup_steps: int = 10  # untimed passes before each measurement (compilation, autotuning, allocation)
+    steps: int = 50  # timed passes at the cell's batch size, as one block
+    latency_steps: int = 100  # requests of one sample, for the latency percentiles
+
+    def check(self, at: str) -> None:
+        need_count(self.warmup_steps, f"{at}.warmup_steps", 0, 10**6, "e.g. task.warmup_steps=10")
+        need_count(self.steps, f"{at}.steps", 1, 10**7, "e.g. task.steps=50")
+        need_count(self.latency_steps, f"{at}.latency_steps", 1, 10**7, "e.g. task.latency_steps=100")
+
+    def prepared(self, cell: CellConfig) -> CellConfig:
+        """Synthetic data: generate the one batch the passes use."""
+        if isinstance(cell.data, (SyntheticImages, SyntheticText)) and isinstance(cell.batch_size, int):
+            return replace(cell, data={"num_samples": cell.batch_size, "num_val_samples": 0})
+        return cell
+
+    def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        from trainbench import progress
+        from trainbench.timing import (
+            SYNCHRONIZED_PASS,
+            StepStats,
+            compile_time_s,
+            synchronized_step_times,
+            time_block,
+            warm_up,
+        )
+
+        model, data, flops = model_and_data(framework, cell, log, training=False)
+        sync = framework.synchronize
+        trainer = framework.trainer(model, data, cell)
+        batch = min(int(cell.batch_size), len(data.train))
+
+        single = _indexed(trainer.inference_step(1))
+        warm_up(single, sync, self.warmup_steps)
+        clock = framework.step_clock()
+        if clock is not None:
+            latencies = time_block(single, self.latency_steps, sync, clock).step_times_s or []
+            source = clock.source
+        else:
+            latencies = synchronized_step_times(single, self.latency_steps, sync)
+            source = f"{SYNCHRONIZED_PASS} of {len(latencies)} requests (no device events)"
+        latency = StepStats.of(latencies)
+
+        passes = _indexed(trainer.inference_step(batch))
+        warm = warm_up(passes, sync, self.warmup_steps)
+        meter = energy_meter(framework, device)
+        with meter:
+            block = time_block(passes, self.steps, sync)
+        samples_per_s = batch * block.steps / block.seconds
+        log.tags({"trainbench.latency_source": source, **meter.tags()})
+        progress.line(f"inference: batch 1 p50 {latency.p50_ms:.3f} ms (p99 {latency.p99_ms:.3f}); "
+                      f"batch {batch}: {samples_per_s:,.0f} samples/s")
+        summary: dict[str, Any] = {
+            **latency.metrics("latency"),
+            "samples_per_s": samples_per_s,
+            "warmup_time_s": warm.seconds,
+            "compile_time_s": compile_time_s(warm, block.seconds / block.steps),
+            "total_time_s": warm.seconds + block.seconds,
+            **meter.metrics(batch * block.steps),
+        }
+        throughput_extras(summary, data, flops, device, cell, log)
+        return summary
+
+
+def _indexed(call: Any) -> Any:
+    def step(_: int) -> None:
+        call()
+
+    return step
