@@ -27,7 +27,9 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     """Check the command line, then hand it to Hydra; return the exit status."""
     from trainbench.config import ConfigError
     from trainbench.config.compose import check_command_line, parse_args
+    from trainbench.timeline import mark
 
+    mark("parent: trainbench imported")
     argv = list(sys.argv[1:] if argv is None else argv)
     sys.argv = [sys.argv[0], *argv]
     if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
@@ -45,6 +47,7 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
         return int(error.code or 0)
     except KeyboardInterrupt:
         return EXIT_CTRL_C
+    mark("parent: command line checked")
     try:
         hydra_main()
     except SystemExit as finished:  # the sweeper ends every sweep this way, with its status

@@ -255,9 +255,14 @@ def synthetic(cfg: SyntheticImages, seed: int) -> tuple[Split, Split, int]:
         images = np.empty((n, channels, size, size), dtype=np.uint8)
         for start in range(0, n, 256):  # in chunks: 224 px float intermediates are large
             chunk = labels[start : start + 256]
-            noise = rng.normal(0.0, 64.0, size=(len(chunk), channels, size, size)).astype(np.float32)
-            signal = _upsample(patterns[chunk], size) * 16.0 if cfg.learnable else 0.0
-            images[start : start + 256] = np.clip(128.0 + signal + noise, 0, 255).astype(np.uint8)
+            # float32 draws, in place: four times faster than float64 normals cast down
+            pixels = rng.standard_normal((len(chunk), channels, size, size), dtype=np.float32)
+            pixels *= 64.0
+            pixels += 128.0
+            if cfg.learnable:
+                pixels += _upsample(patterns[chunk], size) * 16.0
+            np.clip(pixels, 0, 255, out=pixels)
+            images[start : start + 256] = pixels
         return Split(images, labels)
 
     return make(n_train), make(n_val), classes

@@ -13,6 +13,7 @@ still on record; keeps the run's heartbeat while the cell runs; and always close
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,8 @@ from trainbench import hardware, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.runner import liveness, slots
 from trainbench.runner.batch_search import Probe, SearchFailed, find_max_batch
+from trainbench.runner.events import RunWriter
+from trainbench.timeline import mark
 
 STDERR_TAIL_LINES = 200
 GRACE_S = 10  # how long a cell's process gets to write its result after SIGINT/SIGTERM
@@ -80,14 +84,17 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     cell = cell.task.prepared(cell)
     index, suffix = cell.launch.index, cell.launch.name_suffix
     name = cell.task.run_name(cell, cell.device.name) + suffix
+    mark("job: started")
     run_id = _create_run(cell, store, overrides, name)
+    mark("job: run created")
     outcome, reason = "failed", "the cell's launcher stopped unexpectedly"
     result: dict[str, Any] = {}
     try:
         with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
             if cell.batch_size == "max":
                 cell = _with_max_batch(cell, store, run_id)
-            result, stderr_tail = _run_in_child(cell, run_id, store.uri, suffix)
+            with _system_metrics(store, run_id, cell.tracking.system_metrics_interval_s):
+                result, stderr_tail = _run_in_child(cell, store, run_id, suffix)
         outcome, reason = result["outcome"], result.get("reason")
         if outcome == "failed" and stderr_tail:
             _attempt(lambda: store.client.log_text(run_id, tracking.private(stderr_tail), "stderr_tail.txt"))
@@ -163,7 +170,7 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
     def probe(batch_size: int) -> Probe:
         probe_cell = benchmark.prepared(replace(cell, batch_size=batch_size, task=benchmark))
         print(f"  batch_size=max: probing {batch_size} ...", flush=True)
-        result, _ = _run_in_child(probe_cell, None, store.uri, "")
+        result, _ = _run_in_child(probe_cell, store, None, "")
         fits = result["outcome"] == "finished"
         if not fits and result.get("failure") != "oom":
             raise SearchFailed(f"batch_size=max: the probe at batch {batch_size} failed ({result.get('reason')})")
@@ -181,26 +188,35 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
     return replace(cell, batch_size=best)
 
 
-def _run_in_child(cell: CellConfig, run_id: str | None, uri: str, name_suffix: str) -> tuple[dict[str, Any], str]:
-    """Run `cell` in a worker process (logging into run_id; None: a probe that logs nothing), on the GPUs
-    and cores it may use; return (its result, its stderr tail)."""
+def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffix: str) -> tuple[dict[str, Any], str]:
+    """Run `cell` in a worker process (recording into run_id; None: a probe that records nothing), on the
+    GPUs and cores it may use; return (its result, its stderr tail)."""
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
     with (slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
           slots.take("cpu", cell.cell.cpus, [str(c) for c in sorted(os.sched_getaffinity(0))]) as cores,
           tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch):
         result_path = Path(scratch) / "result.json"
         spec_path = Path(scratch) / "spec.json"
+        events_read, events_write = os.pipe() if run_id else (None, None)
         spec_path.write_text(json.dumps({
-            "cell": to_spec(cell), "run_id": run_id, "tracking_uri": uri, "result_path": str(result_path),
-            "parent_pid": os.getpid(), "name_suffix": name_suffix,
+            "cell": to_spec(cell), "run_id": run_id, "tracking_uri": store.uri, "result_path": str(result_path),
+            "parent_pid": os.getpid(), "name_suffix": name_suffix, "events_fd": events_write,
             "cpus": [int(c) for c in cores] if cores else None,
         }))
         env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
-        returncode, stderr_tail = _run_child(spec_path, cell.cell.timeout_s, env)
+        writer = None
+        if run_id and events_read is not None and events_write is not None:
+            writer = RunWriter(store.client, run_id, os.fdopen(events_read, encoding="utf-8")).start()
+        try:
+            returncode, stderr_tail = _run_child(spec_path, cell.cell.timeout_s, env, events_write)
+        finally:
+            if writer is not None:
+                writer.finish()
         return read_result(result_path, returncode, cell.cell.timeout_s, cell.cell.memory_limit_mb), stderr_tail
 
 
-def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, str]) -> tuple[int, str]:
+def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, str],
+               events_fd: int | None) -> tuple[int, str]:
     """Start the cell's process, echo its stderr while keeping the tail; return (exit status, tail)."""
     env = {**os.environ, **extra_env}
     # The child logs by run id; an inherited MLFLOW_RUN_ID (set by `mlflow run`) must not redirect it.
@@ -209,8 +225,12 @@ def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, st
     env["PYTHONUNBUFFERED"] = "1"
     tracking.configure_http_retries()
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+    mark("job: starting the cell's process")
+    passed = (events_fd,) if events_fd is not None else ()
     child = subprocess.Popen([sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
-                             env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+                             env=env, stderr=subprocess.PIPE, text=True, errors="replace", pass_fds=passed)
+    if events_fd is not None:
+        os.close(events_fd)  # the child holds the only writing end: its exit ends the stream
     try:
         reader = threading.Thread(target=_pump, args=(child.stderr, tail), daemon=True)
         reader.start()
@@ -220,6 +240,7 @@ def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, st
             _stop(child, signal.SIGTERM)
             returncode = TIMED_OUT
         reader.join(timeout=5)
+        mark("job: the cell's process ended")
     except BaseException:
         # Ctrl-C on a terminal reached the child too; SIGTERM/SIGHUP of the sweep, or a kill of this
         # process's parent, did not: pass the stop on, wait for the child to record it, then insist.
@@ -234,6 +255,29 @@ _NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)
                     r"[IW]\d{4} [\d:.]+ +\d+ cudart_stub\.cc|"
                     r"[IW]\d{4} [\d:.]+ +\d+ cpu_feature_guard\.cc|"
                     r"To enable the following instructions: |oneDNN custom operations are on)")
+
+
+@contextlib.contextmanager
+def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[None]:
+    """MLflow's own system metrics (CPU, memory, GPU via NVML) sampled from here into the cell's run while
+    the cell's process runs: they describe the machine, not a process, so the cell need not import MLflow."""
+    monitor = None
+    if interval_s:
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, samples_before_logging=1,
+                                           tracking_uri=store.uri)
+            monitor.start()
+        except Exception as error:  # optional: a cell must not fail because monitoring could not start
+            sys.stderr.write(f"trainbench: system metrics off: {tracking.private(str(error))[:200]}\n")
+            monitor = None
+    try:
+        yield
+    finally:
+        if monitor is not None:
+            with contextlib.suppress(Exception):
+                monitor.finish()
 
 
 def _pump(stream: Any, tail: collections.deque[str]) -> None:

@@ -27,6 +27,7 @@ from trainbench import hardware, tracking
 from trainbench.config import CellConfig, PlainError
 from trainbench.runner import liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
+from trainbench.timeline import mark
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -51,10 +52,13 @@ class Sweep:
             return EXIT_OK
         first = self.cells[0]
         uri = tracking.resolve_tracking_uri(first.tracking.uri)
+        mark("parent: cells composed and judged")
         store = tracking.open_store(uri)  # raises TrackingUnavailable before any work
+        mark("parent: store open")
         lost = liveness.close_lost_runs(store, self.settings.lost_after_s)
         if lost:
             print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
+        mark("parent: lost runs closed")
         fetch_or_refuse_missing_files(self.cells)
         adopted = os.environ.get("MLFLOW_RUN_ID")  # `mlflow run`: its run is the parent, its experiment ours
         if adopted:
@@ -101,6 +105,7 @@ class Sweep:
                 print(f"Compare: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
                 if parent:
                     self._close_parent(store, parent, rows, table, stopped, adopted)
+        mark("parent: summary printed")
         if stopped is not None:
             return 128 + stopped.signum
         return EXIT_OK if all(r.outcome in ("finished", "skipped") for r in rows) else EXIT_CELLS_DID_NOT_FINISH

@@ -1,10 +1,11 @@
 """A cell's own process: `python -m trainbench.runner.worker SPEC.json`.
 
-The process that launched it (trainbench.runner.cell) wrote SPEC (the cell, the run to log into, where to
-put the result) and closes the run whatever happens here. This process imports exactly one framework,
-logs metrics and tags into the run, and writes RESULT (outcome, reason, samples/s) atomically for its
-parent. If it dies without writing one (abort, segfault, the OOM killer), the parent works out the outcome
-from its exit status.
+The process that launched it (trainbench.runner.cell) wrote SPEC (the cell, where to send what it records,
+where to put the result) and closes the run whatever happens here. This process imports exactly one
+framework and not MLflow: it sends its metrics, tags and artifacts as JSON lines over a pipe
+(trainbench.runner.events), which the launcher logs into the run, and writes RESULT (outcome, reason,
+samples/s) atomically. If it dies without writing one (abort, segfault, the OOM killer), the parent works
+out the outcome from its exit status.
 
 If the parent dies (SIGKILL, the OOM killer, a lost node), this process notices within a second (Linux:
 PR_SET_PDEATHSIG; everywhere: the parent pid changes), records its own run `killed` with that reason,
@@ -32,6 +33,9 @@ class Terminated(BaseException):
 
 
 def main(spec_path: str) -> int:
+    from trainbench.timeline import mark
+
+    mark("cell: python started, trainbench imported")
     spec = json.loads(Path(spec_path).read_text())
     parent_pid = int(spec["parent_pid"])
     _die_with_parent(parent_pid)
@@ -42,16 +46,16 @@ def main(spec_path: str) -> int:
     from trainbench.config import from_spec
 
     cell = from_spec(spec["cell"])
+    mark("cell: config read")
     _limit_memory(cell.cell.memory_limit_mb)
     result: dict[str, Any] = {"outcome": "failed", "reason": None}
-    monitor = log = None
     try:
-        from trainbench.tracking import NullLog, RunLogger, quiet_logs
+        from trainbench.runner.events import PipeLog
+        from trainbench.tracking import NullLog, quiet_logs
 
         quiet_logs()
-        if spec.get("run_id"):
-            log = RunLogger(spec["tracking_uri"], spec["run_id"])
-            monitor = _system_metrics(spec["run_id"], spec["tracking_uri"], cell.tracking.system_metrics_interval_s)
+        if spec.get("events_fd") is not None:
+            log: Any = PipeLog(os.fdopen(spec["events_fd"], "w", buffering=1), Path(spec["result_path"]).parent)
         else:  # a probe (batch_size=max search): runs the cell, records nothing
             log = NullLog()
         _inject_fault(cell.debug.inject_fault)
@@ -71,12 +75,10 @@ def main(spec_path: str) -> int:
         else:
             traceback.print_exc()  # lands in the stderr tail the parent attaches to the run
             result.update(outcome="failed", reason=private(one_line(error)), failure=failure_kind(error))
-    finally:
-        if monitor is not None:
-            _stop_quietly(monitor)
-    if os.getppid() != parent_pid and spec.get("run_id") and log is not None:
-        _close_own_run(log, result)  # nobody else will
+    if os.getppid() != parent_pid and spec.get("run_id"):
+        _close_own_run(spec, result)  # nobody else will
     write_atomically(Path(spec["result_path"]), json.dumps(result))
+    mark(f"cell: result written ({result['outcome']})")
     return 0
 
 
@@ -84,10 +86,14 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
     """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
     from trainbench import frameworks, hardware
     from trainbench.tasks.base import DeviceInfo
+    from trainbench.timeline import mark
 
     framework = frameworks.load(cell)
+    mark("cell: framework imported")
     backend = framework.select_device(cell.device)
+    mark("cell: device selected")
     host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
+    mark("cell: hardware probed")
     label = hardware.label(backend, host)
     task = cell.task
     log.tags({
@@ -157,11 +163,12 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _close_own_run(log: Any, result: dict[str, Any]) -> None:
-    from trainbench.tracking import close
-
+def _close_own_run(spec: dict[str, Any], result: dict[str, Any]) -> None:
+    """The launcher died: this process closes its run itself (the one time it imports MLflow)."""
     try:
-        close(log.tracking, log.run_id, result["outcome"], result.get("reason"))
+        from trainbench.tracking import client, close
+
+        close(client(spec["tracking_uri"]), spec["run_id"], result["outcome"], result.get("reason"))
     except Exception as error:  # the store may be gone too; `lost` handling closes the run later
         sys.stderr.write(f"trainbench: could not close the run: {one_line(error)}\n")
 
@@ -175,29 +182,6 @@ def _limit_memory(limit_mb: int | None) -> None:
 
     limit = int(limit_mb) * 2**20
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
-def _system_metrics(run_id: str, tracking_uri: str, interval_s: float) -> Any:
-    """MLflow's own system metrics (CPU, memory, GPU via NVML) sampled into the cell's run."""
-    if not interval_s:
-        return None
-    try:
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
-        monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, samples_before_logging=1,
-                                       tracking_uri=tracking_uri)
-        monitor.start()
-        return monitor
-    except Exception as error:  # optional: a cell must not fail because monitoring could not start
-        sys.stderr.write(f"trainbench: system metrics off: {one_line(error)}\n")
-        return None
-
-
-def _stop_quietly(monitor: Any) -> None:
-    try:
-        monitor.finish()
-    except Exception as error:
-        sys.stderr.write(f"trainbench: system metrics did not stop cleanly: {one_line(error)}\n")
 
 
 def one_line(error: BaseException) -> str:

@@ -79,11 +79,15 @@ class DeviceInfo:
 def model_and_data(framework: Framework, cell: CellConfig, log: RunLog, training: bool = True) -> tuple[Any, Dataset, float | None]:
     """Load the data, build the model, log its size and FLOPs; return (model, data, flops per sample)."""
     from trainbench import data as datasets
+    from trainbench.timeline import mark
 
     data = datasets.load(cell.data, cell.seed)
+    mark("cell: data loaded")
     log.params(actual_data_params(cell, data))
     model = framework.build_model(cell.model, data)
+    mark("cell: model built")
     flops = framework.flops_per_sample(model, data, training=training)
+    mark("cell: FLOPs counted")
     log.metrics({"num_parameters": framework.num_parameters(model), "flops_per_sample": flops})
     return model, data, flops
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trainbench.config.registry import schema
 from trainbench.config.schema import need_count
 from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+from trainbench.timeline import mark
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -59,8 +60,10 @@ class TrainTask(TaskConfig):
 
         model, data, flops = model_and_data(framework, cell, log)
         if self.epochs == 0:
+            mark("cell: ready for the first step")
             return {}
         trainer = framework.trainer(model, data, cell)
+        mark("cell: ready for the first step")
         log.tags({"trainbench.samples_per_epoch": trainer.samples_per_epoch})
         epochs: list[EpochStats] = []
         meter = energy_meter(framework, device)

@@ -1,0 +1,117 @@
+"""How a cell's process reports to its run without importing MLflow: JSON lines over a pipe.
+
+The cell's process (runner/worker.py) imports only its framework: importing MLflow and opening a store
+cost ~5 s per cell on a 2-core machine, which is overhead no user asked to pay. It writes what it records
+(metrics, tags, params, texts, figures) as one JSON line per event to a pipe; the process that launched it
+(runner/cell.py) reads them in a thread and hands them to a second thread that logs them into the run,
+in order. The queue between the two threads is the buffer: when the tracking server blinks, MLflow's
+retries hold up the logging thread, never the cell, and the queue is replayed in order once the server
+answers (the launcher waits for it to drain before closing the run).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+DRAIN_TIMEOUT_S = 300  # at the end of a cell: how long the queue may take to reach the store
+
+
+class PipeLog:
+    """The cell's side (a trainbench.frameworks.base.RunLog): each call is one JSON line."""
+
+    def __init__(self, stream: IO[str], scratch: Path) -> None:
+        self.stream, self.scratch = stream, scratch
+        self._figures = 0
+
+    def _send(self, event: dict[str, Any]) -> None:
+        self.stream.write(json.dumps(event, default=_plain) + "\n")
+        self.stream.flush()
+
+    def metrics(self, values: Mapping[str, float | None], step: int = 0) -> None:
+        self._send({"metrics": {k: v for k, v in values.items() if v is not None}, "step": step})
+
+    def tags(self, values: Mapping[str, Any]) -> None:
+        self._send({"tags": {k: str(v) for k, v in values.items() if v is not None}})
+
+    def params(self, values: Mapping[str, Any]) -> None:
+        self._send({"params": dict(values)})
+
+    def text(self, text: str, artifact_file: str) -> None:
+        self._send({"text": text, "artifact_file": artifact_file})
+
+    def figure(self, figure: Any, artifact_file: str) -> None:
+        self._figures += 1
+        path = self.scratch / f"figure-{self._figures}-{Path(artifact_file).name}"
+        figure.savefig(path, dpi=120)
+        self._send({"figure": str(path), "artifact_file": artifact_file})
+
+
+def _plain(value: Any) -> Any:
+    """numpy and framework scalars as plain numbers."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class RunWriter:
+    """The launcher's side: reads the cell's events and logs them into its run, in order, without ever
+    making the cell wait for the store."""
+
+    def __init__(self, store: Any, run_id: str, stream: IO[str]) -> None:
+        from trainbench import tracking
+
+        self.tracking, self.store, self.run_id, self.stream = tracking, store, run_id, stream
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.failures = 0
+        self._reader = threading.Thread(target=self._read, name=f"events-{run_id[:8]}", daemon=True)
+        self._writer = threading.Thread(target=self._write, name=f"logging-{run_id[:8]}", daemon=True)
+
+    def start(self) -> RunWriter:
+        self._reader.start()
+        self._writer.start()
+        return self
+
+    def finish(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """After the cell's process ended: read what is left, then log it all (or give up after timeout_s)."""
+        self._reader.join(timeout=10)
+        self.events.put(None)
+        self._writer.join(timeout=timeout_s)
+
+    def _read(self) -> None:
+        for line in self.stream:
+            try:
+                self.events.put(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut short by the cell's death
+
+    def _write(self) -> None:
+        while (event := self.events.get()) is not None:
+            try:
+                self._apply(event)
+            except Exception as error:  # after MLflow's own retries: say so, go on with the next event
+                self.failures += 1
+                sys.stderr.write(f"trainbench: could not record {sorted(event)[0]} in the run: "
+                                 f"{self.tracking.private(str(error))[:200]}\n")
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        tracking, store, run_id = self.tracking, self.store, self.run_id
+        if "metrics" in event:
+            tracking.log_metrics(store, run_id, event["metrics"], step=int(event.get("step", 0)))
+        elif "tags" in event:
+            tracking.set_tags(store, run_id, event["tags"])
+        elif "params" in event:
+            tracking.log_params(store, run_id, event["params"])
+        elif "text" in event:
+            store.log_text(run_id, tracking.private(event["text"]), event["artifact_file"])
+        elif "figure" in event:
+            folder = str(Path(event["artifact_file"]).parent) if "/" in event["artifact_file"] else None
+            named = Path(event["figure"]).with_name(Path(event["artifact_file"]).name)
+            Path(event["figure"]).rename(named)
+            store.log_artifact(run_id, str(named), folder)
