@@ -353,7 +353,7 @@ class Trainer:
             with adapter.autocast_context(cache):
                 logits = model(x)
                 loss = loss_fn(logits.float() if mixed else logits, y)
-            return loss, (logits.detach().argmax(1) if with_predictions else None)
+            return loss, (logits.argmax(1) if with_predictions else None)  # integers: no graph to detach
 
         if adapter.compiles():
             return self.torch.compile(forward_loss, mode=self.cell.optimize.compile_mode)  # type: ignore[no-any-return]

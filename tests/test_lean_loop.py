@@ -1,0 +1,97 @@
+"""The timed epoch does what a careful hand-written loop does and no more: the PyTorch train step dispatches
+no more operations than a bare step with the same shuffling and loss, except the two the epoch's metrics
+need (the argmax of the logits for accuracy, the loss kept by a detached view)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from trainbench.config import CONF_DIR, validate
+
+torch = pytest.importorskip("torch")
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+METRICS_OPS = 2  # argmax (accuracy) and detach (the loss, kept without its graph)
+
+
+class CountOps(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.ops[str(func.overloadpacket.__name__)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def trainer_for(*overrides: str):
+    from trainbench import data as datasets
+    from trainbench import frameworks
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cell = validate(compose("config", overrides=["device=cpu", "model=mlp", "batch_size=32",
+                                                     "data.num_samples=256", "data.num_val_samples=0", *overrides]))
+    framework = frameworks.load(cell)
+    framework.select_device(cell.device)
+    dataset = datasets.load(cell.data, cell.seed)
+    model = framework.build_model(cell.model, dataset)
+    return framework.trainer(model, dataset, cell), model
+
+
+def bare_step(model, inputs, labels, order, optimizer, index: int) -> None:
+    positions = order[index * 32 : (index + 1) * 32]
+    x, y = inputs[positions], labels[positions]
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+
+
+def count(step) -> Counter[str]:
+    counter = CountOps()
+    with counter:
+        step()
+    return counter.ops
+
+
+@pytest.mark.parametrize("precision", ["fp32", "mixed_bf16"])
+def test_a_train_step_adds_only_the_ops_its_metrics_need(precision: str) -> None:
+    trainer, model = trainer_for(f"precision={precision}")
+    trainer.begin_epoch(1)
+    trainer.step(0)  # first steps allocate optimizer state: count a steady one
+    harness = count(lambda: trainer.step(1))
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    order = torch.randperm(trainer.samples_per_epoch)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "mixed_bf16" else None
+
+    def bare() -> None:
+        if autocast is None:
+            bare_step(model, trainer.inputs, trainer.labels, order, optimizer, 1)
+        else:
+            with autocast:
+                bare_step(model, trainer.inputs, trainer.labels, order, optimizer, 1)
+
+    bare()
+    reference = count(bare)
+    extra = harness - reference
+    assert sum(harness.values()) <= sum(reference.values()) + METRICS_OPS, (extra, harness - reference)
+    assert set(extra) <= {"argmax", "detach"}, extra
+
+
+def test_the_epoch_metrics_are_the_running_mean_loss_and_accuracy() -> None:
+    """What the few extra ops buy: the epoch's loss and accuracy equal a recomputation over its batches."""
+    trainer, model = trainer_for("precision=fp32")
+    trainer.begin_epoch(1)
+    losses, correct = [], 0
+    for index in range(trainer.steps_per_epoch):
+        trainer.step(index)
+        losses.append(float(trainer._losses[-1]) * len(trainer._predictions[-1]))
+        positions = trainer.order[index * 32 : (index + 1) * 32]
+        correct += int((trainer._predictions[-1] == trainer.labels[positions]).sum())
+    result = trainer.end_epoch()
+    assert result.train_loss == pytest.approx(sum(losses) / trainer.samples_per_epoch, rel=1e-5)
+    assert result.train_accuracy == pytest.approx(correct / trainer.samples_per_epoch)
