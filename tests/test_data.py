@@ -41,8 +41,12 @@ def write_cifar10(root: Path, per_batch: int = 20) -> np.ndarray:
     for name in data.CIFAR10_FILES:
         rows = rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8)
         first = rows if first is None else first
-        batch = {b"batch_label": name.encode(), b"labels": list(rng.integers(0, 10, per_batch)),
-                 b"data": rows, b"filenames": [b"x.png"] * per_batch}
+        batch = {
+            b"batch_label": name.encode(),
+            b"labels": list(rng.integers(0, 10, per_batch)),
+            b"data": rows,
+            b"filenames": [b"x.png"] * per_batch,
+        }
         with open(folder / name, "wb") as out:
             pickle.dump(batch, out)
     return first
@@ -108,8 +112,14 @@ def test_missing_cifar10_offline_names_the_folder_and_files(tmp_path: Path) -> N
 @pytest.mark.parametrize("compress", [True, False])
 def test_mnist_reads_idx_files_and_converts_gray_to_rgb_at_224(tmp_path: Path, compress: bool) -> None:
     write_mnist(tmp_path, compress=compress)
-    cfg = data_config("data=mnist", f"data.root={tmp_path}", "data.download=false", "data.num_samples=12",
-                      image_size=224, grayscale_to_rgb=True)
+    cfg = data_config(
+        "data=mnist",
+        f"data.root={tmp_path}",
+        "data.download=false",
+        "data.num_samples=12",
+        image_size=224,
+        grayscale_to_rgb=True,
+    )
     assert data.missing_files(cfg) is None  # plain or .gz, either is on disk
     loaded = data.load(cfg, seed=0)
     assert loaded.train.inputs.shape == (12, 1, 28, 28)  # stored native; resized per batch on the device
@@ -188,8 +198,15 @@ def test_a_missing_dataset_stops_the_sweep_before_any_cell_naming_the_folder(tra
 @pytest.mark.slow
 def test_cifar10_trains_end_to_end_from_local_files(trainbench, tmp_path: Path) -> None:
     write_cifar10(tmp_path / "cifar")
-    result = trainbench("data=cifar10", f"data.root={tmp_path / 'cifar'}", "data.download=false", "device=cpu",
-                        "task.epochs=1", "batch_size=32", "tracking.system_metrics_interval_s=0")
+    result = trainbench(
+        "data=cifar10",
+        f"data.root={tmp_path / 'cifar'}",
+        "data.download=false",
+        "device=cpu",
+        "task.epochs=1",
+        "batch_size=32",
+        "tracking.system_metrics_interval_s=0",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (cell,) = result.runs()
     params, metrics = cell.data.params, cell.data.metrics

@@ -14,15 +14,26 @@ from conftest import Invocation, invoke, metric_history
 
 pytestmark = pytest.mark.slow
 MLP_PARAMETERS_32PX = 3 * 32 * 32 * 3000 + 3000 + 3000 * 1000 + 1000 + 1000 * 10 + 10  # = torch's mlp
-STEP_METRICS = ("step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_p99",
-                "step_time_cv_pct", "samples_per_s", "warmup_time_s", "compile_time_s")
+STEP_METRICS = (
+    "step_time_ms_mean",
+    "step_time_ms_p50",
+    "step_time_ms_p90",
+    "step_time_ms_p99",
+    "step_time_cv_pct",
+    "samples_per_s",
+    "warmup_time_s",
+    "compile_time_s",
+)
 QUIET = "tracking.system_metrics_interval_s=0"
 
 
 def cells(result: Invocation) -> dict[tuple[str, str], Any]:
     """The cell runs of a sweep by (framework, device asked for)."""
-    return {(r.data.tags["trainbench.framework"], r.data.tags["trainbench.device"]): r
-            for r in result.runs() if r.data.tags.get("trainbench.kind") == "cell"}
+    return {
+        (r.data.tags["trainbench.framework"], r.data.tags["trainbench.device"]): r
+        for r in result.runs()
+        if r.data.tags.get("trainbench.kind") == "cell"
+    }
 
 
 def not_framework(params: dict[str, str]) -> dict[str, str]:
@@ -32,8 +43,16 @@ def not_framework(params: dict[str, str]) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def torch_and_tensorflow(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
     """The same MLP on the same real digits, in PyTorch and in Keras on TensorFlow."""
-    return invoke(tmp_path_factory.mktemp("keras-train"), "framework=pytorch,tensorflow", "model=mlp", "data=digits",
-                  "device=cpu", "task.epochs=2", "batch_size=32", QUIET)
+    return invoke(
+        tmp_path_factory.mktemp("keras-train"),
+        "framework=pytorch,tensorflow",
+        "model=mlp",
+        "data=digits",
+        "device=cpu",
+        "task.epochs=2",
+        "batch_size=32",
+        QUIET,
+    )
 
 
 def test_tensorflow_learns_digits_and_is_recorded_like_pytorch(torch_and_tensorflow: Invocation) -> None:
@@ -52,7 +71,8 @@ def test_tensorflow_learns_digits_and_is_recorded_like_pytorch(torch_and_tensorf
         assert sum(epochs) <= run.data.metrics["total_time_s"]  # training passes only: validation excluded
         assert run.data.metrics["first_epoch_time_s"] == epochs[0]
         assert run.data.metrics["samples_per_s"] == pytest.approx(
-            float(run.data.tags["trainbench.samples_per_epoch"]) / epochs[1])  # the second, steady epoch
+            float(run.data.tags["trainbench.samples_per_epoch"]) / epochs[1]
+        )  # the second, steady epoch
     assert set(tf_run.data.metrics) == set(torch_run.data.metrics)
     assert tf_run.data.metrics["num_parameters"] == torch_run.data.metrics["num_parameters"]
     assert tf_run.data.metrics["flops_per_sample"] == torch_run.data.metrics["flops_per_sample"]
@@ -69,9 +89,20 @@ def test_tensorflow_learns_digits_and_is_recorded_like_pytorch(torch_and_tensorf
 @pytest.fixture(scope="module")
 def keras_benchmarks(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
     """TensorFlow and JAX, each asked for the GPU and for the CPU: benchmark task, bf16 autocast, XLA."""
-    return invoke(tmp_path_factory.mktemp("keras-benchmark"), "framework=tensorflow,jax", "device=gpu,cpu",
-                  "task=benchmark", "model=mlp", "precision=mixed_bf16", "optimize.compile=true", "batch_size=16",
-                  "task.warmup_steps=2", "task.steps=5", QUIET, timeout=600)
+    return invoke(
+        tmp_path_factory.mktemp("keras-benchmark"),
+        "framework=tensorflow,jax",
+        "device=gpu,cpu",
+        "task=benchmark",
+        "model=mlp",
+        "precision=mixed_bf16",
+        "optimize.compile=true",
+        "batch_size=16",
+        "task.warmup_steps=2",
+        "task.steps=5",
+        QUIET,
+        timeout=600,
+    )
 
 
 def _has_gpu() -> bool:
@@ -80,8 +111,9 @@ def _has_gpu() -> bool:
 
 @pytest.mark.skipif(_has_gpu(), reason="this machine may have a GPU for TensorFlow / JAX")
 @pytest.mark.parametrize("framework", ["tensorflow", "jax"])
-def test_gpu_cell_without_a_gpu_is_unavailable_and_says_what_was_checked(keras_benchmarks: Invocation,
-                                                                          framework: str) -> None:
+def test_gpu_cell_without_a_gpu_is_unavailable_and_says_what_was_checked(
+    keras_benchmarks: Invocation, framework: str
+) -> None:
     assert keras_benchmarks.returncode == 1  # some cell did not finish; the sweep went on
     runs = cells(keras_benchmarks)
     gpu, cpu = runs[(framework, "gpu")], runs[(framework, "cpu")]

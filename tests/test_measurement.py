@@ -69,8 +69,16 @@ def test_resnet50_forward_is_the_published_4_1_gmacs() -> None:
 @pytest.fixture(scope="module")
 def resnet18_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
     """One benchmark cell, with MLflow's system metrics sampled every second."""
-    return invoke(tmp_path_factory.mktemp("resnet18"), "model=resnet18", "task=benchmark", "device=cpu",
-                  "batch_size=4", "task.steps=20", "task.warmup_steps=1", "tracking.system_metrics_interval_s=1")
+    return invoke(
+        tmp_path_factory.mktemp("resnet18"),
+        "model=resnet18",
+        "task=benchmark",
+        "device=cpu",
+        "batch_size=4",
+        "task.steps=20",
+        "task.warmup_steps=1",
+        "tracking.system_metrics_interval_s=1",
+    )
 
 
 @pytest.mark.slow
@@ -100,12 +108,23 @@ def test_no_energy_counter_here_means_no_energy_figures(resnet18_benchmark: Invo
 
 @pytest.mark.slow
 def test_repeats_give_a_confidence_interval_and_settling_warmup_is_recorded(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "model=mlp", "task=benchmark", "device=cpu", "batch_size=16", "task.repeats=3",
-                    "task.steps=10", "task.warmup_steps=2", "task.settle_cv_pct=50", "task.max_warmup_steps=30", QUIET)
+    result = invoke(
+        tmp_path,
+        "model=mlp",
+        "task=benchmark",
+        "device=cpu",
+        "batch_size=16",
+        "task.repeats=3",
+        "task.steps=10",
+        "task.warmup_steps=2",
+        "task.settle_cv_pct=50",
+        "task.max_warmup_steps=30",
+        QUIET,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     metrics, tags = only_cell(result).data.metrics, only_cell(result).data.tags
     # three blocks never run at exactly one rate: a real interval around their mean (one block gives none)
-    assert 0 < metrics["samples_per_s_ci95"] and math.isfinite(metrics["samples_per_s_ci95"])
+    assert metrics["samples_per_s_ci95"] > 0 and math.isfinite(metrics["samples_per_s_ci95"])
     # settling needs a full window of five step times, so warm-up runs at least five steps, and at most the cap
     assert 5 <= metrics["warmup_steps_run"] <= 30
     # 3 x 10 timed steps are enough to compare the last tenth with the first; the tag follows the 5% threshold
@@ -114,8 +133,18 @@ def test_repeats_give_a_confidence_interval_and_settling_warmup_is_recorded(tmp_
 
 @pytest.mark.slow
 def test_a_forced_oom_is_failed_oom_and_the_next_cell_runs(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "cell.memory_limit_mb=2000", "device=cpu", "task=benchmark", "model=resnet18",
-                    "data.image_size=64", "batch_size=2048,4", "task.steps=1", "task.warmup_steps=1", QUIET)
+    result = invoke(
+        tmp_path,
+        "cell.memory_limit_mb=2000",
+        "device=cpu",
+        "task=benchmark",
+        "model=resnet18",
+        "data.image_size=64",
+        "batch_size=2048,4",
+        "task.steps=1",
+        "task.warmup_steps=1",
+        QUIET,
+    )
     assert result.returncode == 1
     too_big, small = cell_runs(result)
     assert too_big.info.run_name == "pytorch-resnet18-cpu-bs2048"
@@ -131,17 +160,28 @@ def batch_size_max(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
     """batch_size=max twice under a 1.5 GB cap: an MLP at 32 px, where everything up to the limit of 16 fits
     (the search doubles to it; the bisection at an out-of-memory edge is covered by the search tests below,
     a real edge costs minutes of probes on a CPU), and at 224 px, where 150528 x 3000 weights alone are 1.8 GB."""
-    return invoke(tmp_path_factory.mktemp("max"), "model=mlp", "device=cpu", "task=benchmark", "batch_size=max",
-                  "cell.max_batch_size=16", "cell.memory_limit_mb=1500", "data.image_size=32,224", "task.steps=2",
-                  "task.warmup_steps=1", QUIET)
+    return invoke(
+        tmp_path_factory.mktemp("max"),
+        "model=mlp",
+        "device=cpu",
+        "task=benchmark",
+        "batch_size=max",
+        "cell.max_batch_size=16",
+        "cell.memory_limit_mb=1500",
+        "data.image_size=32,224",
+        "task.steps=2",
+        "task.warmup_steps=1",
+        QUIET,
+    )
 
 
 @pytest.mark.slow
 def test_batch_size_max_probes_in_processes_records_and_runs_the_result(batch_size_max: Invocation) -> None:
     cell = cell_runs(batch_size_max)[0]
     assert cell.data.tags["trainbench.outcome"] == "finished", cell.data.tags.get("trainbench.reason")
-    probes = {int(m.step): m.value
-              for m in metric_history(batch_size_max.uri, cell.info.run_id, "batch_size_probe_fits")}
+    probes = {
+        int(m.step): m.value for m in metric_history(batch_size_max.uri, cell.info.run_id, "batch_size_probe_fits")
+    }
     assert probes == {1: 1.0, 2: 1.0, 4: 1.0, 8: 1.0, 16: 1.0}
     assert cell.data.metrics["max_batch_size"] == 16 and cell.data.metrics["batch_size_probes"] == 5
     assert cell.data.tags["trainbench.batch_size"] == "16" and cell.data.params["batch_size"] == "max"

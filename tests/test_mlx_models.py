@@ -40,8 +40,11 @@ from trainbench.frameworks.pytorch import models as torch_models  # noqa: E402
 
 IMAGE_MODELS = ["mlp", "mlp_deep", "resnet18", "resnet50", "mobilenet_v2"]
 # Full-size logits cost seconds each (random init of the embeddings): BERT's own code is covered at small size below.
-TEXT_MODELS = ["distilbert", pytest.param("bert_base", marks=pytest.mark.slow),
-               pytest.param("bert_large", marks=pytest.mark.slow)]
+TEXT_MODELS = [
+    "distilbert",
+    pytest.param("bert_base", marks=pytest.mark.slow),
+    pytest.param("bert_large", marks=pytest.mark.slow),
+]
 SHAPES = {"32px-10": (32, 10), "224px-1000": (224, 1000)}
 
 
@@ -195,8 +198,16 @@ def test_image_model_computes_what_torchvision_computes(model: str) -> None:
 def test_text_model_computes_what_transformers_computes(family: str) -> None:
     """transformers' weights in the MLX model give transformers' logits, padding masked as the PyTorch adapter
     masks it (a small configuration of the same architecture)."""
-    cfg = TransformerModel(name=family, family=family, num_layers=2, hidden_size=32, num_heads=4,
-                           intermediate_size=64, vocab_size=100, max_position_embeddings=16)
+    cfg = TransformerModel(
+        name=family,
+        family=family,
+        num_layers=2,
+        hidden_size=32,
+        num_heads=4,
+        intermediate_size=64,
+        vocab_size=100,
+        max_position_embeddings=16,
+    )
     torch.manual_seed(0)
     reference = transformers_classifier(cfg, 3).eval()
     with torch.no_grad():  # transformers' 0.02 init leaves logits near 0: larger weights make differences show

@@ -105,8 +105,9 @@ def test_warm_up_goes_on_until_step_times_settle() -> None:
 
 
 def test_warm_up_stops_at_max_steps_when_times_never_settle() -> None:
-    warm = warm_up(lambda i: time.sleep(0.001 * (1 + i % 2)), lambda: None, steps=1, settle_cv_pct=1.0,
-                   max_steps=12, window=5)
+    warm = warm_up(
+        lambda i: time.sleep(0.001 * (1 + i % 2)), lambda: None, steps=1, settle_cv_pct=1.0, max_steps=12, window=5
+    )
     assert warm.steps == 12
 
 
@@ -193,17 +194,29 @@ def test_compile_time_is_logged_and_kept_out_of_samples_per_s(tmp_path: Path) ->
     """torch.compile on a CPU: the compilation happens in warm-up and is reported as compile_time_s; the timed
     steps run the compiled model, so samples_per_s is the batch over the mean timed step (within 10%) and
     not dragged down by the compile."""
-    result = invoke(tmp_path, "task=benchmark", "model=mlp", "data.image_size=8", "device=cpu",
-                    "optimize.compile=true", "batch_size=32", "task.warmup_steps=3", "task.steps=30",
-                    "tracking.system_metrics_interval_s=0")
+    result = invoke(
+        tmp_path,
+        "task=benchmark",
+        "model=mlp",
+        "model.hidden_sizes=[256,128]",  # a step of about a millisecond beside seconds of compiling
+        "data.image_size=8",
+        "device=cpu",
+        "optimize.compile=true",
+        "batch_size=32",
+        "task.warmup_steps=3",
+        "task.steps=30",
+        "tracking.system_metrics_interval_s=0",
+        env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},  # a cold compile, not a cache hit
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (cell,) = result.runs()
     metrics, tags = cell.data.metrics, cell.data.tags
     assert tags["trainbench.compile"] == "true"
     assert tags["trainbench.step_time_source"].startswith("host clock")
-    mean_step_s = metrics["step_time_ms_mean"] / 1000
-    assert metrics["compile_time_s"] > 10 * mean_step_s  # compiling costs far more than a step...
-    assert metrics["warmup_time_s"] >= metrics["compile_time_s"]  # ...and it was paid in warm-up:
-    # had a timed step compiled, it would be the slowest of the 30 and pull p99 up to most of compile_time_s
+    assert (tmp_path / "inductor").is_dir()  # inductor really compiled
+    assert metrics["compile_time_s"] > 0
+    assert metrics["warmup_time_s"] >= metrics["compile_time_s"]  # paid in warm-up...
+    # ...not in a timed step: that one would be the slowest of the 30 and pull p99 up to most of compile_time_s
     assert metrics["step_time_ms_p99"] / 1000 < metrics["compile_time_s"] / 2
+    mean_step_s = metrics["step_time_ms_mean"] / 1000
     assert metrics["samples_per_s"] == pytest.approx(32 / mean_step_s, rel=0.10)

@@ -18,8 +18,15 @@ RESNET18_PARAMETERS_10_CLASSES = 11_181_642  # torchvision's resnet18(num_classe
 @pytest.fixture(scope="module")
 def digits_mlp(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
     """The MLP on scikit-learn's real digits, five epochs."""
-    return invoke(tmp_path_factory.mktemp("digits"), "model=mlp", "data=digits", "device=cpu", "task.epochs=5",
-                  "batch_size=32", QUIET)
+    return invoke(
+        tmp_path_factory.mktemp("digits"),
+        "model=mlp",
+        "data=digits",
+        "device=cpu",
+        "task.epochs=5",
+        "batch_size=32",
+        QUIET,
+    )
 
 
 def only_cell(result: Invocation) -> Any:
@@ -60,23 +67,51 @@ def test_throughput_leaves_out_the_first_epoch_and_validation(digits_mlp: Invoca
 
 def test_random_labels_do_not_learn(tmp_path: Path) -> None:
     """The counterpart: accuracy is a real check only if noise stays at chance."""
-    cell = only_cell(invoke(tmp_path, "data.learnable=false", "device=cpu", "data.num_samples=512",
-                            "data.num_val_samples=512", "task.epochs=2", QUIET))
+    cell = only_cell(
+        invoke(
+            tmp_path,
+            "data.learnable=false",
+            "device=cpu",
+            "data.num_samples=512",
+            "data.num_val_samples=512",
+            "task.epochs=2",
+            QUIET,
+        )
+    )
     assert cell.data.metrics["val_accuracy"] < 0.25  # 10 classes: chance is 0.1
 
 
 @pytest.fixture(scope="module")
 def resnet18_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
-    return invoke(tmp_path_factory.mktemp("benchmark"), "task=benchmark", "model=resnet18", "device=cpu",
-                  "batch_size=4", "task.warmup_steps=2", "task.steps=6", QUIET)
+    return invoke(
+        tmp_path_factory.mktemp("benchmark"),
+        "task=benchmark",
+        "model=resnet18",
+        "device=cpu",
+        "batch_size=4",
+        "task.warmup_steps=2",
+        "task.steps=6",
+        QUIET,
+    )
 
 
 def test_benchmark_times_blocks_of_steps_after_warm_up(resnet18_benchmark: Invocation) -> None:
     cell = only_cell(resnet18_benchmark)
     m, tags = cell.data.metrics, cell.data.tags
-    for key in ("warmup_time_s", "compile_time_s", "step_time_ms_mean", "step_time_ms_p50", "step_time_ms_p90",
-                "step_time_ms_p99", "step_time_cv_pct", "samples_per_s", "num_parameters", "flops_per_sample",
-                "peak_host_memory_mb", "total_time_s"):
+    for key in (
+        "warmup_time_s",
+        "compile_time_s",
+        "step_time_ms_mean",
+        "step_time_ms_p50",
+        "step_time_ms_p90",
+        "step_time_ms_p99",
+        "step_time_cv_pct",
+        "samples_per_s",
+        "num_parameters",
+        "flops_per_sample",
+        "peak_host_memory_mb",
+        "total_time_s",
+    ):
         assert key in m, key
     assert m["warmup_steps_run"] == 2
     assert 0 < m["step_time_ms_p50"] <= m["step_time_ms_p90"] <= m["step_time_ms_p99"]
@@ -105,8 +140,9 @@ def test_pretrained_weights_come_only_from_the_local_cache(tmp_path: Path) -> No
 
     url = torchvision.models.ResNet18_Weights.DEFAULT.url
     empty = tmp_path / "empty"
-    missing = invoke(tmp_path, "model=resnet18", "model.pretrained=true", "device=cpu", *TINY,
-                     env={"TORCH_HOME": str(empty)})
+    missing = invoke(
+        tmp_path, "model=resnet18", "model.pretrained=true", "device=cpu", *TINY, env={"TORCH_HOME": str(empty)}
+    )
     # Checked before any cell starts: one line naming the file and where it must be, nothing recorded.
     assert missing.returncode == 2, missing.stderr[-2000:]
     message = missing.stderr.strip().splitlines()[-1]
@@ -117,8 +153,14 @@ def test_pretrained_weights_come_only_from_the_local_cache(tmp_path: Path) -> No
     checkpoint = tmp_path / "hub" / "hub" / "checkpoints" / Path(url).name
     checkpoint.parent.mkdir(parents=True)
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), checkpoint)
-    cached = invoke(tmp_path, "model=resnet18", "model.pretrained=true", "device=cpu", *TINY,
-                    env={"TORCH_HOME": str(tmp_path / "hub")})
+    cached = invoke(
+        tmp_path,
+        "model=resnet18",
+        "model.pretrained=true",
+        "device=cpu",
+        *TINY,
+        env={"TORCH_HOME": str(tmp_path / "hub")},
+    )
     cell = only_cell(cached)
     assert cell.data.params["model.pretrained"] == "True"
     # ImageNet head (1000 classes) replaced by a 10-class one for CIFAR-shaped data

@@ -13,8 +13,13 @@ from trainbench import data
 from trainbench.config import CONF_DIR, ConfigError, validate
 from trainbench.config.schema import TextFiles
 
-TINY_BERT = ["model.num_layers=2", "model.hidden_size=64", "model.num_heads=2", "model.intermediate_size=128",
-             "model.seq_len=32"]
+TINY_BERT = [
+    "model.num_layers=2",
+    "model.hidden_size=64",
+    "model.num_heads=2",
+    "model.intermediate_size=128",
+    "model.seq_len=32",
+]
 QUIET = "tracking.system_metrics_interval_s=0"
 
 
@@ -30,8 +35,9 @@ def by_name(result: Invocation) -> dict[str, Any]:
 # -- text data, in process -----------------------------------------------------------------------------
 def sst2_config(root: Path, seq_len: int) -> TextFiles:
     """data=sst2 as a DistilBERT cell composes it: its seq_len follows the model's."""
-    cfg = cell_config("model=distilbert", "data=sst2", f"data.root={root}", "data.download=false",
-                      f"model.seq_len={seq_len}").data
+    cfg = cell_config(
+        "model=distilbert", "data=sst2", f"data.root={root}", "data.download=false", f"model.seq_len={seq_len}"
+    ).data
     assert isinstance(cfg, TextFiles) and cfg.seq_len == seq_len
     return cfg
 
@@ -70,8 +76,19 @@ def test_tf32_on_a_cpu_is_refused_before_anything_runs() -> None:
 # -- through the entry point ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_tiny_bert_learns_learnable_synthetic_text(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "model=bert_base", "data=synthetic_text", *TINY_BERT, "device=cpu", "task.epochs=3",
-                    "batch_size=32", "optim=adamw", "optim.lr=0.001", "data.num_samples=1024", QUIET)
+    result = invoke(
+        tmp_path,
+        "model=bert_base",
+        "data=synthetic_text",
+        *TINY_BERT,
+        "device=cpu",
+        "task.epochs=3",
+        "batch_size=32",
+        "optim=adamw",
+        "optim.lr=0.001",
+        "data.num_samples=1024",
+        QUIET,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (cell,) = result.runs()
     metrics = cell.data.metrics
@@ -87,14 +104,23 @@ FULL_SIZE = {"distilbert": 66_955_010, "bert_base": 109_483_778, "bert_large": 3
 @pytest.fixture(scope="module")
 def full_size_transformers(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
     """Every full-size text model built and recorded without training (task.epochs=0), in one sweep."""
-    return invoke(tmp_path_factory.mktemp("transformers"), f"model={','.join(FULL_SIZE)}", "data=synthetic_text",
-                  "task.epochs=0", "device=cpu", "data.num_samples=2", "data.num_val_samples=2", QUIET)
+    return invoke(
+        tmp_path_factory.mktemp("transformers"),
+        f"model={','.join(FULL_SIZE)}",
+        "data=synthetic_text",
+        "task.epochs=0",
+        "device=cpu",
+        "data.num_samples=2",
+        "data.num_val_samples=2",
+        QUIET,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("model", "parameters"), FULL_SIZE.items())
-def test_full_size_transformers_have_the_published_dimensions(full_size_transformers: Invocation, model: str,
-                                                              parameters: int) -> None:
+def test_full_size_transformers_have_the_published_dimensions(
+    full_size_transformers: Invocation, model: str, parameters: int
+) -> None:
     assert full_size_transformers.returncode == 0, full_size_transformers.stderr[-2000:]
     cell = by_name(full_size_transformers)[f"pytorch-{model}-cpu-bs64"]
     assert cell.data.metrics["num_parameters"] == parameters  # transformers' own count for these configs
@@ -103,8 +129,16 @@ def test_full_size_transformers_have_the_published_dimensions(full_size_transfor
 
 @pytest.fixture(scope="module")
 def matmul_sweep(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
-    return invoke(tmp_path_factory.mktemp("matmul"), "task=matmul", "task.shape=square,vector",
-                  "precision=fp32,mixed_fp16", "task.sizes=[32,64,128]", "device=cpu", "task.steps=3", QUIET)
+    return invoke(
+        tmp_path_factory.mktemp("matmul"),
+        "task=matmul",
+        "task.shape=square,vector",
+        "precision=fp32,mixed_fp16",
+        "task.sizes=[32,64,128]",
+        "device=cpu",
+        "task.steps=3",
+        QUIET,
+    )
 
 
 @pytest.mark.slow
