@@ -56,21 +56,27 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def invoke(folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 900) -> Invocation:
+    """`python src/run.py ARGS...` from `folder` with the store at folder/mlflow.db (for module-scoped
+    fixtures: one sweep feeding several tests)."""
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    completed = subprocess.run(
+        [sys.executable, str(RUN_PY), *args],
+        cwd=folder,
+        env=child_env({"MLFLOW_TRACKING_URI": uri, **(env or {})}),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return Invocation(completed.returncode, completed.stdout, completed.stderr, uri)
+
+
 @pytest.fixture
 def trainbench(tmp_path: Path):
     """Call `python src/run.py ARGS...` from tmp_path with the store at tmp_path/mlflow.db."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> Invocation:
-        completed = subprocess.run(
-            [sys.executable, str(RUN_PY), *args],
-            cwd=tmp_path,
-            env=child_env({"MLFLOW_TRACKING_URI": uri, **(env or {})}),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return Invocation(completed.returncode, completed.stdout, completed.stderr, uri)
+        return invoke(tmp_path, *args, env=env, timeout=timeout)
 
     return run
 

@@ -16,14 +16,29 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # resolves the whole dependency set against the package index, twice
+
 
 def resolve(platform: str, python: str, tmp_path: Path) -> dict[str, str]:
     uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
     lock = tmp_path / f"{platform}.txt"
     completed = subprocess.run(
-        [uv, "pip", "compile", "--quiet", "--python-platform", platform, "--python-version", python,
-         str(ROOT / "requirements.txt"), "-o", str(lock)],
-        capture_output=True, text=True, timeout=600,
+        [
+            uv,
+            "pip",
+            "compile",
+            "--quiet",
+            "--python-platform",
+            platform,
+            "--python-version",
+            python,
+            str(ROOT / "requirements.txt"),
+            "-o",
+            str(lock),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if completed.returncode != 0 and "network" in completed.stderr.lower():
         pytest.skip(f"package registry unreachable: {completed.stderr.strip()[:200]}")

@@ -1,39 +1,222 @@
-"""The timing module: synchronize around every timed region, robust statistics."""
+"""The timing module: synchronize around every timed region, warm-up and compilation kept out of the timed
+steps, robust statistics; and on a real PyTorch cell, compile time stays out of samples_per_s."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from trainbench.timing import StepStats, Timer, time_steps
+from conftest import invoke
+from trainbench.timing import (
+    Block,
+    HostClock,
+    StepStats,
+    Timer,
+    WarmUp,
+    compile_time_s,
+    drift_pct,
+    mean_ci95,
+    synchronized_step_times,
+    time_block,
+    warm_up,
+)
+
+
+class Recorder:
+    """A step and a synchronize that write down the order they were called in."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def step(self, index: int) -> None:
+        self.events.append(f"step {index}")
+
+    def sync(self) -> None:
+        self.events.append("sync")
 
 
 def test_timer_synchronizes_before_start_and_before_stop() -> None:
     events: list[str] = []
     with Timer(lambda: events.append("sync")) as timer:
         events.append("work")
+        time.sleep(0.01)
     assert events == ["sync", "work", "sync"]
-    assert timer.seconds >= 0
+    assert timer.seconds >= 0.01
 
 
-def test_time_steps_excludes_warmup_and_syncs_every_timed_step() -> None:
-    calls = {"step": 0, "sync": 0}
-    warmup_s, stats = time_steps(lambda: calls.__setitem__("step", calls["step"] + 1),
-                                 lambda: calls.__setitem__("sync", calls["sync"] + 1), warmup_steps=3, steps=7)
-    assert calls["step"] == 10 and stats.steps == 7
-    assert calls["sync"] == 2 + 2 * 7  # around the warm-up block, then around each timed step
-    assert warmup_s >= 0
+def test_a_block_synchronizes_once_at_each_end_and_runs_every_step_in_order() -> None:
+    calls = Recorder()
+    block = time_block(calls.step, 4, calls.sync)
+    assert calls.events == ["sync", "step 0", "step 1", "step 2", "step 3", "sync"]
+    assert block.steps == 4 and block.seconds > 0
+    assert block.step_times_s is None  # no clock, no per-step figures
+
+
+def test_a_block_with_a_clock_times_each_step_without_synchronizing_between_them() -> None:
+    calls = Recorder()
+
+    def step(index: int) -> None:
+        calls.step(index)
+        time.sleep(0.002 * (index + 1))  # 2, 4, 6 ms: each step's own time must come back
+
+    block = time_block(step, 3, calls.sync, HostClock())
+    assert calls.events.count("sync") == 2
+    assert block.step_times_s is not None and len(block.step_times_s) == 3
+    assert block.step_times_s == sorted(block.step_times_s)
+    assert all(t >= 0.002 * (i + 1) for i, t in enumerate(block.step_times_s))
+    assert sum(block.step_times_s) <= block.seconds
+
+
+def test_synchronized_step_times_bracket_every_step() -> None:
+    calls = Recorder()
+    durations = synchronized_step_times(calls.step, 3, calls.sync)
+    assert calls.events == ["sync", "step 0", "sync", "sync", "step 1", "sync", "sync", "step 2", "sync"]
+    assert len(durations) == 3
+
+
+def test_warm_up_runs_its_steps_synchronized_and_measures_the_first_one_apart() -> None:
+    calls = Recorder()
+    first_s = 0.05
+
+    def step(index: int) -> None:
+        calls.step(index)
+        time.sleep(first_s if index == 0 else 0.001)  # the first step "compiles"
+
+    warm = warm_up(step, calls.sync, steps=3)
+    assert warm.steps == 3
+    assert [e for e in calls.events if e.startswith("step")] == ["step 0", "step 1", "step 2"]
+    assert calls.events.count("sync") == 1 + 3  # once before, then after every step
+    assert warm.first_step_s >= first_s
+    assert warm.seconds >= warm.first_step_s + 2 * 0.001
+
+
+def test_warm_up_goes_on_until_step_times_settle() -> None:
+    schedule = [0.03, 0.02, 0.01, 0.01]  # slow at first, then steady at 3 ms
+
+    def step(index: int) -> None:
+        time.sleep(schedule[index] if index < len(schedule) else 0.003)
+
+    warm = warm_up(step, lambda: None, steps=1, settle_cv_pct=20.0, max_steps=100, window=5)
+    # Settled once the last five are the steady ones: not before step 9, and (with sleep's jitter) well before 100.
+    assert len(schedule) + 5 <= warm.steps < 100
+
+
+def test_warm_up_stops_at_max_steps_when_times_never_settle() -> None:
+    warm = warm_up(
+        lambda i: time.sleep(0.001 * (1 + i % 2)), lambda: None, steps=1, settle_cv_pct=1.0, max_steps=12, window=5
+    )
+    assert warm.steps == 12
+
+
+def test_compile_time_is_what_warm_up_cost_beyond_steady_steps() -> None:
+    steady_s, first_s = 0.002, 0.1
+
+    def step(index: int) -> None:
+        time.sleep(first_s if index == 0 else steady_s)
+
+    warm = warm_up(step, lambda: None, steps=4)
+    compiled = compile_time_s(warm, steady_s)
+    assert compiled == pytest.approx(first_s - steady_s, abs=0.03)
+    # A warm-up no slower than steady steps compiled nothing: never a negative figure.
+    assert compile_time_s(WarmUp(seconds=0.01, steps=5, first_step_s=0.002), steady_step_s=0.003) == 0.0
+
+
+def test_block_timing_and_a_synchronized_pass_agree_on_real_work() -> None:
+    """On a CPU the host clock is the device's: per-step times from a block (HostClock) and from a synchronized
+    pass, and the block's own seconds, describe the same ~5 ms step."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # two shared cores: one thread keeps the step's work steady
+    try:
+        a = torch.randn(128, 128)
+        started = time.perf_counter()
+        for _ in range(20):
+            a @ a
+        repeats = max(1, round(0.005 / ((time.perf_counter() - started) / 20)))
+
+        def step(index: int) -> None:
+            for _ in range(repeats):
+                a @ a
+
+        block_steps: list[float] = []
+        block_seconds: list[Block] = []
+        reference: list[float] = []
+        for _ in range(3):  # interleaved, so a burst of load elsewhere hits both ways alike
+            block = time_block(step, 20, lambda: None, HostClock())
+            block_seconds.append(block)
+            block_steps += block.step_times_s or []
+            reference += synchronized_step_times(step, 20, lambda: None)
+    finally:
+        torch.set_num_threads(threads)
+    reference_mean = float(np.mean(reference))
+    assert 0.001 < reference_mean < 0.05  # real work, not a no-op
+    assert float(np.mean(block_steps)) == pytest.approx(reference_mean, rel=0.15)
+    per_step_from_blocks = sum(b.seconds for b in block_seconds) / sum(b.steps for b in block_seconds)
+    assert per_step_from_blocks == pytest.approx(reference_mean, rel=0.15)
 
 
 def test_step_stats_percentiles_expose_a_slow_outlier() -> None:
     durations = [0.010] * 99 + [0.110]
     stats = StepStats.of(durations)
+    assert stats.steps == 100
     assert stats.p50_ms == pytest.approx(10.0)
     assert stats.mean_ms == pytest.approx(11.0)
     assert stats.p99_ms > stats.p90_ms == pytest.approx(10.0)
     assert stats.cv_pct == pytest.approx(100 * np.std(np.array(durations) * 1000, ddof=1) / 11.0)
+    assert stats.metrics()["step_time_ms_p99"] == stats.p99_ms
 
 
 def test_step_stats_of_nothing_is_an_error() -> None:
     with pytest.raises(ValueError):
         StepStats.of([])
+
+
+def test_drift_compares_the_last_tenth_with_the_first() -> None:
+    assert drift_pct([0.01] * 9) is None  # too few steps to say
+    assert drift_pct([0.010] * 10 + [0.011] * 80 + [0.012] * 10) == pytest.approx(20.0)
+    assert drift_pct([0.010] * 100) == pytest.approx(0.0)
+
+
+def test_mean_ci95_is_students_t_and_absent_for_one_value() -> None:
+    assert mean_ci95([5.0]) == (5.0, None)
+    mean, half_width = mean_ci95([1.0, 2.0, 3.0])
+    assert mean == pytest.approx(2.0)
+    assert half_width == pytest.approx(4.302653 * 1.0 / 3**0.5)  # t(0.975, 2 dof) x stdev / sqrt(n)
+    assert mean_ci95([2.0, 2.0, 2.0])[1] == pytest.approx(0.0)
+
+
+# -- a real cell ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_compile_time_is_logged_and_kept_out_of_samples_per_s(tmp_path: Path) -> None:
+    """torch.compile on a CPU: the compilation happens in warm-up and is reported as compile_time_s; the timed
+    steps run the compiled model, so samples_per_s is the batch over the mean timed step (within 10%) and
+    not dragged down by the compile."""
+    result = invoke(
+        tmp_path,
+        "task=benchmark",
+        "model=mlp",
+        "model.hidden_sizes=[256,128]",  # a step of about a millisecond beside seconds of compiling
+        "data.image_size=8",
+        "device=cpu",
+        "optimize.compile=true",
+        "batch_size=32",
+        "task.warmup_steps=3",
+        "task.steps=30",
+        "tracking.system_metrics_interval_s=0",
+        env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},  # a cold compile, not a cache hit
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (cell,) = result.runs()
+    metrics, tags = cell.data.metrics, cell.data.tags
+    assert tags["trainbench.compile"] == "true"
+    assert tags["trainbench.step_time_source"].startswith("host clock")
+    assert (tmp_path / "inductor").is_dir()  # inductor really compiled
+    assert metrics["compile_time_s"] > 0
+    assert metrics["warmup_time_s"] >= metrics["compile_time_s"]  # paid in warm-up...
+    # ...not in a timed step: that one would be the slowest of the 30 and pull p99 up to most of compile_time_s
+    assert metrics["step_time_ms_p99"] / 1000 < metrics["compile_time_s"] / 2
+    mean_step_s = metrics["step_time_ms_mean"] / 1000
+    assert metrics["samples_per_s"] == pytest.approx(32 / mean_step_s, rel=0.10)
