@@ -4,7 +4,7 @@
     python benchmarks/compare.py --workloads resnet50,matmul --repeats 5 --out $OUT
     python benchmarks/compare.py --workloads targets             # the fast-mode targets not already in `core`
     python benchmarks/compare.py --dry-run                       # print the commands, run nothing
-    python benchmarks/compare.py --smoke --device cpu --cli today --repeats 1 --out /tmp/compare   # on any CPU
+    python benchmarks/compare.py --smoke --device cpu --repeats 1 --out /tmp/compare   # on any CPU
 
 Per workload: bare, harness, bare, harness, ..., bare (`--repeats` harness runs, each between two bare runs),
 so a machine that drifts shows as spread rather than as a harness cost. The harness runs as a user runs it:
@@ -59,7 +59,7 @@ class Workload:
 
     name: str
     bare: str  # arguments to benchmarks/bare_loops.py (--device is added)
-    harness: str  # overrides to src/run.py in the target CLI (device= is added; --cli today translates)
+    harness: str  # overrides to src/run.py (device= is added)
     unit: str = "samples/s"
     bare_metric: str = "samples_per_s"  # key of the bare loop's JSON line
     harness_metric: str = "samples_per_s"  # metric of the harness's MLflow run
@@ -161,10 +161,6 @@ WORKLOADS = [
         group="targets",
     ),
 ]
-# Today's CLI (before issue 9's rewrite) spells some keys differently: `--cli today` translates the table.
-TODAY_KEYS = {"task.epochs": "epochs", "optimize.channels_last": "channels_last", "optim": "optim.name"}
-TODAY_FAST = "precision=mixed_bf16 channels_last=true compile=true"  # nearest to optimize=fast (no fused, no graphs)
-TODAY_MISSING = ("tracking.system_metrics_interval_s",)  # no such key today: the system-metrics A/B is skipped
 # --smoke: sizes that take seconds on a CPU, the same on both sides (bare_loops.py --smoke builds the same tiny
 # transformer: 2 layers, hidden 64, 2 heads, feed-forward 128).
 _TINY_TRANSFORMER = (
@@ -293,7 +289,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="harness runs per workload (bare runs: one more)")
     parser.add_argument("--device", choices=["gpu", "cuda", "cpu"], default="gpu")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (see SMOKE): checks the plumbing on a CPU")
-    parser.add_argument("--cli", choices=["target", "today"], default="target", help="harness CLI dialect")
     parser.add_argument("--out", default=str(ROOT / "results"), help="folder for the .md, .json and .log")
     parser.add_argument("--scratch", help="folder for the harness's MLflow store (default: a new temporary one)")
     parser.add_argument("--system-metrics-workload", default="mlp_epoch", help="workload of the A/B ('' skips it)")
@@ -352,7 +347,9 @@ def harness_overrides(workload: Workload, args: argparse.Namespace, extra: tuple
     if args.smoke:
         overrides = merge(overrides, SMOKE[workload.family][1].split())
     overrides = merge(overrides, list(extra))
-    return to_today(overrides) if args.cli == "today" else overrides
+    if args.device == "cpu":  # a CPU has no TF32 mode (refused at compose time): its fp32 is what runs
+        overrides = [o.replace("precision=tf32", "precision=fp32") for o in overrides]
+    return overrides
 
 
 def merge(overrides: list[str], extra: list[str]) -> list[str]:
@@ -360,21 +357,6 @@ def merge(overrides: list[str], extra: list[str]) -> list[str]:
     merged = {item.split("=", 1)[0]: item for item in overrides}
     merged.update({item.split("=", 1)[0]: item for item in extra})
     return list(merged.values())
-
-
-def to_today(overrides: list[str]) -> list[str]:
-    """The target CLI's overrides in today's spelling."""
-    translated: list[str] = []
-    for item in overrides:
-        key, value = item.split("=", 1)
-        if key in TODAY_MISSING:
-            raise Unsupported(f"today's CLI has no `{key}`")
-        translated += TODAY_FAST.split() if item == "optimize=fast" else [f"{TODAY_KEYS.get(key, key)}={value}"]
-    return merge([], translated)
-
-
-class Unsupported(Exception):
-    """The harness CLI in use cannot express this run."""
 
 
 def check_same_settings(workload: Workload, smoke: bool) -> None:
@@ -418,7 +400,6 @@ class Harness:
         self.scratch = scratch
         self.log = log
         self.uri = f"sqlite:///{scratch / 'mlflow.db'}"
-        self.cli = args.cli
         self.env = {**os.environ, "MLFLOW_TRACKING_URI": self.uri}
         self._client: Any = None
 
@@ -532,10 +513,6 @@ def system_metrics_ab(harness: Harness, args: argparse.Namespace, started: float
     workload = next(w for w in WORKLOADS if w.name == args.system_metrics_workload)
     intervals = [0] + [int(i) for i in args.system_metrics_intervals.split(",") if i.strip()]
     result = SystemMetricsAB(workload.name, {interval: [] for interval in intervals})
-    if args.cli == "today":
-        result.skipped = "today's CLI has no tracking.system_metrics_interval_s (it samples every second)"
-        print(f"system metrics A/B skipped: {result.skipped}")
-        return result
     print(f"== system metrics A/B on {workload.name}: intervals {intervals} (0 = off)", flush=True)
     for repeat in range(args.repeats):
         if over_budget(args, started, f"system metrics A/B repeat {repeat + 1}"):
@@ -559,7 +536,6 @@ class Record:
     host: dict[str, str]
     parent_versions: dict[str, str]  # of this process: the harness's parent (Hydra, MLflow bookkeeping)
     argv: list[str]
-    cli: str
     repeats: int
     smoke: bool
     scratch: str
@@ -581,7 +557,6 @@ class Record:
             host={"name": platform.node(), "cpu": cpu_model(), "cpu_threads": str(os.cpu_count())},
             parent_versions=versions,
             argv=[Path(sys.executable).name, *sys.argv],
-            cli=args.cli,
             repeats=args.repeats,
             smoke=args.smoke,
             scratch=str(scratch),
@@ -657,7 +632,6 @@ def render(records: list[Record]) -> str:
         f"{first.host['cpu_threads']} CPU threads",
         f"- Device: {described}",
         f"- Software: {software}{cuda}",
-        f"- Harness CLI: {first.cli}" + (" (the table translated to today's keys)" if first.cli == "today" else ""),
         f"- Order per workload: bare, harness, bare, ... ({first.repeats} harness runs between {first.repeats + 1} "
         "bare runs), each its own process; figures are medians (min-max)"
         + ("; --smoke sizes: plumbing only, not a measurement" if first.smoke else ""),

@@ -37,24 +37,6 @@ def test_a_mismatched_row_is_refused() -> None:
         compare.check_same_settings(row, smoke=False)
 
 
-def test_todays_cli_spells_the_target_overrides_its_own_way() -> None:
-    target = ["task.epochs=3", "optim=adamw", "optimize.channels_last=true", "optim.lr=0.0001", "precision=tf32"]
-    assert compare.to_today(target) == [
-        "epochs=3",
-        "optim.name=adamw",
-        "channels_last=true",
-        "optim.lr=0.0001",
-        "precision=tf32",
-    ]
-    assert compare.to_today(["precision=tf32", "optimize=fast"]) == [
-        "precision=mixed_bf16",
-        "channels_last=true",
-        "compile=true",
-    ]
-    with pytest.raises(compare.Unsupported):
-        compare.to_today(["tracking.system_metrics_interval_s=0"])
-
-
 def _bare(*args: str) -> list[dict]:
     finished = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bare_loops.py"), *args],

@@ -8,8 +8,7 @@ being drawn either.
 
 The MLX builders (trainbench.frameworks.mlx.models) still read the model config as a dict with the keys of
 the YAML before the typed configs (`builder: mlp`, `transformers: <family>`); the tests compose the typed
-config from conf/model/ as a cell does and hand the builders that dict (`builder_dict`), until an MLX adapter
-ports them to the typed configs the PyTorch and Keras builders take.
+config from conf/model/ as a cell does and hand it to the builders, as the MLX adapter does.
 """
 
 from __future__ import annotations
@@ -57,16 +56,6 @@ def model_config(name: str) -> ModelConfig:
         return validate(compose("config", overrides=[f"model={name}", *data])).model
 
 
-def builder_dict(model: ModelConfig) -> dict[str, Any]:
-    """The typed model config as the MLX builders read it (the YAML keys they were written for)."""
-    keys = dataclasses.asdict(model)
-    if isinstance(model, MlpModel):
-        keys["builder"] = "mlp"
-    if isinstance(model, TransformerModel):
-        keys["transformers"] = model.family
-    return keys
-
-
 def torch_count(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
@@ -101,7 +90,7 @@ def assert_same(what: str, reference: int, ours: int) -> None:
 def test_image_model_parameters_match_torch(model: str, shape: str) -> None:
     size, classes = SHAPES[shape]
     cfg = model_config(model)
-    ours = mlx_models.num_parameters(mlx_models.build(builder_dict(cfg), (size, size, 3), classes))
+    ours = mlx_models.num_parameters(mlx_models.build(cfg, (size, size, 3), classes))
     assert_same(f"{model}@{shape}", torch_reference(cfg, size, classes), ours)
 
 
@@ -110,14 +99,14 @@ def test_text_model_parameters_match_transformers(model: str) -> None:
     cfg = model_config(model)
     with torch.device("meta"):
         reference = torch_count(transformers_classifier(cfg, cfg.num_labels))
-    ours = mlx_models.num_parameters(mlx_models.text_classifier(builder_dict(cfg), cfg.seq_len, cfg.num_labels))
+    ours = mlx_models.num_parameters(mlx_models.text_classifier(cfg, cfg.seq_len, cfg.num_labels))
     assert_same(model, reference, ours)
 
 
 @pytest.mark.parametrize("model", IMAGE_MODELS)
 def test_image_model_gives_logits_per_image(model: str) -> None:
     mx.random.seed(0)
-    logits = mlx_models.build(builder_dict(model_config(model)), (32, 32, 3), 10)(mx.random.normal((2, 32, 32, 3)))
+    logits = mlx_models.build(model_config(model), (32, 32, 3), 10)(mx.random.normal((2, 32, 32, 3)))
     assert logits.shape == (2, 10)
     assert np.isfinite(np.array(logits)).all()
 
@@ -126,7 +115,7 @@ def test_image_model_gives_logits_per_image(model: str) -> None:
 def test_text_model_gives_logits_per_sequence(model: str) -> None:
     cfg = model_config(model)
     ids = mx.array([[101, 7, 8, 9, 102, 0, 0, 0], [101, 5, 6, 7, 8, 9, 10, 102]])
-    logits = mlx_models.text_classifier(builder_dict(cfg), cfg.seq_len, cfg.num_labels)(ids)
+    logits = mlx_models.text_classifier(cfg, cfg.seq_len, cfg.num_labels)(ids)
     assert logits.shape == (2, cfg.num_labels)
     assert np.isfinite(np.array(logits)).all()
 
@@ -185,7 +174,7 @@ def test_image_model_computes_what_torchvision_computes(model: str) -> None:
                 module.running_mean.uniform_(-0.1, 0.1)
                 module.running_var.uniform_(0.5, 1.5)
                 module.weight.uniform_(0.5, 1.5)
-    ours = mlx_models.build(builder_dict(model_config(model)), (32, 32, 3), 10)
+    ours = mlx_models.build(model_config(model), (32, 32, 3), 10)
     load_torch_weights(ours, reference.state_dict(), SEQUENTIAL_NAMES)
     images = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype("float32")
     with torch.no_grad():
@@ -213,7 +202,7 @@ def test_text_model_computes_what_transformers_computes(family: str) -> None:
     with torch.no_grad():  # transformers' 0.02 init leaves logits near 0: larger weights make differences show
         for parameter in reference.parameters():
             parameter.normal_(0.0, 0.5)
-    ours = mlx_models.text_classifier(builder_dict(cfg), 8, 3)
+    ours = mlx_models.text_classifier(cfg, 8, 3)
     renames = [(r"^classifier\.", ""), *(BERT_NAMES if family == "bert" else DISTILBERT_NAMES)]
     load_torch_weights(ours, dict(reference.named_parameters()), renames)
     ids = np.array([[1, 7, 8, 9, 2, 0, 0, 0], [1, 5, 6, 7, 8, 9, 10, 2]])  # the first one padded
@@ -247,16 +236,19 @@ def test_a_few_sgd_steps_reduce_the_loss(model: str, steps: int, lr: float) -> N
     prototypes = mx.random.normal((4, 16, 16, 3))
     labels = mx.arange(8) % 4
     images = prototypes[labels] + 0.5 * mx.random.normal((8, 16, 16, 3))
-    net = mlx_models.build(builder_dict(model_config(model)), (16, 16, 3), 4)
+    net = mlx_models.build(model_config(model), (16, 16, 3), 4)
     losses = sgd_losses(net, images, labels, steps, lr)
     assert all(math.isfinite(loss) for loss in losses), losses
     assert losses[-1] < 0.5 * losses[0], losses
 
 
-def test_unknown_names_fail_with_the_key_and_the_choices() -> None:
-    with pytest.raises(ValueError, match=r"model\.torchvision='vgg16'.*mobilenet_v2, resnet18, resnet50"):
-        mlx_models.build({"name": "vgg16", "torchvision": "vgg16"}, (32, 32, 3), 10)
-    with pytest.raises(ValueError, match=r"model\.transformers='roberta'.*bert, distilbert"):
-        mlx_models.text_classifier({"name": "roberta", "transformers": "roberta"}, 128, 2)
+def test_a_model_mlx_cannot_build_is_refused_before_any_work_naming_who_can() -> None:
+    from trainbench.config import ConfigError
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"), pytest.raises(ConfigError) as refused:
+        validate(compose("config", overrides=["framework=mlx", "model=vgg16", "data.image_size=64"]))
+    assert "cannot build model `vgg16`" in str(refused.value) and "framework=pytorch" in str(refused.value)
+    with pytest.raises(ValueError, match=r"model\.mlx='vgg16'.*mobilenet_v2, resnet18, resnet50"):
+        mlx_models.build(dataclasses.replace(model_config("vgg16"), mlx="vgg16"), (32, 32, 3), 10)
     with pytest.raises(ValueError, match=r"model\.seq_len=1024 exceeds model\.max_position_embeddings=512"):
-        mlx_models.text_classifier(builder_dict(model_config("distilbert")), 1024, 2)
+        mlx_models.text_classifier(model_config("distilbert"), 1024, 2)

@@ -168,11 +168,7 @@ def test_pretrained_weights_come_only_from_the_local_cache(tmp_path: Path) -> No
     assert len(metric_history(cached.uri, cell.info.run_id, "epoch_time_s")) == 2  # and it trained
 
 
-@pytest.mark.xfail(
-    reason="src bug: runner/owner.py _missing_weights looks in $TORCH_HOME or ~/.cache/torch and ignores "
-    "$XDG_CACHE_HOME, which torch.hub.get_dir() honours: weights torch would load are refused (exit 2)",
-    strict=True,
-)
+@pytest.mark.slow
 def test_pretrained_weights_are_found_where_torch_looks_under_xdg_cache_home(tmp_path: Path) -> None:
     import os
 

@@ -132,8 +132,3 @@ class Framework(Protocol):
     def matmul_element_bytes(self) -> int: ...
 
 
-class Task(Protocol):
-    """A task (trainbench/tasks/<name>.py): its config is registered as `schema/task/<name>`."""
-
-    def run(self, framework: Framework, cell: CellConfig, log: RunLog, backend: str) -> dict[str, Any]:
-        """Run the cell; log its figures; return the summary metrics (samples_per_s, ...)."""

@@ -255,7 +255,9 @@ def _missing_weights(cell: CellConfig) -> str | None:
     model = cell.model
     if not getattr(model, "pretrained", False):
         return None
-    folder = Path(os.environ.get("TORCH_HOME", Path.home() / ".cache" / "torch")) / "hub" / "checkpoints"
+    # Where torch.hub.get_dir() looks, without importing torch: $TORCH_HOME, else $XDG_CACHE_HOME/torch.
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    folder = Path(os.environ.get("TORCH_HOME", cache / "torch")) / "hub" / "checkpoints"
     if (folder / model.weights_file).exists():
         return None
     return (f"pretrained weights for {model.name} not found: expected {model.weights_file} in "

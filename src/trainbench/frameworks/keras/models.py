@@ -348,7 +348,7 @@ def count_trainable(model: keras.Model) -> int:
 class Preprocess(layers.Layer):
     """A uint8 (N, C, H, W) batch -> the model's normalised float NHWC input, on the device.
 
-    The same steps in the same order as the PyTorch adapter (pytorch.Adapter._prepare): scale to [0, 1],
+    The same steps in the same order as the PyTorch adapter (the PyTorch adapter's `prepare`): scale to [0, 1],
     bilinear resize (half-pixel centres, no antialiasing, like F.interpolate(align_corners=False)),
     gray -> RGB, subtract the mean and divide by the standard deviation; then NCHW -> NHWC. No weights,
     so the trained model is exactly the one counted. Always float32, also under a mixed policy: the
