@@ -19,7 +19,7 @@ need CUDA: on a CPU they are skipped with the reason printed.
 
 Timing: warm-up steps, then N steps as ONE block with one synchronization at each end, the cheapest
 measurement there is, so any gap to the harness is the harness's. The MLP times each epoch as one block and
-reports the epochs after the first; matmul reports the median product (CUDA events, one sync at the end).
+reports the epochs after the first; matmul times its products as one block, as the harness does.
 """
 
 from __future__ import annotations
@@ -326,7 +326,8 @@ def transformer_classifier(name: str, tiny: bool) -> nn.Module:
 
 
 def matmul(args: argparse.Namespace, device: torch.device) -> int:
-    """Median TFLOPS of `steps` products n x n @ n x n into a preallocated output, after `warmup` products."""
+    """TFLOPS of `steps` products n x n @ n x n into a preallocated output, timed as one block (one
+    synchronization at each end, as the harness times them), after `warmup` products."""
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.variant]
     set_numerics(Numerics(tf32=args.variant == "tf32"))
     a = torch.randn(args.n, args.n, device=device, dtype=dtype)
@@ -336,40 +337,26 @@ def matmul(args: argparse.Namespace, device: torch.device) -> int:
     def multiply() -> None:
         torch.matmul(a, b, out=out)
 
+    synchronize = synchronizer(device)
     for _ in range(args.warmup):
         multiply()
-    seconds = product_seconds(multiply, args.steps, device)
-    median = statistics.median(seconds)
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        multiply()
+    synchronize()
+    per_product = (time.perf_counter() - start) / args.steps
     emit(
         args,
         {
-            "tflops": 2.0 * args.n**3 / median / 1e12,
-            "matmul_time_ms": median * 1e3,
+            "tflops": 2.0 * args.n**3 / per_product / 1e12,
+            "matmul_time_ms": per_product * 1e3,
             "n": args.n,
             "warmup": args.warmup,
             "steps": args.steps,
         },
     )
     return 0
-
-
-def product_seconds(multiply: Callable[[], None], count: int, device: torch.device) -> list[float]:
-    """Each product's own time: CUDA events around each (one synchronization at the end), else the clock."""
-    if device.type != "cuda":
-        seconds = []
-        for _ in range(count):
-            start = time.perf_counter()
-            multiply()
-            seconds.append(time.perf_counter() - start)
-        return seconds
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
-    torch.cuda.synchronize()
-    for start, end in events:
-        start.record()
-        multiply()
-        end.record()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) / 1e3 for start, end in events]
 
 
 # -- the seed MLP's epoch ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The timed epoch does what a careful hand-written loop does and no more: the PyTorch train step dispatches
 no more operations than a bare step with the same shuffling and loss, except the two the epoch's metrics
-need (the argmax of the logits for accuracy, the loss kept by a detached view)."""
+need (the loss and the logits kept by detached views: no kernel; their sums are taken after the epoch)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from trainbench.config import CONF_DIR, validate
 torch = pytest.importorskip("torch")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-METRICS_OPS = 2  # argmax (accuracy) and detach (the loss, kept without its graph)
+METRICS_OPS = 2  # detach x 2: the loss and the logits (for accuracy), kept without their graph
 
 
 class CountOps(TorchDispatchMode):
@@ -79,7 +79,7 @@ def test_a_train_step_adds_only_the_ops_its_metrics_need(precision: str) -> None
     reference = count(bare)
     extra = harness - reference
     assert sum(harness.values()) <= sum(reference.values()) + METRICS_OPS, (extra, harness - reference)
-    assert set(extra) <= {"argmax", "detach"}, extra
+    assert set(extra) <= {"detach"}, extra  # views: no kernel runs for the metrics inside the timed epoch
 
 
 def test_the_epoch_metrics_are_the_running_mean_loss_and_accuracy() -> None:
@@ -91,7 +91,7 @@ def test_the_epoch_metrics_are_the_running_mean_loss_and_accuracy() -> None:
         trainer.step(index)
         losses.append(float(trainer._losses[-1]) * len(trainer._predictions[-1]))
         positions = trainer.order[index * 32 : (index + 1) * 32]
-        correct += int((trainer._predictions[-1] == trainer.labels[positions]).sum())
+        correct += int((trainer._predictions[-1].argmax(1) == trainer.labels[positions]).sum())
     result = trainer.end_epoch()
     assert result.train_loss == pytest.approx(sum(losses) / trainer.samples_per_epoch, rel=1e-5)
     assert result.train_accuracy == pytest.approx(correct / trainer.samples_per_epoch)

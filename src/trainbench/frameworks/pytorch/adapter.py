@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 _FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
 
 PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this share of device memory
+KEPT_LOGITS_BYTES = 256 * 2**20  # an epoch's logits kept for one argmax after it, when no larger than this
 CAPTURE_WARMUP_STEPS = 3  # eager steps on a side stream before capture, as PyTorch's CUDA-graph recipe asks
 
 
@@ -335,6 +336,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type) if adapter.autocast == torch.float16 else None
         self.generator = torch.Generator(device=self.device).manual_seed(cell.seed)
         self.order = torch.arange(self.samples_per_epoch, device=self.device)
+        self.keeps_logits = data.num_classes * self.samples_per_epoch * 4 <= KEPT_LOGITS_BYTES
         self._forward = self._forward_function(with_predictions=True)
         self._forward_loss_only: Callable[[Any, Any], tuple[Any, Any]] | None = None
         self._validation: tuple[Any, Any, bool] | None = None
@@ -344,16 +346,21 @@ class Trainer:
 
     # -- one step -----------------------------------------------------------------------------
     def _forward_function(self, with_predictions: bool) -> Callable[[Any, Any], tuple[Any, Any]]:
-        """forward + loss (+ argmax of the logits, for the epoch's accuracy): what torch.compile gets when
-        compile is on. Autocast's weight cache is off under capture, as CUDA graphs require."""
+        """forward + loss (+ what the epoch's accuracy needs): what torch.compile gets when compile is on.
+        The accuracy needs either the logits (a view, no kernel: kept when an epoch's logits fit
+        KEPT_LOGITS_BYTES, their argmax taken once after the epoch) or, when they do not fit or compile
+        fuses it for free, their argmax. Autocast's weight cache is off under capture, as CUDA graphs require."""
         model, loss_fn, adapter = self.model, self.loss_fn, self.adapter
         mixed, cache = adapter.autocast is not None, not adapter.captures()
+        argmax = with_predictions and (adapter.compiles() or not self.keeps_logits)
 
         def forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
             with adapter.autocast_context(cache):
                 logits = model(x)
                 loss = loss_fn(logits.float() if mixed else logits, y)
-            return loss, (logits.argmax(1) if with_predictions else None)  # integers: no graph to detach
+            if not with_predictions:
+                return loss, None
+            return loss, (logits.argmax(1) if argmax else logits.detach())  # argmax: integers, no graph
 
         if adapter.compiles():
             return self.torch.compile(forward_loss, mode=self.cell.optimize.compile_mode)  # type: ignore[no-any-return]
@@ -422,7 +429,10 @@ class Trainer:
             weights = torch.tensor(sizes, device=self.device, dtype=torch.float32)
             loss_sum = loss_sum + (torch.stack([loss.float() for loss in self._losses]) * weights).sum()
             labels = self.labels[self.order[first * self.batch_size :]]
-            correct = correct + (torch.cat(self._predictions) == labels).sum()
+            predicted = torch.cat(self._predictions)
+            if predicted.dim() == 2:  # the kept logits: one argmax for the whole epoch
+                predicted = predicted.argmax(1)
+            correct = correct + (predicted == labels).sum()
         return EpochResult(loss_sum.item() / self.samples_per_epoch, correct.item() / self.samples_per_epoch)
 
     def evaluate(self) -> tuple[float | None, float | None]:
@@ -507,6 +517,8 @@ class CapturedEpoch:
         loss, predicted = trainer._forward(x, y)
         loss.backward()
         trainer.optimizer.step()
+        if predicted.dim() == 2:  # kept logits: inside the graph, the argmax costs no launch
+            predicted = predicted.argmax(1)
         self.loss_sum.add_(loss.detach().float() * size)
         self.correct.add_((predicted == y).sum())
         self.position.add_(1)
