@@ -43,7 +43,8 @@ def test_two_gloo_ranks_learn_what_one_process_learns_log_once_and_scale_against
     assert metrics["samples_per_s_per_device"] == pytest.approx(metrics["samples_per_s"] / 2)
     assert tags["trainbench.scaling_baseline_run_id"] == single.info.run_id
     assert metrics["scaling_efficiency"] == pytest.approx(
-        metrics["samples_per_s"] / (2 * single.data.metrics["samples_per_s"]))
+        metrics["samples_per_s"] / (2 * single.data.metrics["samples_per_s"])
+    )
     assert "scaling_efficiency" not in single.data.metrics
 
 
@@ -54,15 +55,19 @@ def test_a_crash_in_rank_1_fails_the_cell_with_its_reason(trainbench) -> None:
     (cell,) = [r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"]
     assert cell.data.tags["trainbench.outcome"] == "failed"
     assert cell.data.tags["trainbench.reason"] == (
-        "RankFailed: rank 1 of 2 failed: RuntimeError: debug.inject_fault=raise: a deliberate failure")
+        "RankFailed: rank 1 of 2 failed: RuntimeError: debug.inject_fault=raise: a deliberate failure"
+    )
     assert "samples_per_s" not in cell.data.metrics  # rank 0 was stopped before it logged a figure
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("framework", "engine"), [
-    ("jax", "keras.distribution.DataParallel (2 cpu devices)"),
-    ("tensorflow", "tf.distribute.MirroredStrategy (2 cpu replicas)"),
-])
+@pytest.mark.parametrize(
+    ("framework", "engine"),
+    [
+        ("jax", "keras.distribution.DataParallel (2 cpu devices)"),
+        ("tensorflow", "tf.distribute.MirroredStrategy (2 cpu replicas)"),
+    ],
+)
 def test_keras_runs_one_cell_on_two_host_devices(trainbench, framework: str, engine: str) -> None:
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"} if framework == "jax" else {}
     result = trainbench(*DIGITS, f"framework={framework}", "task.epochs=3", "device.count=2", env=env)
@@ -105,7 +110,12 @@ def test_the_launch_is_torchruns_standalone_unless_its_variables_name_other_node
     local = launch_config(2)
     assert (local.nproc_per_node, local.max_nodes, local.rdzv_backend, local.max_restarts) == (2, 1, "c10d", 0)
     assert local.rdzv_endpoint == "localhost:0"
-    for name, value in {"PET_NNODES": "2", "PET_NODE_RANK": "0", "PET_MASTER_ADDR": "head", "PET_MASTER_PORT": "29500"}.items():
+    for name, value in {
+        "PET_NNODES": "2",
+        "PET_NODE_RANK": "0",
+        "PET_MASTER_ADDR": "head",
+        "PET_MASTER_PORT": "29500",
+    }.items():
         monkeypatch.setenv(name, value)
     spread = launch_config(8)
     assert (spread.nproc_per_node, spread.min_nodes, spread.max_nodes) == (8, 2, 2)
@@ -122,13 +132,16 @@ def test_global_batches_split_evenly_by_rank_and_cover_every_sample() -> None:
         assert max(length for _, length in parts) - min(length for _, length in parts) <= 1
 
 
-@pytest.mark.parametrize(("sample", "gpus", "expected"), [
-    ("dgx_h100_nvidia_smi_topo.txt", [0, 1, 2, 3, 4, 5, 6, 7], ("NVLink", "NV18")),
-    ("pcie_2gpu_nvidia_smi_topo.txt", [0, 1], ("PCIe", "PHB")),
-    ("a100_pcie_bridged_nvidia_smi_topo.txt", [0, 1], ("NVLink", "NV12")),
-    ("a100_pcie_bridged_nvidia_smi_topo.txt", [1, 2], ("PCIe", "SYS")),
-    ("a100_pcie_bridged_nvidia_smi_topo.txt", [0, 1, 2, 3], ("NVLink+PCIe", "NV12,SYS")),
-])
+@pytest.mark.parametrize(
+    ("sample", "gpus", "expected"),
+    [
+        ("dgx_h100_nvidia_smi_topo.txt", [0, 1, 2, 3, 4, 5, 6, 7], ("NVLink", "NV18")),
+        ("pcie_2gpu_nvidia_smi_topo.txt", [0, 1], ("PCIe", "PHB")),
+        ("a100_pcie_bridged_nvidia_smi_topo.txt", [0, 1], ("NVLink", "NV12")),
+        ("a100_pcie_bridged_nvidia_smi_topo.txt", [1, 2], ("PCIe", "SYS")),
+        ("a100_pcie_bridged_nvidia_smi_topo.txt", [0, 1, 2, 3], ("NVLink+PCIe", "NV12,SYS")),
+    ],
+)
 def test_the_interconnect_is_read_from_nvidia_smi_topo(sample: str, gpus: list[int], expected: tuple[str, str]) -> None:
     links = parse_topology_matrix((SAMPLES / sample).read_text())
     assert interconnect(links, gpus) == {"hw.gpu_interconnect": expected[0], "hw.gpu_links": expected[1]}
@@ -143,15 +156,33 @@ def test_the_cells_gpus_are_mapped_to_the_machines_numbering() -> None:
 
 
 def entry(run_id: str, devices: int, samples_per_s: float, hw_label: str = "NVIDIA H100 80GB HBM3") -> Entry:
-    tags = {"trainbench.task": "benchmark", "trainbench.model": "resnet50", "trainbench.data": "synthetic_imagenet",
-            "trainbench.precision": "mixed_bf16", "trainbench.batch_size": "256", "trainbench.num_devices": str(devices)}
-    return Entry(run_id, run_id, Column(False, hw_label, "cuda", "pytorch"), comparison_settings(tags),
-                 comparison_key(tags), "", {}, {"samples_per_s": samples_per_s})
+    tags = {
+        "trainbench.task": "benchmark",
+        "trainbench.model": "resnet50",
+        "trainbench.data": "synthetic_imagenet",
+        "trainbench.precision": "mixed_bf16",
+        "trainbench.batch_size": "256",
+        "trainbench.num_devices": str(devices),
+    }
+    return Entry(
+        run_id,
+        run_id,
+        Column(False, hw_label, "cuda", "pytorch"),
+        comparison_settings(tags),
+        comparison_key(tags),
+        "",
+        {},
+        {"samples_per_s": samples_per_s},
+    )
 
 
 def test_the_scaling_chart_has_samples_per_s_and_efficiency_against_devices() -> None:
-    runs = [entry("a", 1, 3000.0), entry("b", 2, 5700.0), entry("c", 4, 10800.0),
-            entry("d", 2, 4000.0, hw_label="NVIDIA A100-PCIE-40GB")]  # no 1-device run: no efficiency line
+    runs = [
+        entry("a", 1, 3000.0),
+        entry("b", 2, 5700.0),
+        entry("c", 4, 10800.0),
+        entry("d", 2, 4000.0, hw_label="NVIDIA A100-PCIE-40GB"),
+    ]  # no 1-device run: no efficiency line
     throughput, efficiency = scaling_panels(runs)
     ((title, series),) = throughput.items()
     assert "devices" not in title and "bs256" in title

@@ -143,11 +143,17 @@ def scaling_panels(entries: list[Entry]) -> tuple[Panels, Panels]:
             continue
         title = setting_text(members[0], ("num_devices",))
         throughput[title] = series
-        ratios = {label: [[n, rate / (n * dict(points)[1])] for n, rate in points]
-                  for label, points in series.items() if 1 in dict(points) and len(points) > 1}
+        ratios = {label: _efficiency(points) for label, points in series.items() if len(points) > 1}
+        ratios = {label: points for label, points in ratios.items() if points}
         if ratios:
             efficiency[title] = ratios
     return dict(sorted(throughput.items())), dict(sorted(efficiency.items()))
+
+
+def _efficiency(points: list[list[float]]) -> list[list[float]]:
+    """[[devices, samples/s], ...] -> [[devices, samples/s / (devices x samples/s at 1)], ...]; [] without 1."""
+    single = next((rate for devices, rate in points if devices == 1), None)
+    return [[devices, rate / (devices * single)] for devices, rate in points] if single else []
 
 
 def _devices(e: Entry) -> int | None:
@@ -184,7 +190,7 @@ def draw(
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
     labels = sorted({label.split(" #")[0] for series in panels.values() for label in series})
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
@@ -214,7 +220,9 @@ def draw(
         ax.tick_params(labelsize=8)
         if log_x:
             ax.set_xscale("log", base=log_x)
-        if integer_x:
+            if integer_x:  # device counts: 1 2 4 8, not 2^0 ... 2^3
+                ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+        elif integer_x:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(bottom=0)
         ax.grid(True, which="both", alpha=0.3)
@@ -253,13 +261,13 @@ def write_plots(entries: list[Entry], out: Path, notes: list[str]) -> list[Path]
         (
             "scaling",
             scaling,
-            dict(xlabel="devices (data-parallel)", ylabel="samples/s (all devices)", log_x=2),
+            dict(xlabel="devices (data-parallel)", ylabel="samples/s (all devices)", log_x=2, integer_x=True),
             "no setting has samples_per_s at two or more device counts on one machine",
         ),
         (
             "scaling_efficiency",
             efficiency,
-            dict(xlabel="devices (data-parallel)", ylabel="scaling efficiency (1 = linear)", log_x=2),
+            dict(xlabel="devices (data-parallel)", ylabel="scaling efficiency (1 = linear)", log_x=2, integer_x=True),
             "no setting has samples_per_s at 1 device and at more on one machine",
         ),
         (

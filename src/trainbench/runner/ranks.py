@@ -50,7 +50,8 @@ def main(overrides: list[str]) -> int:
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose(config_name="config", overrides=overrides))
-    rank_main(json.dumps({"cell": to_spec(cell.task.prepared(cell))}))
+    task: Any = cell.task  # a TaskConfig (trainbench.tasks.base)
+    rank_main(json.dumps({"cell": to_spec(task.prepared(cell))}))
     return 0
 
 

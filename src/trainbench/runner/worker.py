@@ -120,9 +120,8 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
         **framework.versions(),
         **framework.flags(),
     })
-    devices = framework.num_devices()
-    if devices > 1:  # the count that ran (device.count=all resolved), and how the devices are linked
-        log.tags({"trainbench.num_devices": devices, **hardware_links(backend, framework.device_indices())})
+    devices = framework.num_devices()  # the count that ran (device.count=all resolved), and how they are linked
+    log.tags({"trainbench.num_devices": devices, **hardware_links(backend, framework.device_indices())})
     summary = task.run(framework, cell, log, DeviceInfo(backend, label, host, devices))
     summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
     summary["peak_host_memory_mb"] = peak_host_memory_mb()

@@ -188,6 +188,13 @@ class Trainer(KerasTrainer):
         self.model._jax_state = None
         self.state = None
 
+    def evaluate(self) -> tuple[float | None, float | None]:
+        shardings = self.adapter.shardings  # type: ignore[attr-defined]
+        if shardings is None:
+            return super().evaluate()
+        with shardings.undistributed():
+            return super().evaluate()
+
     def begin_epoch(self, epoch: int) -> None:
         self.sync_state()
         self.model.reset_metrics()

@@ -10,7 +10,9 @@ platform is split into device.count devices (--xla_force_host_platform_device_co
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
@@ -29,8 +31,9 @@ def choose(available: list[Any], count: Any, backend: str) -> list[Any]:
 
     wanted = len(available) if count == "all" else int(count)
     if len(available) < wanted:
-        raise DeviceUnavailable(f"device.count={count} asks for {wanted} devices; JAX sees {len(available)} "
-                                f"{backend} device(s)")
+        raise DeviceUnavailable(
+            f"device.count={count} asks for {wanted} devices; JAX sees {len(available)} {backend} device(s)"
+        )
     return available[:wanted]
 
 
@@ -42,11 +45,24 @@ class Shardings:
         import keras
         import numpy as np
 
-        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+        self.distribution = keras.distribution.DataParallel(devices=devices)
+        keras.distribution.set_distribution(self.distribution)
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))  # the mesh DataParallel builds: one `batch` axis
         self.jax = jax
         self.replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         self.batch = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+
+    @contextlib.contextmanager
+    def undistributed(self) -> Iterator[None]:
+        """Keras without the distribution, e.g. for evaluate: its data sharding refuses a last validation batch
+        that the devices do not divide; the replicated weights serve one device as well."""
+        import keras
+
+        keras.distribution.set_distribution(None)
+        try:
+            yield
+        finally:
+            keras.distribution.set_distribution(self.distribution)
 
     def split_batch(self, batch: Any) -> Any:
         """Inside the jitted step: each device gets its slice of the global batch."""
@@ -54,4 +70,6 @@ class Shardings:
 
 
 def tags(devices: list[Any]) -> dict[str, str]:
-    return {"trainbench.data_parallel": f"keras.distribution.DataParallel ({len(devices)} {devices[0].platform} devices)"}
+    return {
+        "trainbench.data_parallel": f"keras.distribution.DataParallel ({len(devices)} {devices[0].platform} devices)"
+    }

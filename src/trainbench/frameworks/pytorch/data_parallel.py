@@ -49,8 +49,7 @@ class DataParallelTrainer(Trainer):
 
     def _batch(self, index: int) -> tuple[Any, Any]:
         start = index * self.global_batch
-        offset, length = shard(min(self.global_batch, self.samples_per_epoch - start), self.world.rank,
-                               self.world.size)
+        offset, length = shard(min(self.global_batch, self.samples_per_epoch - start), self.world.rank, self.world.size)
         positions = self.order[start + offset : start + offset + length]
         x = self.inputs[positions]
         if not self.prepared:

@@ -100,7 +100,7 @@ def _cell_error(error: Any, count: int) -> Exception:
     message = failure.message.get("message", "") if isinstance(failure.message, dict) else str(failure.message)
     prefix = f"{DeviceUnavailable.__name__}: "
     if message.startswith(prefix):
-        return DeviceUnavailable(f"{message[len(prefix):]} (rank {rank})")
+        return DeviceUnavailable(f"{message[len(prefix) :]} (rank {rank})")
     return RankFailed(f"rank {rank} of {count} failed: {message or f'exit code {failure.exitcode}'}")
 
 
@@ -120,8 +120,12 @@ class World:
     def from_environment(cls) -> World:
         if "TORCHELASTIC_RUN_ID" not in os.environ or "WORLD_SIZE" not in os.environ:
             return cls()
-        return cls(int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]),
-                   int(os.environ["LOCAL_WORLD_SIZE"]))
+        return cls(
+            int(os.environ["RANK"]),
+            int(os.environ["LOCAL_RANK"]),
+            int(os.environ["WORLD_SIZE"]),
+            int(os.environ["LOCAL_WORLD_SIZE"]),
+        )
 
 
 def join(torch: Any, backend: str, world: World) -> Any:
@@ -132,8 +136,9 @@ def join(torch: Any, backend: str, world: World) -> Any:
         raise DeviceUnavailable("an Apple GPU (MPS) is one device: device.count > 1 needs CUDA GPUs or device=cpu")
     if backend == "cuda":
         if torch.cuda.device_count() < world.local_size:
-            raise DeviceUnavailable(f"{world.local_size} ranks on this node but only {torch.cuda.device_count()} "
-                                    "GPUs visible")
+            raise DeviceUnavailable(
+                f"{world.local_size} ranks on this node but only {torch.cuda.device_count()} GPUs visible"
+            )
         device = torch.device("cuda", world.local_rank)
         torch.cuda.set_device(device)
         torch.distributed.init_process_group("nccl", device_id=device)
@@ -162,5 +167,7 @@ def barrier(torch: Any, device: Any) -> None:
 
 def tags(world: World, device: Any) -> dict[str, str]:
     backend = "nccl" if device.type == "cuda" else "gloo"
-    return {"trainbench.data_parallel": f"torch DistributedDataParallel ({backend}, {world.size} ranks)",
-            "torch.distributed_backend": backend}
+    return {
+        "trainbench.data_parallel": f"torch DistributedDataParallel ({backend}, {world.size} ranks)",
+        "torch.distributed_backend": backend,
+    }

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from trainbench.data import Dataset
 
 METAL_NO_XLA = "XLA (jit_compile) is not supported by tensorflow-metal: compiled as a plain tf.function graph"
+SPLIT_CPU_NO_XLA = ("XLA cannot place a replica's variables on TensorFlow's logical CPUs (Keras' own fit fails the "
+                    "same way): MirroredStrategy on a split CPU runs plain tf.function graphs")
 
 
 class Adapter(KerasAdapter):
@@ -55,6 +57,8 @@ class Adapter(KerasAdapter):
         tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
         if backend == "metal" and self.cell.optimize.compile:
             self.compile_reason = METAL_NO_XLA
+        if backend == "cpu" and self.replicas > 1 and self.cell.optimize.compile:
+            self.compile_reason = SPLIT_CPU_NO_XLA
         return backend
 
     def version(self) -> str:
@@ -71,7 +75,8 @@ class Adapter(KerasAdapter):
         return tags
 
     def jit_compile(self) -> bool:
-        return bool(self.cell.optimize.compile) and self.backend != "metal"
+        split_cpu = self.backend == "cpu" and self.replicas > 1
+        return bool(self.cell.optimize.compile) and self.backend != "metal" and not split_cpu
 
     def flags(self) -> dict[str, str]:
         tags = super().flags()
@@ -174,14 +179,17 @@ class Trainer(KerasTrainer):
             positions = tf.slice(order, [position * self.batch_size + offset], [length])
             return model.train_step((tf.gather(inputs, positions), tf.gather(labels, positions)))["loss"]
 
+        # XLA compiles each replica's step (as Keras' fit does), never the step across devices; it needs
+        # static shapes, so a last batch that does not split evenly runs as a plain graph.
+        static = size % replicas == 0
+        compiled = tf.function(replica_step, jit_compile=self.adapter.jit_compile() and static)
+
         def train() -> Any:
-            losses = data_parallel.run_step(strategy, replica_step, inputs, labels)
+            losses = data_parallel.run_step(strategy, compiled, inputs, labels)
             position.assign_add(1)
             return losses
 
-        # XLA needs static shapes: a last batch that does not split evenly runs as a plain graph.
-        static = size % replicas == 0
-        self._steps[size] = tf.function(train, jit_compile=self.adapter.jit_compile() and static)
+        self._steps[size] = tf.function(train)
         return self._steps[size]
 
     def begin_epoch(self, epoch: int) -> None:
@@ -203,9 +211,8 @@ class Trainer(KerasTrainer):
             per_device = self.batch_size // self.adapter.replicas
             inputs, labels = (data_parallel.per_replica(self.strategy, tf, part[:per_device])
                               for part in (self.inputs, self.labels))
-            replicated = tf.function(lambda: data_parallel.run_step(
-                self.strategy, lambda x, y: model.train_step((x, y))["loss"], inputs, labels),
-                jit_compile=self.adapter.jit_compile())
+            compiled = tf.function(lambda x, y: model.train_step((x, y))["loss"], jit_compile=self.adapter.jit_compile())
+            replicated = tf.function(lambda: data_parallel.run_step(self.strategy, compiled, inputs, labels))
 
             def replicated_step() -> None:
                 self.adapter.pending = replicated()
