@@ -133,6 +133,7 @@ def params(cell: CellConfig) -> dict[str, Any]:
     flat.update(flatten(dataclasses.asdict(cell.cell), "cell."))
     if cell.debug.inject_fault:
         flat["debug.inject_fault"] = cell.debug.inject_fault
+        flat["debug.fault_rank"] = cell.debug.fault_rank
     flat.pop("framework.adapter", None)
     return {key: value for key, value in flat.items() if value is not None}
 

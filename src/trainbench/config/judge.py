@@ -130,6 +130,8 @@ def _precision(cell: CellConfig) -> None:
 def _devices(cell: CellConfig) -> None:
     limit = cell.framework.max_devices()
     count = cell.device.count
+    if count != 1 and not getattr(cell.task, "data_parallel", False):
+        raise ConfigError("device.count", count, f"task={cell.task.name} runs on one device: use device.count=1")
     if count != "all" and limit is not None:
         need(count <= limit, "device.count", count,
              f"framework={cell.framework.name} runs a cell on at most {limit} device(s) here")

@@ -70,6 +70,9 @@ class FrameworkConfig(Choice):
 
     adapter: str = MISSING  # module with the framework's Adapter class, imported only inside a cell's process
     package: str = MISSING  # the distribution whose version identifies the framework (resume compares it)
+    # Module whose processes(device) and launch(count, entrypoint, argument) start one process per device
+    # (PyTorch's DDP); None: one process drives all of a cell's devices (Keras' distribution APIs).
+    rank_launcher: ClassVar[str | None] = None
 
     # What the framework can build, run and compute: answered without importing it (judge asks these).
     def builds(self, model: ModelConfig) -> str | None:
@@ -475,10 +478,12 @@ class LaunchInfo:
 @dataclass
 class DebugConfig:
     inject_fault: str | None = None  # test-only: abort | raise | sleep | exit
+    fault_rank: int | None = None  # data-parallel cells: only this rank injects the fault (null: the cell's process)
 
     def check(self, at: str) -> None:
         need(self.inject_fault in (None, "abort", "raise", "sleep", "exit"), f"{at}.inject_fault", self.inject_fault,
              "null or one of abort, raise, sleep, exit")
+        need_optional_count(self.fault_rank, f"{at}.fault_rank", 0, 1023)
 
 
 @dataclass

@@ -104,7 +104,11 @@ class Framework(Protocol):
         """Every numeric and optimisation flag in force, as tags (tf32, autocast, compile, ...)."""
 
     def synchronize(self) -> None:
-        """Block until all queued device work is done."""
+        """Block until all queued device work is done (a data-parallel rank: and every rank has got here)."""
+
+    def num_devices(self) -> int:
+        """Devices the cell's steps run on together (data-parallel: every rank's or every replica's). The
+        trainer's samples_per_epoch and a step's batch are for all of them: batch_size per device x this."""
 
     def step_clock(self) -> StepClock | None:
         """Device events for per-step times without host synchronization, or None where the framework has
@@ -113,7 +117,8 @@ class Framework(Protocol):
     def peak_device_memory_mb(self) -> float | None: ...
 
     def device_indices(self) -> list[int]:
-        """Indices (as the energy meter and NVML count them) of the GPUs this cell uses; [] on a CPU."""
+        """Indices (as the energy meter and NVML count them) of every GPU this cell uses on this machine, so
+        its energy is summed over all of them; [] on a CPU."""
 
     def build_model(self, model: ModelConfig, data: Dataset) -> Any:
         """A freshly initialised model for `data`'s input shape and classes."""

@@ -46,7 +46,7 @@ def setting_text(e: Entry, leave_out: tuple[str, ...] = ()) -> str:
         parts.append(f"bs{s['trainbench.batch_size']}")
     parts.append(s["trainbench.precision"])
     parts.append(f"timed: {s['trainbench.timed_region']}")
-    parts += flags(s)
+    parts += flags({**s, "trainbench.num_devices": ""} if "num_devices" in leave_out else s)
     return ", ".join(p for p in parts if p)
 
 
@@ -127,6 +127,40 @@ def epoch_panels(entries: list[Entry]) -> Panels:
     return dict(sorted(panels.items()))
 
 
+def scaling_panels(entries: list[Entry]) -> tuple[Panels, Panels]:
+    """(samples/s vs devices, scaling efficiency vs devices): a panel per setting where some device ran at two
+    or more device counts. Efficiency = samples/s at N / (N x samples/s at 1), from the runs shown (1 at N=1);
+    a device without a 1-device run has no efficiency line."""
+    groups: dict[tuple[str, ...], list[Entry]] = defaultdict(list)
+    for e in entries:
+        if e.metrics.get("samples_per_s") is not None and _devices(e) is not None and e.task != "matmul":
+            groups[_panel_key(e, "trainbench.num_devices")].append(e)
+    throughput: Panels = {}
+    efficiency: Panels = {}
+    for members in groups.values():
+        series = _medians(members, _devices, lambda e: e.metrics["samples_per_s"])
+        if not any(len(points) > 1 for points in series.values()):
+            continue
+        title = setting_text(members[0], ("num_devices",))
+        throughput[title] = series
+        ratios = {label: _efficiency(points) for label, points in series.items() if len(points) > 1}
+        ratios = {label: points for label, points in ratios.items() if points}
+        if ratios:
+            efficiency[title] = ratios
+    return dict(sorted(throughput.items())), dict(sorted(efficiency.items()))
+
+
+def _efficiency(points: list[list[float]]) -> list[list[float]]:
+    """[[devices, samples/s], ...] -> [[devices, samples/s / (devices x samples/s at 1)], ...]; [] without 1."""
+    single = next((rate for devices, rate in points if devices == 1), None)
+    return [[devices, rate / (devices * single)] for devices, rate in points] if single else []
+
+
+def _devices(e: Entry) -> int | None:
+    value = e.settings.get("trainbench.num_devices", "")
+    return int(value) if value.isdigit() else None
+
+
 def _medians(members: list[Entry], x: Callable[[Entry], Any], y: Callable[[Entry], float]) -> Series:
     """One series per device: the median of repeated runs at each x."""
     points: dict[str, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -156,7 +190,7 @@ def draw(
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
     labels = sorted({label.split(" #")[0] for series in panels.values() for label in series})
     palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
@@ -186,7 +220,9 @@ def draw(
         ax.tick_params(labelsize=8)
         if log_x:
             ax.set_xscale("log", base=log_x)
-        if integer_x:
+            if integer_x:  # device counts: 1 2 4 8, not 2^0 ... 2^3
+                ax.xaxis.set_major_formatter(FormatStrFormatter("%d"))
+        elif integer_x:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(bottom=0)
         ax.grid(True, which="both", alpha=0.3)
@@ -202,6 +238,7 @@ def draw(
 def write_plots(entries: list[Entry], out: Path, notes: list[str]) -> list[Path]:
     """Write each plot that has data, with its .json; say why a plot was skipped."""
     written: list[Path] = []
+    scaling, efficiency = scaling_panels(entries)
     plots = (
         (
             "throughput",
@@ -220,6 +257,18 @@ def write_plots(entries: list[Entry], out: Path, notes: list[str]) -> list[Path]
             matmul_panels(entries),
             dict(xlabel="matrix size n", ylabel="TFLOPS", log_x=10),
             "no selected run with task=matmul has a `tflops` history yet",
+        ),
+        (
+            "scaling",
+            scaling,
+            dict(xlabel="devices (data-parallel)", ylabel="samples/s (all devices)", log_x=2, integer_x=True),
+            "no setting has samples_per_s at two or more device counts on one machine",
+        ),
+        (
+            "scaling_efficiency",
+            efficiency,
+            dict(xlabel="devices (data-parallel)", ylabel="scaling efficiency (1 = linear)", log_x=2, integer_x=True),
+            "no setting has samples_per_s at 1 device and at more on one machine",
         ),
         (
             "epoch_times",

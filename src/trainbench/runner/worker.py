@@ -58,9 +58,14 @@ def main(spec_path: str) -> int:
             log: Any = PipeLog(os.fdopen(spec["events_fd"], "w", buffering=1), Path(spec["result_path"]).parent)
         else:  # a probe (batch_size=max search): runs the cell, records nothing
             log = NullLog()
-        _inject_fault(cell.debug.inject_fault)
-        result.update(run(cell, log, spec.get("name_suffix", "")))
+        if cell.debug.fault_rank is None:
+            _inject_fault(cell.debug.inject_fault)
+        result.update(launch(cell, log, spec))
         result["outcome"] = "finished"
+        if spec.get("run_id"):
+            from trainbench.runner import scaling
+
+            scaling.record(log, cell, result)
     except (KeyboardInterrupt, Terminated):
         if os.getppid() != parent_pid:
             result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
@@ -80,6 +85,22 @@ def main(spec_path: str) -> int:
     write_atomically(Path(spec["result_path"]), json.dumps(result))
     mark(f"cell: result written ({result['outcome']})")
     return 0
+
+
+def launch(cell: Any, log: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the cell here, or, where its framework runs one process per device and it asks for several, in
+    ranks started by the framework's own launcher (trainbench.runner.ranks); return rank 0's summary."""
+    if cell.framework.rank_launcher is not None:
+        import importlib
+
+        from trainbench.runner.ranks import rank_main
+
+        launcher = importlib.import_module(cell.framework.rank_launcher)
+        count = launcher.processes(cell.device)
+        if count > 1:
+            results = launcher.launch(count, rank_main, json.dumps(spec))
+            return dict(results[min(results)])  # global rank 0's, or this node's first rank's
+    return run(cell, log, spec.get("name_suffix", ""))
 
 
 def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
@@ -105,12 +126,24 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
         **framework.versions(),
         **framework.flags(),
     })
-    summary = task.run(framework, cell, log, DeviceInfo(backend, label, host))
+    devices = framework.num_devices()  # the count that ran (device.count=all resolved), and how they are linked
+    log.tags({"trainbench.num_devices": devices, **hardware_links(backend, framework.device_indices())})
+    summary = task.run(framework, cell, log, DeviceInfo(backend, label, host, devices))
     summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
     summary["peak_host_memory_mb"] = peak_host_memory_mb()
     log.metrics(summary)
     return {"backend": backend, "samples_per_s": summary.get("samples_per_s"),
-            "peak_tflops": summary.get("peak_tflops")}
+            "peak_tflops": summary.get("peak_tflops"), "num_devices": devices, "hw_label": label,
+            "framework_version": framework.version()}
+
+
+def hardware_links(backend: str, gpu_indices: list[int]) -> dict[str, str]:
+    """hw.gpu_interconnect and hw.gpu_links of the cell's GPUs (NVIDIA: nvidia-smi topo -m)."""
+    from trainbench import topology
+
+    if backend not in ("cuda", "gpu") or len(gpu_indices) < 2:
+        return {}
+    return topology.interconnect_tags(gpu_indices)
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -27,6 +27,7 @@ class TaskConfig(Choice):
     uses_model: ClassVar[bool] = True  # false: model, data and optim mean nothing to it (matmul)
     unused_groups: ClassVar[tuple[str, ...]] = ()
     timed_region: ClassVar[str] = "steps"  # what its headline figure times (trainbench.timed_region)
+    data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
 
     def prepared(self, cell: CellConfig) -> CellConfig:
         """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
@@ -74,6 +75,7 @@ class DeviceInfo:
     backend: str  # cpu, cuda, rocm, mps, metal
     label: str  # hw.label, e.g. "NVIDIA H100 80GB HBM3"
     host: dict[str, str]  # hw.* tags
+    count: int = 1  # devices the cell runs on (data-parallel): its figures are for all of them together
 
 
 def model_and_data(framework: Framework, cell: CellConfig, log: RunLog, training: bool = True) -> tuple[Any, Dataset, float | None]:
@@ -110,7 +112,8 @@ def energy_meter(framework: Framework, device: DeviceInfo) -> EnergyMeter:
 
 
 def utilisation(achieved_tflops: float, device: DeviceInfo, precision: str, log: RunLog) -> dict[str, float]:
-    """achieved_tflops, and mfu against the device's published dense peak for the cell's precision."""
+    """achieved_tflops, and mfu against the devices' published dense peak for the cell's precision (the peak
+    of one device times the devices used; device_peak_tflops stays one device's)."""
     from trainbench import peaks
 
     if device.backend == "cpu":
@@ -124,15 +127,21 @@ def utilisation(achieved_tflops: float, device: DeviceInfo, precision: str, log:
                   or f"no peak known for {device.label} at {precision}"})
         return {"achieved_tflops": achieved_tflops}
     log.tags({"mfu.peak_source": source})
-    return {"achieved_tflops": achieved_tflops, "device_peak_tflops": peak, "mfu": achieved_tflops / peak}
+    # Data-parallel ranks on a CPU share its one peak; on GPUs each brings its own.
+    devices = 1 if device.backend == "cpu" else device.count
+    return {"achieved_tflops": achieved_tflops, "device_peak_tflops": peak, "mfu": achieved_tflops / (peak * devices)}
 
 
 def throughput_extras(summary: dict[str, Any], data: Dataset, flops_per_sample: float | None, device: DeviceInfo,
                       cell: CellConfig, log: RunLog) -> None:
-    """tokens_per_s for text, achieved TFLOPS and MFU where FLOPs are known: added to `summary`."""
+    """tokens_per_s for text, achieved TFLOPS and MFU where FLOPs are known, and the per-device figures of a
+    data-parallel cell: added to `summary`."""
     rate = summary.get("samples_per_s")
     if not rate:
         return
+    summary["num_devices"] = device.count
+    if device.count > 1:
+        summary["samples_per_s_per_device"] = rate / device.count
     if data.kind == "text":
         # Every sequence is seq_len tokens long as the model sees it (padding included).
         summary["tokens_per_s"] = rate * data.seq_len

@@ -10,7 +10,7 @@ the steps of those same blocks, or, where the framework has none, from a separat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainbench.config import replace
 from trainbench.config.errors import need
@@ -28,6 +28,7 @@ PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device cl
 @schema("task", "benchmark")
 @dataclass
 class BenchmarkTask(TaskConfig):
+    data_parallel: ClassVar[bool] = True
     warmup_steps: int = 5  # untimed steps first (allocation, autotuning, compilation): warmup_time_s
     steps: int = 20  # timed steps per block
     repeats: int = 1  # blocks: samples_per_s is their mean, with a 95% CI (samples_per_s_ci95)
@@ -67,7 +68,7 @@ class BenchmarkTask(TaskConfig):
         model, data, flops = model_and_data(framework, cell, log)
         sync = framework.synchronize
         step = framework.trainer(model, data, cell).resident_step()
-        batch = min(int(cell.batch_size), len(data.train))
+        batch = min(int(cell.batch_size), len(data.train)) * device.count  # batch_size is per device
 
         def indexed(_: int) -> None:
             step()

@@ -46,6 +46,7 @@ class EpochStats:
 @dataclass
 class TrainTask(TaskConfig):
     timed_region: ClassVar[str] = "epoch"
+    data_parallel: ClassVar[bool] = True
     epochs: int = 3  # 0 builds the model and records it without training
 
     def check(self, at: str) -> None:

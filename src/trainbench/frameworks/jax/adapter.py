@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from trainbench.frameworks.jax import data_parallel
 from trainbench.frameworks.keras.adapter import KerasAdapter, KerasTrainer, installed
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ JAX_ALWAYS_JITS = "Keras on JAX always compiles the train step with XLA (jax.jit
 
 class Adapter(KerasAdapter):
     keras_backend = "jax"
+    shardings: data_parallel.Shardings | None = None  # set when the cell runs on several devices
 
     def bind_device(self, device: DeviceConfig) -> str:
         from trainbench.frameworks.base import DeviceUnavailable
@@ -31,6 +33,7 @@ class Adapter(KerasAdapter):
             os.environ["JAX_PLATFORMS"] = "cpu"  # before JAX loads: no GPU backend, no GPU memory taken
         if not self.cell.framework.preallocate:  # type: ignore[attr-defined]
             os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        data_parallel.split_host(device.count)
         import jax
 
         gpus: list[Any] = []
@@ -41,12 +44,14 @@ class Adapter(KerasAdapter):
                 gpus = []
         if gpus:
             backend = "cuda"
-            jax.config.update("jax_default_device", gpus[0])
         elif device.name == "gpu":
             raise DeviceUnavailable(_no_jax_gpu_reason(jax))
         else:
             backend = "cpu"
-            jax.config.update("jax_default_device", jax.devices("cpu")[0])
+        self.devices = data_parallel.choose(gpus or jax.devices("cpu"), device.count, backend)
+        self.replicas = len(self.devices)
+        jax.config.update("jax_default_device", self.devices[0])
+        self.shardings = data_parallel.Shardings(jax, self.devices) if self.replicas > 1 else None
         # JAX lets fp32 matmuls and convolutions use TF32 on NVIDIA by default: "fp32" must mean fp32.
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if self.tf32 else "highest")
         if not self.cell.optimize.compile:
@@ -66,7 +71,10 @@ class Adapter(KerasAdapter):
         return tags
 
     def flags(self) -> dict[str, str]:
-        return {**super().flags(), "jax.matmul_precision": str(self.jax.config.jax_default_matmul_precision)}
+        tags = {**super().flags(), "jax.matmul_precision": str(self.jax.config.jax_default_matmul_precision)}
+        if self.replicas > 1:
+            tags.update(data_parallel.tags(self.devices))
+        return tags
 
     def jit_compile(self) -> bool:
         return True
@@ -92,7 +100,8 @@ class Adapter(KerasAdapter):
         return None if peak is None else float(peak) / 2**20
 
     def on_device(self, array: Any) -> Any:
-        return self.jax.device_put(array)
+        # Data-parallel: a copy on every device, as each PyTorch rank holds the split.
+        return self.jax.device_put(array, self.shardings.replicated if self.shardings else None)
 
     def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
         return Trainer(self, model, data, cell)
@@ -141,19 +150,24 @@ class Trainer(KerasTrainer):
         self.order = self.jax.numpy.arange(self.samples_per_epoch)
         self.state: Any = None
         self._steps: dict[int, Any] = {}
+        # Data-parallel: the variables' shardings, for the state each step returns (read before the state is
+        # taken out of the model).
+        self.state_shardings = self.model._get_state_sharding_spec() if adapter.shardings else None
 
     def _step_for(self, size: int) -> Any:
         """The jitted step for batches of `size` (the tail batch of an epoch gets its own)."""
         if size not in self._steps:
-            jax, model = self.jax, self.model
+            jax, model, shardings = self.jax, self.model, self.adapter.shardings  # type: ignore[attr-defined]
 
             def train(state: Any, inputs: Any, labels: Any, order: Any, start: Any) -> Any:
                 positions = jax.lax.dynamic_slice(order, (start,), (size,))
                 batch = (jax.numpy.take(inputs, positions, axis=0), jax.numpy.take(labels, positions, axis=0))
+                if shardings is not None:
+                    batch = shardings.split_batch(batch)
                 _, state = model.train_step(state, batch)
                 return state
 
-            self._steps[size] = jax.jit(train, donate_argnums=0)
+            self._steps[size] = jax.jit(train, donate_argnums=0, out_shardings=self.state_shardings)
         return self._steps[size]
 
     def _take_state(self) -> None:
@@ -174,6 +188,13 @@ class Trainer(KerasTrainer):
         self.model._jax_state = None
         self.state = None
 
+    def evaluate(self) -> tuple[float | None, float | None]:
+        shardings = self.adapter.shardings  # type: ignore[attr-defined]
+        if shardings is None:
+            return super().evaluate()
+        with shardings.undistributed():
+            return super().evaluate()
+
     def begin_epoch(self, epoch: int) -> None:
         self.sync_state()
         self.model.reset_metrics()
@@ -190,7 +211,8 @@ class Trainer(KerasTrainer):
         self.sync_state()
         self._take_state()
         step = self._step_for(self.batch_size)
-        order = self.jax.numpy.arange(self.samples_per_epoch)
+        # The first batch_size samples on every device (data-parallel: repeated to fill the global batch).
+        order = self.jax.numpy.arange(max(self.samples_per_epoch, self.batch_size)) % self.samples_per_epoch
 
         def one_step() -> None:
             self.state = step(self.state, self.inputs, self.labels, order, 0)

@@ -45,6 +45,7 @@ class KerasAdapter:
         self.backend = "cpu"
         self.compile_reason: str | None = None
         self.pending: Any = None  # the newest outputs of the device's queue, for synchronize
+        self.replicas = 1  # devices one step runs on (keras.distribution.DataParallel, tf MirroredStrategy)
 
     # -- device -------------------------------------------------------------------------------
     def select_device(self, device: DeviceConfig) -> str:
@@ -97,7 +98,10 @@ class KerasAdapter:
         raise NotImplementedError
 
     def device_indices(self) -> list[int]:
-        return [0] if self.backend == "cuda" else []
+        return list(range(self.replicas)) if self.backend == "cuda" else []
+
+    def num_devices(self) -> int:
+        return self.replicas
 
     # -- model --------------------------------------------------------------------------------
     def build_model(self, model: ModelConfig, data: Dataset) -> Any:
@@ -211,7 +215,7 @@ class KerasTrainer:
         import math
 
         self.adapter, self.data, self.cell = adapter, data, cell
-        self.batch_size = int(cell.batch_size)
+        self.batch_size = int(cell.batch_size) * adapter.replicas  # global: batch_size per device
         self.inputs, self.labels, self.prepared = adapter.prepared_split(data.train, data)
         self.model = model if self.prepared else with_preprocessing(model, data)
         adapter.compile_model(self.model)

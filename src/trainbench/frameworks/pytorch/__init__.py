@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainbench.config.registry import schema
 from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, TransformerModel, VisionModel
@@ -13,6 +14,7 @@ from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, Tra
 class PyTorchConfig(FrameworkConfig):
     adapter: str = "trainbench.frameworks.pytorch.adapter"
     package: str = "torch"
+    rank_launcher: ClassVar[str | None] = "trainbench.frameworks.pytorch.distributed"  # DDP: a process per device
     mps_fallback: bool = True  # ops MPS lacks run on the CPU instead of failing (PYTORCH_ENABLE_MPS_FALLBACK)
     cudnn_benchmark: bool = True  # fixed shapes every step: let cuDNN pick its fastest algorithms in warm-up
 

@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainbench.frameworks.pytorch import PyTorchConfig
+from trainbench.frameworks.pytorch import PyTorchConfig, distributed
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
@@ -50,6 +50,7 @@ class Adapter:
         self.device = torch.device("cpu")
         self.autocast = {"bfloat16": torch.bfloat16, "float16": torch.float16, None: None}[cell.precision.autocast]
         self.compile_reason: str | None = None
+        self.world = distributed.World.from_environment()  # one rank of a data-parallel cell, or the only one
 
     # -- device -------------------------------------------------------------------------------
     def select_device(self, device: DeviceConfig) -> str:
@@ -67,6 +68,8 @@ class Adapter:
         else:
             backend = "cpu"
         self.device = torch.device(backend)
+        if self.world.size > 1:
+            self.device = distributed.join(torch, backend, self.world)
         precision = self.cell.precision
         if precision.tf32 and precision.autocast is None and backend != "cuda":
             raise DeviceUnavailable(f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got {backend}, "
@@ -120,6 +123,8 @@ class Adapter:
             tags["torch.compile_mode"] = optimize.compile_mode
         if self.compile_reason:
             tags["trainbench.compile_reason"] = self.compile_reason
+        if self.world.size > 1:
+            tags.update(distributed.tags(self.world, self.device))
         return tags
 
     def synchronize(self) -> None:
@@ -127,6 +132,11 @@ class Adapter:
             self.torch.cuda.synchronize()
         elif self.device.type == "mps":
             self.torch.mps.synchronize()
+        if self.world.size > 1:
+            distributed.barrier(self.torch, self.device)
+
+    def num_devices(self) -> int:
+        return self.world.size
 
     def step_clock(self) -> Any:
         from trainbench.timing import HostClock
@@ -145,7 +155,9 @@ class Adapter:
         return None
 
     def device_indices(self) -> list[int]:
-        return [self.device.index or 0] if self.device.type == "cuda" else []
+        if self.device.type != "cuda":
+            return []
+        return list(range(self.world.local_size)) if self.world.size > 1 else [self.device.index or 0]
 
     # -- model --------------------------------------------------------------------------------
     def build_model(self, model: ModelConfig, data: Dataset) -> Any:
@@ -183,6 +195,10 @@ class Adapter:
         return counter.get_total_flops() / len(labels)
 
     def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+        if self.world.size > 1:
+            from trainbench.frameworks.pytorch.data_parallel import DataParallelTrainer
+
+            return DataParallelTrainer(self, model, data, cell)
         return Trainer(self, model, data, cell)
 
     # -- matmul -------------------------------------------------------------------------------
@@ -271,11 +287,11 @@ class Adapter:
 
     def captures(self) -> bool:
         """Whole-step CUDA graphs: for the MLPs on CUDA (small, static, launch-bound). Not with fp16, whose
-        dynamic loss scaling decides on the host whether to step."""
+        dynamic loss scaling decides on the host whether to step, nor data-parallel (DDP's all-reduce)."""
         from trainbench.config.schema import MlpModel
 
         torch = self.torch
-        return (bool(self.cell.optimize.capture) and self.device.type == "cuda"
+        return (bool(self.cell.optimize.capture) and self.device.type == "cuda" and self.world.size == 1
                 and isinstance(self.cell.model, MlpModel) and self.autocast != torch.float16)
 
     def fused(self) -> bool:

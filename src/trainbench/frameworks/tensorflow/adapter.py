@@ -12,16 +12,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainbench.frameworks.keras.adapter import KerasAdapter, KerasTrainer, installed
+from trainbench.frameworks.tensorflow import data_parallel
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig
     from trainbench.data import Dataset
 
 METAL_NO_XLA = "XLA (jit_compile) is not supported by tensorflow-metal: compiled as a plain tf.function graph"
+SPLIT_CPU_NO_XLA = ("XLA cannot place a replica's variables on TensorFlow's logical CPUs (Keras' own fit fails the "
+                    "same way): MirroredStrategy on a split CPU runs plain tf.function graphs")
 
 
 class Adapter(KerasAdapter):
     keras_backend = "tensorflow"
+    strategy: Any = None  # tf.distribute.MirroredStrategy when the cell runs on several devices
 
     def bind_device(self, device: DeviceConfig) -> str:
         from trainbench.frameworks.base import DeviceUnavailable
@@ -38,15 +42,23 @@ class Adapter(KerasAdapter):
                 raise DeviceUnavailable(_no_tensorflow_gpu_reason(tf))
             tf.config.set_visible_devices([], "GPU")  # Metal too, which CUDA_VISIBLE_DEVICES does not hide
             backend = "cpu"
+            chosen = data_parallel.choose(tf, gpus, device.count, backend)
         else:
-            tf.config.set_visible_devices(gpus[:1], "GPU")  # one device, as PyTorch's cuda:0
-            if self.cell.framework.memory_growth:  # type: ignore[attr-defined]
-                tf.config.experimental.set_memory_growth(gpus[0], True)
             backend = "metal" if sys.platform == "darwin" else "cuda"
+            chosen = data_parallel.choose(tf, gpus, device.count, backend)
+            tf.config.set_visible_devices(chosen, "GPU")  # the cell's devices (one: as PyTorch's cuda:0)
+            if self.cell.framework.memory_growth:  # type: ignore[attr-defined]
+                for gpu in chosen:
+                    tf.config.experimental.set_memory_growth(gpu, True)
+        self.replicas = len(chosen)
+        if self.replicas > 1:
+            self.strategy = data_parallel.mirror(tf, chosen, backend)
         # TensorFlow uses TF32 by default on Ampere and newer: "fp32" must mean fp32.
         tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
         if backend == "metal" and self.cell.optimize.compile:
             self.compile_reason = METAL_NO_XLA
+        if backend == "cpu" and self.replicas > 1 and self.cell.optimize.compile:
+            self.compile_reason = SPLIT_CPU_NO_XLA
         return backend
 
     def version(self) -> str:
@@ -63,7 +75,14 @@ class Adapter(KerasAdapter):
         return tags
 
     def jit_compile(self) -> bool:
-        return bool(self.cell.optimize.compile) and self.backend != "metal"
+        split_cpu = self.backend == "cpu" and self.replicas > 1
+        return bool(self.cell.optimize.compile) and self.backend != "metal" and not split_cpu
+
+    def flags(self) -> dict[str, str]:
+        tags = super().flags()
+        if self.replicas > 1:
+            tags.update(data_parallel.tags(self.replicas, self.backend))
+        return tags
 
     def synchronize(self) -> None:
         if self.backend == "cuda":
@@ -128,9 +147,15 @@ class Trainer(KerasTrainer):
             self.position = tf.Variable(0, dtype=tf.int32, trainable=False)
         self.shuffle = tf.random.Generator.from_seed(cell.seed)
         self._steps: dict[int, Any] = {}
+        self.strategy = adapter.strategy
+        if self.strategy is not None:  # every replica gathers from its own copy of the split
+            self.replica_data = (data_parallel.per_replica(self.strategy, tf, self.inputs),
+                                 data_parallel.per_replica(self.strategy, tf, self.labels))
 
     def _step_for(self, size: int) -> Any:
         if size not in self._steps:
+            if self.strategy is not None:
+                return self._replicated_step_for(size)
             tf, model = self.tf, self.model
             inputs, labels, order, position = self.inputs, self.labels, self.order, self.position
 
@@ -141,6 +166,30 @@ class Trainer(KerasTrainer):
                 return logs["loss"]
 
             self._steps[size] = tf.function(train, jit_compile=self.adapter.jit_compile())
+        return self._steps[size]
+
+    def _replicated_step_for(self, size: int) -> Any:
+        """The step under MirroredStrategy: Keras' train_step on every replica's slice of the global batch."""
+        tf, model, strategy = self.tf, self.model, self.strategy
+        order, position, replicas = self.order, self.position, self.adapter.replicas
+        inputs, labels = self.replica_data
+
+        def replica_step(inputs: Any, labels: Any) -> Any:
+            offset, length = data_parallel.replica_slice(tf, size, replicas)
+            positions = tf.slice(order, [position * self.batch_size + offset], [length])
+            return model.train_step((tf.gather(inputs, positions), tf.gather(labels, positions)))["loss"]
+
+        # XLA compiles each replica's step (as Keras' fit does), never the step across devices; it needs
+        # static shapes, so a last batch that does not split evenly runs as a plain graph.
+        static = size % replicas == 0
+        compiled = tf.function(replica_step, jit_compile=self.adapter.jit_compile() and static)
+
+        def train() -> Any:
+            losses = data_parallel.run_step(strategy, compiled, inputs, labels)
+            position.assign_add(1)
+            return losses
+
+        self._steps[size] = tf.function(train)
         return self._steps[size]
 
     def begin_epoch(self, epoch: int) -> None:
@@ -158,6 +207,17 @@ class Trainer(KerasTrainer):
 
     def resident_step(self) -> Callable[[], None]:
         tf, model = self.tf, self.model
+        if self.strategy is not None:  # the first batch_size samples on every replica
+            per_device = self.batch_size // self.adapter.replicas
+            inputs, labels = (data_parallel.per_replica(self.strategy, tf, part[:per_device])
+                              for part in (self.inputs, self.labels))
+            compiled = tf.function(lambda x, y: model.train_step((x, y))["loss"], jit_compile=self.adapter.jit_compile())
+            replicated = tf.function(lambda: data_parallel.run_step(self.strategy, compiled, inputs, labels))
+
+            def replicated_step() -> None:
+                self.adapter.pending = replicated()
+
+            return replicated_step
         batch = (self.inputs[: self.batch_size], self.labels[: self.batch_size])
         step = tf.function(lambda: model.train_step(batch)["loss"], jit_compile=self.adapter.jit_compile())
 

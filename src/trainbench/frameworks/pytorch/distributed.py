@@ -1,0 +1,173 @@
+"""Data-parallel PyTorch cells: one process per device, started by torch's own launcher, trained with
+DistributedDataParallel.
+
+The cell's process (trainbench.runner.worker) stays the process the sweep watches and becomes torch
+elastic's agent: `launch` builds a LaunchConfig with torchrun's own argument parser (so torchrun's PET_*
+environment variables, e.g. a multi-node rendezvous, apply exactly as they do to torchrun) and starts
+`count` ranks with `elastic_launch`, each running the cell (trainbench.runner.ranks.rank_main). NCCL on
+CUDA GPUs, gloo on the CPU. max_restarts=0: a rank that fails fails the cell; the agent stops the other
+ranks and raises ChildFailedError, turned here into the cell's outcome and reason.
+
+Inside each rank the adapter joins the process group (`join`), waits for every rank at block boundaries
+(`barrier`) and trains with trainbench.frameworks.pytorch.data_parallel.DataParallelTrainer.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import DeviceConfig
+
+# torchrun's environment variables that point a launch at a rendezvous shared with other nodes.
+MULTI_NODE_VARIABLES = ("PET_NNODES", "PET_RDZV_ENDPOINT", "PET_MASTER_ADDR")
+
+
+class RankFailed(RuntimeError):
+    """A rank of a data-parallel cell failed; str() names the rank and its error."""
+
+
+# ----------------------------------------------------------------------------------------- the launch
+
+
+def processes(device: DeviceConfig) -> int:
+    """How many ranks the cell runs on this node: device.count, `all` = every GPU this process sees (1 on
+    a CPU). Raises DeviceUnavailable when the cell asks for more GPUs than it was given."""
+    import torch
+
+    from trainbench.frameworks.base import DeviceUnavailable
+
+    gpus = torch.cuda.device_count() if device.name != "cpu" else 0  # no CUDA context: the ranks make theirs
+    if device.count == "all":
+        return max(gpus, 1)
+    count = int(device.count)
+    if count > 1 and device.name == "gpu" and gpus < count:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+        raise DeviceUnavailable(f"device.count={count} asks for {count} GPUs; this cell sees {gpus}{shown}")
+    return count
+
+
+def launch(count: int, entrypoint: Callable[[str], Any], argument: str) -> dict[int, Any]:
+    """Run entrypoint(argument) in `count` ranks on this node (more nodes when torchrun's PET_* variables
+    say so); return each local rank's result by global rank. A failed rank raises RankFailed, or
+    DeviceUnavailable when that is what it raised; a stop signal raises KeyboardInterrupt."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    config = launch_config(count)
+    try:
+        return elastic_launch(config, entrypoint)(argument)  # type: ignore[no-any-return]
+    except ChildFailedError as error:
+        raise _cell_error(error, count) from None
+    except SignalException:  # the agent turned SIGTERM/SIGINT/SIGHUP into this after stopping the ranks
+        raise KeyboardInterrupt from None
+
+
+def launch_config(count: int) -> Any:
+    """torchrun's own LaunchConfig for `count` processes per node: standalone (a local rendezvous on a free
+    port) unless torchrun's PET_* variables describe several nodes; no restarts."""
+    from torch.distributed.run import config_from_args, get_args_parser
+
+    from trainbench.tracking import verbose
+
+    if not verbose():  # torch elastic's INFO lines (the launch config) say nothing to act on
+        logging.getLogger("torch.distributed").setLevel(logging.ERROR)
+    # torchrun would set 1 thread per rank (and warn); the cores this cell may use, shared by its ranks,
+    # keep a CPU cell's ranks using the whole CPU, as its 1-process cell does.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // count)))
+    argv = ["--nproc-per-node", str(count), "--max-restarts", "0", "--monitor-interval", "0.5"]
+    if not any(os.environ.get(name) for name in MULTI_NODE_VARIABLES):
+        # What torchrun --standalone sets (its run() does it, not config_from_args).
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--rdzv-id", str(uuid.uuid4())]
+    config, _, _ = config_from_args(get_args_parser().parse_args([*argv, "trainbench-cell"]))
+    return config
+
+
+def _cell_error(error: Any, count: int) -> Exception:
+    """The first rank's failure (the root cause; the agent stopped the others) as the cell's error."""
+    from trainbench.frameworks.base import DeviceUnavailable
+
+    rank, failure = error.get_first_failure()
+    message = failure.message.get("message", "") if isinstance(failure.message, dict) else str(failure.message)
+    prefix = f"{DeviceUnavailable.__name__}: "
+    if message.startswith(prefix):
+        return DeviceUnavailable(f"{message[len(prefix) :]} (rank {rank})")
+    return RankFailed(f"rank {rank} of {count} failed: {message or f'exit code {failure.exitcode}'}")
+
+
+# ------------------------------------------------------------------------------------- inside a rank
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place among the cell's ranks, as torch elastic's environment gives it."""
+
+    rank: int = 0
+    local_rank: int = 0
+    size: int = 1
+    local_size: int = 1
+
+    @classmethod
+    def from_environment(cls) -> World:
+        if "TORCHELASTIC_RUN_ID" not in os.environ or "WORLD_SIZE" not in os.environ:
+            return cls()
+        return cls(
+            int(os.environ["RANK"]),
+            int(os.environ["LOCAL_RANK"]),
+            int(os.environ["WORLD_SIZE"]),
+            int(os.environ["LOCAL_WORLD_SIZE"]),
+        )
+
+
+def join(torch: Any, backend: str, world: World) -> Any:
+    """Join the cell's process group (NCCL on CUDA, gloo on the CPU); return this rank's device."""
+    from trainbench.frameworks.base import DeviceUnavailable
+
+    if backend == "mps":
+        raise DeviceUnavailable("an Apple GPU (MPS) is one device: device.count > 1 needs CUDA GPUs or device=cpu")
+    if backend == "cuda":
+        if torch.cuda.device_count() < world.local_size:
+            raise DeviceUnavailable(
+                f"{world.local_size} ranks on this node but only {torch.cuda.device_count()} GPUs visible"
+            )
+        device = torch.device("cuda", world.local_rank)
+        torch.cuda.set_device(device)
+        torch.distributed.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        torch.distributed.init_process_group("gloo")
+    atexit.register(_leave, torch)
+    return device
+
+
+def _leave(torch: Any) -> None:
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def barrier(torch: Any, device: Any) -> None:
+    """Every rank's queued work done and every rank here. Block timings start and end on this, so a block
+    is timed from when all ranks start to when the slowest one finishes (one barrier per block: tens of
+    microseconds against blocks of many steps)."""
+    if device.type == "cuda":
+        torch.distributed.barrier(device_ids=[device.index])
+        torch.cuda.synchronize(device)
+    else:
+        torch.distributed.barrier()
+
+
+def tags(world: World, device: Any) -> dict[str, str]:
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    return {
+        "trainbench.data_parallel": f"torch DistributedDataParallel ({backend}, {world.size} ranks)",
+        "torch.distributed_backend": backend,
+    }

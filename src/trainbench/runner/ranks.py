@@ -1,0 +1,59 @@
+"""One rank of a data-parallel cell whose framework runs a process per device (PyTorch DDP).
+
+The cell's process (trainbench.runner.worker) starts the ranks through the framework's own launcher
+(`rank_launcher` in its config: torch elastic for PyTorch) and waits for them. Each rank runs the cell as a
+1-device cell would (trainbench.runner.worker.run) inside the process group the adapter joins; global rank
+0 logs into the cell's run, the others log nothing (tracking.NullLog). Light: no framework import here.
+
+Across nodes, torchrun is the launcher on every node but the one running the sweep:
+
+    torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=HEAD --master-port=29500 \\
+        -m trainbench.runner.ranks model=resnet50 ...   # the cell's overrides, as given to the sweep on HEAD
+
+Such a rank composes the cell from the same overrides and logs nothing (README, "Several GPUs").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+
+def rank_main(spec_text: str) -> dict[str, Any]:
+    """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
+    from trainbench.config import from_spec
+    from trainbench.runner import worker
+    from trainbench.tracking import NullLog, RunLogger, quiet_logs
+
+    spec = json.loads(spec_text)
+    worker._die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
+    quiet_logs()
+    cell = from_spec(spec["cell"])
+    rank = int(os.environ.get("RANK", "0"))
+    if rank == 0 and spec.get("run_id"):
+        log: Any = RunLogger(spec["tracking_uri"], spec["run_id"])
+    else:
+        log = NullLog()
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
+    if cell.debug.fault_rank == rank:
+        worker._inject_fault(cell.debug.inject_fault)
+    return worker.run(cell, log, spec.get("name_suffix", ""))
+
+
+def main(overrides: list[str]) -> int:
+    """A node joining a multi-node cell under torchrun: compose the cell as the sweep did, run this rank."""
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, to_spec, validate
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cell = validate(compose(config_name="config", overrides=overrides))
+    task: Any = cell.task  # a TaskConfig (trainbench.tasks.base)
+    rank_main(json.dumps({"cell": to_spec(task.prepared(cell))}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,64 @@
+"""scaling_efficiency of a data-parallel cell: its samples/s against N times the same cell's on one device.
+
+    scaling_efficiency = samples_per_s(N devices) / (N x samples_per_s(1 device))
+
+The 1-device figure comes from the store: the newest finished cell with the config hash this cell has at
+device.count=1, on hardware with the same hw.label, with the same framework version (as sweep.resume
+matches cells, trainbench.runner.resume). In a sweep over device.count=1,2,4,8 the 1-device cell runs
+first and the others find it. Without one, trainbench.scaling_reason says what was looked for.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from trainbench.config import CellConfig, config_hash, replace
+
+
+def record(log: Any, cell: CellConfig, result: dict[str, Any]) -> None:
+    """Log scaling_efficiency (and the baseline it used) into the cell's run, or the reason there is none.
+    A derived figure: a store that cannot answer leaves it out, never fails the cell that measured."""
+    devices, rate = result.get("num_devices") or 1, result.get("samples_per_s")
+    if devices <= 1 or not rate:
+        return
+    try:
+        _record(log, cell, result, devices, rate)
+    except Exception as error:
+        sys.stderr.write(f"trainbench: no scaling_efficiency: {type(error).__name__}: {str(error)[:200]}\n")
+
+
+def _record(log: Any, cell: CellConfig, result: dict[str, Any], devices: int, rate: float) -> None:
+    digest = config_hash(replace(cell, device={"count": 1}))
+    baseline = find_baseline(log.tracking, log.run_id, digest, result["hw_label"], result["framework_version"])
+    if baseline is None:
+        looked_for = (
+            f"trainbench.config_hash={digest}, hw.label={result['hw_label']}, "
+            f"framework version {result['framework_version']}"
+        )
+        reason = f"no finished 1-device run of this cell in the experiment ({looked_for}): run device.count=1 first"
+        log.tags({"trainbench.scaling_reason": reason})
+        return
+    single = baseline.data.metrics["samples_per_s"]
+    log.metrics({"scaling_efficiency": efficiency(rate, devices, single), "scaling_baseline_samples_per_s": single})
+    log.tags({"trainbench.scaling_baseline_run_id": baseline.info.run_id})
+
+
+def efficiency(samples_per_s: float, devices: int, single_device_samples_per_s: float) -> float:
+    return samples_per_s / (devices * single_device_samples_per_s)
+
+
+def find_baseline(client: Any, run_id: str, digest: str, hw_label: str, framework_version: str) -> Any:
+    """The newest finished 1-device run of the cell, in this run's experiment, or None."""
+    experiment_id = client.get_run(run_id).info.experiment_id
+    query = (
+        f"tags.`trainbench.config_hash` = '{digest}' and tags.`trainbench.kind` = 'cell' and "
+        f"tags.`trainbench.outcome` = 'finished' and tags.`hw.label` = '{_quoted(hw_label)}' and "
+        f"tags.`trainbench.framework_version` = '{_quoted(framework_version)}'"
+    )
+    runs = client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"], max_results=20)
+    return next((r for r in runs if "samples_per_s" in r.data.metrics), None)
+
+
+def _quoted(value: str) -> str:
+    return value.replace("'", "\\'")

@@ -1,0 +1,190 @@
+"""Data-parallel cells (device.count > 1) on the frameworks' own engines, on the CPU: PyTorch DDP over gloo
+ranks started by torch elastic, Keras DataParallel over XLA host devices, MirroredStrategy over logical
+CPUs. They learn what one device learns, log once, scale against the 1-device cell, and a failing rank
+fails the cell with its reason. Topology and the scaling chart are checked on their own, fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import metric_history
+from trainbench.report.plots import scaling_panels
+from trainbench.report.selection import Column, Entry
+from trainbench.runs import comparison_key, comparison_settings
+from trainbench.topology import interconnect, parse_topology_matrix, physical_indices
+
+SAMPLES = Path(__file__).parent / "samples"
+DIGITS = ["model=mlp", "data=digits", "device=cpu", "batch_size=32", "tracking.system_metrics_interval_s=0"]
+
+
+def cells(result) -> dict[str, object]:
+    """The sweep's cell runs by device count."""
+    return {r.data.tags["trainbench.num_devices"]: r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"}
+
+
+# ----------------------------------------------------------------------------------- on the CPU, slow
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_learn_what_one_process_learns_log_once_and_scale_against_it(trainbench) -> None:
+    result = trainbench("-m", *DIGITS, "task.epochs=4", "device.count=1,2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    single, double = cells(result)["1"], cells(result)["2"]
+    # The same data per epoch, in global batches of 2 x 32: within a few points of the 1-process cell.
+    assert double.data.metrics["val_accuracy"] >= 0.9
+    assert abs(double.data.metrics["val_accuracy"] - single.data.metrics["val_accuracy"]) <= 0.03
+    assert [m.step for m in metric_history(result.uri, double.info.run_id, "val_accuracy")] == [1, 2, 3, 4]
+    tags, metrics = double.data.tags, double.data.metrics
+    assert tags["trainbench.data_parallel"] == "torch DistributedDataParallel (gloo, 2 ranks)"
+    assert tags["trainbench.samples_per_epoch"] == single.data.tags["trainbench.samples_per_epoch"]
+    assert metrics["num_devices"] == 2
+    assert metrics["samples_per_s_per_device"] == pytest.approx(metrics["samples_per_s"] / 2)
+    assert tags["trainbench.scaling_baseline_run_id"] == single.info.run_id
+    assert metrics["scaling_efficiency"] == pytest.approx(
+        metrics["samples_per_s"] / (2 * single.data.metrics["samples_per_s"])
+    )
+    assert "scaling_efficiency" not in single.data.metrics
+
+
+@pytest.mark.slow
+def test_a_crash_in_rank_1_fails_the_cell_with_its_reason(trainbench) -> None:
+    result = trainbench(*DIGITS, "task.epochs=1", "device.count=2", "debug.inject_fault=raise", "debug.fault_rank=1")
+    assert result.returncode == 1
+    (cell,) = [r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"]
+    assert cell.data.tags["trainbench.outcome"] == "failed"
+    assert cell.data.tags["trainbench.reason"] == (
+        "RankFailed: rank 1 of 2 failed: RuntimeError: debug.inject_fault=raise: a deliberate failure"
+    )
+    assert "samples_per_s" not in cell.data.metrics  # rank 0 was stopped before it logged a figure
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("framework", "engine"),
+    [
+        ("jax", "keras.distribution.DataParallel (2 cpu devices)"),
+        ("tensorflow", "tf.distribute.MirroredStrategy (2 cpu replicas)"),
+    ],
+)
+def test_keras_runs_one_cell_on_two_host_devices(trainbench, framework: str, engine: str) -> None:
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"} if framework == "jax" else {}
+    result = trainbench(*DIGITS, f"framework={framework}", "task.epochs=3", "device.count=2", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (cell,) = [r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"]
+    assert cell.data.tags["trainbench.data_parallel"] == engine
+    assert cell.data.tags["trainbench.num_devices"] == "2"
+    assert cell.data.metrics["val_accuracy"] >= 0.9
+    assert cell.data.tags["trainbench.scaling_reason"].startswith("no finished 1-device run of this cell")
+
+
+# ------------------------------------------------------------------------------------------ fast
+
+
+def test_a_task_on_one_device_refuses_a_device_count() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, ConfigError, validate
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        with pytest.raises(ConfigError, match="task=matmul runs on one device: use device.count=1"):
+            validate(compose("config", overrides=["task=matmul", "device=cpu", "device.count=2"]))
+        assert validate(compose("config", overrides=["task=benchmark", "device.count=all"])).device.count == "all"
+
+
+def test_more_gpus_than_the_cell_sees_is_unavailable_not_an_error() -> None:
+    from trainbench.config.schema import DeviceConfig
+    from trainbench.frameworks.base import DeviceUnavailable
+    from trainbench.frameworks.pytorch.distributed import processes
+
+    with pytest.raises(DeviceUnavailable, match="device.count=8 asks for 8 GPUs; this cell sees 0"):
+        processes(DeviceConfig(name="gpu", count=8))
+    assert processes(DeviceConfig(name="cpu", count=3)) == 3
+
+
+def test_the_launch_is_torchruns_standalone_unless_its_variables_name_other_nodes(monkeypatch) -> None:
+    from trainbench.frameworks.pytorch.distributed import launch_config
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    local = launch_config(2)
+    assert (local.nproc_per_node, local.max_nodes, local.rdzv_backend, local.max_restarts) == (2, 1, "c10d", 0)
+    assert local.rdzv_endpoint == "localhost:0"
+    for name, value in {
+        "PET_NNODES": "2",
+        "PET_NODE_RANK": "0",
+        "PET_MASTER_ADDR": "head",
+        "PET_MASTER_PORT": "29500",
+    }.items():
+        monkeypatch.setenv(name, value)
+    spread = launch_config(8)
+    assert (spread.nproc_per_node, spread.min_nodes, spread.max_nodes) == (8, 2, 2)
+    assert spread.rdzv_backend == "static" and spread.rdzv_endpoint == "head:29500"
+
+
+def test_global_batches_split_evenly_by_rank_and_cover_every_sample() -> None:
+    from trainbench.frameworks.pytorch.data_parallel import shard
+
+    for size, ranks in ((64, 2), (29, 2), (5, 4), (8, 8)):
+        parts = [shard(size, rank, ranks) for rank in range(ranks)]
+        assert [offset for offset, _ in parts] == [sum(length for _, length in parts[:r]) for r in range(ranks)]
+        assert sum(length for _, length in parts) == size
+        assert max(length for _, length in parts) - min(length for _, length in parts) <= 1
+
+
+@pytest.mark.parametrize(
+    ("sample", "gpus", "expected"),
+    [
+        ("dgx_h100_nvidia_smi_topo.txt", [0, 1, 2, 3, 4, 5, 6, 7], ("NVLink", "NV18")),
+        ("pcie_2gpu_nvidia_smi_topo.txt", [0, 1], ("PCIe", "PHB")),
+        ("a100_pcie_bridged_nvidia_smi_topo.txt", [0, 1], ("NVLink", "NV12")),
+        ("a100_pcie_bridged_nvidia_smi_topo.txt", [1, 2], ("PCIe", "SYS")),
+        ("a100_pcie_bridged_nvidia_smi_topo.txt", [0, 1, 2, 3], ("NVLink+PCIe", "NV12,SYS")),
+    ],
+)
+def test_the_interconnect_is_read_from_nvidia_smi_topo(sample: str, gpus: list[int], expected: tuple[str, str]) -> None:
+    links = parse_topology_matrix((SAMPLES / sample).read_text())
+    assert interconnect(links, gpus) == {"hw.gpu_interconnect": expected[0], "hw.gpu_links": expected[1]}
+
+
+def test_the_cells_gpus_are_mapped_to_the_machines_numbering() -> None:
+    uuids = {"GPU-aaaa": 6, "GPU-bbbb": 7}
+    assert physical_indices([0, 1], "2,3", uuids) == [2, 3]
+    assert physical_indices([0, 1], "GPU-bbbb,GPU-aaaa", uuids) == [7, 6]
+    assert physical_indices([0, 1], None, uuids) == [0, 1]
+    assert physical_indices([0, 1], "4", uuids) == []  # fewer listed than used: no tag rather than a wrong one
+
+
+def entry(run_id: str, devices: int, samples_per_s: float, hw_label: str = "NVIDIA H100 80GB HBM3") -> Entry:
+    tags = {
+        "trainbench.task": "benchmark",
+        "trainbench.model": "resnet50",
+        "trainbench.data": "synthetic_imagenet",
+        "trainbench.precision": "mixed_bf16",
+        "trainbench.batch_size": "256",
+        "trainbench.num_devices": str(devices),
+    }
+    return Entry(
+        run_id,
+        run_id,
+        Column(False, hw_label, "cuda", "pytorch"),
+        comparison_settings(tags),
+        comparison_key(tags),
+        "",
+        {},
+        {"samples_per_s": samples_per_s},
+    )
+
+
+def test_the_scaling_chart_has_samples_per_s_and_efficiency_against_devices() -> None:
+    runs = [
+        entry("a", 1, 3000.0),
+        entry("b", 2, 5700.0),
+        entry("c", 4, 10800.0),
+        entry("d", 2, 4000.0, hw_label="NVIDIA A100-PCIE-40GB"),
+    ]  # no 1-device run: no efficiency line
+    throughput, efficiency = scaling_panels(runs)
+    ((title, series),) = throughput.items()
+    assert "devices" not in title and "bs256" in title
+    assert series["NVIDIA H100 80GB HBM3 (cuda, pytorch)"] == [[1, 3000.0], [2, 5700.0], [4, 10800.0]]
+    assert efficiency[title] == {"NVIDIA H100 80GB HBM3 (cuda, pytorch)": [[1, 1.0], [2, 0.95], [4, 0.9]]}
