@@ -31,7 +31,7 @@ import yaml
 
 from trainbench import hardware, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
-from trainbench.runner import liveness, slots
+from trainbench.runner import liveness, scaling, slots
 from trainbench.runner.batch_search import Probe, SearchFailed, find_max_batch
 from trainbench.runner.events import RunWriter
 from trainbench.timeline import mark
@@ -96,6 +96,8 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
             with _system_metrics(store, run_id, cell.tracking.system_metrics_interval_s):
                 result, stderr_tail = _run_in_child(cell, store, run_id, suffix)
         outcome, reason = result["outcome"], result.get("reason")
+        if outcome == "finished":
+            scaling.record(store.client, run_id, cell, result)
         if outcome == "failed" and stderr_tail:
             _attempt(lambda: store.client.log_text(run_id, tracking.private(stderr_tail), "stderr_tail.txt"))
         if result.get("failure"):

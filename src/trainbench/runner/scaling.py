@@ -16,32 +16,36 @@ from typing import Any
 from trainbench.config import CellConfig, config_hash, replace
 
 
-def record(log: Any, cell: CellConfig, result: dict[str, Any]) -> None:
+def record(client: Any, run_id: str, cell: CellConfig, result: dict[str, Any]) -> None:
     """Log scaling_efficiency (and the baseline it used) into the cell's run, or the reason there is none.
-    A derived figure: a store that cannot answer leaves it out, never fails the cell that measured."""
+    Run by the cell's launcher once the cell has finished (it holds the store). A derived figure: a store
+    that cannot answer leaves it out, never fails the cell that measured."""
     devices, rate = result.get("num_devices") or 1, result.get("samples_per_s")
     if devices <= 1 or not rate:
         return
     try:
-        _record(log, cell, result, devices, rate)
+        _record(client, run_id, cell, result, devices, rate)
     except Exception as error:
         sys.stderr.write(f"trainbench: no scaling_efficiency: {type(error).__name__}: {str(error)[:200]}\n")
 
 
-def _record(log: Any, cell: CellConfig, result: dict[str, Any], devices: int, rate: float) -> None:
+def _record(client: Any, run_id: str, cell: CellConfig, result: dict[str, Any], devices: int, rate: float) -> None:
+    from trainbench import tracking
+
     digest = config_hash(replace(cell, device={"count": 1}))
-    baseline = find_baseline(log.tracking, log.run_id, digest, result["hw_label"], result["framework_version"])
+    baseline = find_baseline(client, run_id, digest, result["hw_label"], result["framework_version"])
     if baseline is None:
         looked_for = (
             f"trainbench.config_hash={digest}, hw.label={result['hw_label']}, "
             f"framework version {result['framework_version']}"
         )
         reason = f"no finished 1-device run of this cell in the experiment ({looked_for}): run device.count=1 first"
-        log.tags({"trainbench.scaling_reason": reason})
+        tracking.set_tags(client, run_id, {"trainbench.scaling_reason": reason})
         return
     single = baseline.data.metrics["samples_per_s"]
-    log.metrics({"scaling_efficiency": efficiency(rate, devices, single), "scaling_baseline_samples_per_s": single})
-    log.tags({"trainbench.scaling_baseline_run_id": baseline.info.run_id})
+    tracking.log_metrics(client, run_id, {"scaling_efficiency": efficiency(rate, devices, single),
+                                          "scaling_baseline_samples_per_s": single})
+    tracking.set_tags(client, run_id, {"trainbench.scaling_baseline_run_id": baseline.info.run_id})
 
 
 def efficiency(samples_per_s: float, devices: int, single_device_samples_per_s: float) -> float:

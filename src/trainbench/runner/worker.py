@@ -62,10 +62,6 @@ def main(spec_path: str) -> int:
             _inject_fault(cell.debug.inject_fault)
         result.update(launch(cell, log, spec))
         result["outcome"] = "finished"
-        if spec.get("run_id"):
-            from trainbench.runner import scaling
-
-            scaling.record(log, cell, result)
     except (KeyboardInterrupt, Terminated):
         if os.getppid() != parent_pid:
             result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
@@ -123,6 +119,8 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
         "trainbench.backend": backend,
         "hw.label": label,
         "trainbench.framework_version": framework.version(),
+        # which GPUs the cell's process could see (set per cell when cells share a machine: runner/slots.py)
+        "trainbench.visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "all"),
         **framework.versions(),
         **framework.flags(),
     })

@@ -97,6 +97,9 @@ class Adapter:
     def device_indices(self) -> list[int]:
         return [0] if self.backend == "cuda" else []
 
+    def num_devices(self) -> int:
+        return 1  # MLX runs a cell on one device (its distributed API is a later step)
+
     # -- model --------------------------------------------------------------------------------
     def build_model(self, model: ModelConfig, data: Dataset) -> Any:
         from trainbench.frameworks.mlx import models

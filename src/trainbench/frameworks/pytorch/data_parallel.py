@@ -75,7 +75,10 @@ class DataParallelTrainer(Trainer):
         torch = self.torch
         sizes = torch.tensor([len(y) for y in self._labels], device=self.device, dtype=torch.float64)
         loss_sum = (torch.stack([loss.double() for loss in self._losses]) * sizes).sum()
-        correct = (torch.cat(self._predictions) == torch.cat(self._labels)).sum().double()
+        predicted = torch.cat(self._predictions)
+        if predicted.dim() == 2:  # kept logits (see the single-device Trainer): one argmax for the epoch
+            predicted = predicted.argmax(1)
+        correct = (predicted == torch.cat(self._labels)).sum().double()
         totals = torch.stack([loss_sum, correct])
         torch.distributed.all_reduce(totals)  # the epoch's sums over every rank's samples
         loss_total, correct_total = totals.tolist()
