@@ -136,6 +136,7 @@ def test_global_batches_split_evenly_by_rank_and_cover_every_sample() -> None:
     ("sample", "gpus", "expected"),
     [
         ("dgx_h100_nvidia_smi_topo.txt", [0, 1, 2, 3, 4, 5, 6, 7], ("NVLink", "NV18")),
+        ("h200x2_nvidia_smi_topo.txt", [0, 1], ("NVLink", "NV18")),  # a real capture, ANSI escapes and all
         ("pcie_2gpu_nvidia_smi_topo.txt", [0, 1], ("PCIe", "PHB")),
         ("a100_pcie_bridged_nvidia_smi_topo.txt", [0, 1], ("NVLink", "NV12")),
         ("a100_pcie_bridged_nvidia_smi_topo.txt", [1, 2], ("PCIe", "SYS")),

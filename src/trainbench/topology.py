@@ -18,9 +18,13 @@ import subprocess
 PCIE_CODES = ("X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC")  # SOC: older drivers' name for SYS
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def parse_topology_matrix(text: str) -> dict[tuple[int, int], str]:
     """`nvidia-smi topo -m` -> {(gpu_a, gpu_b): code} for every pair of GPUs in the matrix (both orders)."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    # On a terminal-like pipe nvidia-smi underlines the header with ANSI escapes (seen on an H200 host).
+    lines = [ANSI.sub("", line) for line in text.splitlines() if line.strip()]
     header = next((line for line in lines if re.match(r"^\s+GPU\d+", line)), None)
     if header is None:
         return {}
