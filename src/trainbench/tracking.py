@@ -88,14 +88,21 @@ def client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def open_store(uri: str) -> Any:
-    """A client for `uri`, checked to answer; raises TrackingUnavailable with what to do."""
+def open_store(uri: str, *, mid_sweep: bool = False) -> Any:
+    """A client for `uri`, checked to answer; raises TrackingUnavailable with what to do.
+
+    Before a sweep a server that is down fails at once (one line, exit 2). `mid_sweep` (a cell's job: the
+    sweep's owner reached the server already) rides out a blink with MLflow's retries instead, so a
+    restart between two cells costs no cell."""
     configure_http_retries()
     quiet_logs()
+    # MLflow prints "View run ... at: <the URI, credentials and all>" whenever a run ends on a server; the
+    # sweep prints its own redacted link instead (inherited by every cell's process).
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     problem = _local_problem(uri)
     if problem:
         raise TrackingUnavailable(f"cannot use the MLflow tracking store {redact(uri)}: {problem}")
-    if uri.startswith(("http://", "https://")):
+    if uri.startswith(("http://", "https://")) and not mid_sweep:
         _check_server(uri)
     try:
         with _creation_lock(uri):
@@ -206,13 +213,14 @@ def quiet_logs() -> None:
 
 # ----------------------------------------------------------------------------------------- privacy
 
-_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<user>[^:@/\s]+):(?P<secret>[^@/\s]+)@")
+# Hydra escapes `:` in the overrides it hands to jobs (http\://user\:secret@host): match that spelling too.
+_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*\\?://)(?P<user>[^:@/\s\\]+)(?P<colon>\\?:)(?P<secret>[^@/\s]+)@")
 _SECRET_QUERY = re.compile(r"(?i)([?&](?:password|passwd|pwd|token|secret|api_key|apikey|access_key)=)[^&\s]+")
 
 
 def redact(text: str) -> str:
     """Credentials in any URI in `text` replaced: http://user:***@host, ?password=***."""
-    return _SECRET_QUERY.sub(r"\1***", _CREDENTIALS.sub(r"\g<scheme>\g<user>:***@", text))
+    return _SECRET_QUERY.sub(r"\1***", _CREDENTIALS.sub(r"\g<scheme>\g<user>\g<colon>***@", text))
 
 
 def redact_paths(text: str) -> str:

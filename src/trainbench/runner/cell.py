@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from trainbench.timeline import mark
 STDERR_TAIL_LINES = 200
 GRACE_S = 10  # how long a cell's process gets to write its result after SIGINT/SIGTERM
 TIMED_OUT = -1000
+STUCK_AT_CAP = -1001
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,7 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
         if run_id and events_read is not None and events_write is not None:
             writer = RunWriter(store.client, run_id, os.fdopen(events_read, encoding="utf-8")).start()
         try:
-            returncode, stderr_tail = _run_child(spec_path, cell.cell.timeout_s, env, events_write)
+            returncode, stderr_tail = _run_child(spec_path, cell.cell.timeout_s, env, events_write, cell.cell.memory_limit_mb)
         finally:
             if writer is not None:
                 writer.finish()
@@ -218,7 +220,7 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
 
 
 def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, str],
-               events_fd: int | None) -> tuple[int, str]:
+               events_fd: int | None, memory_limit_mb: int | None = None) -> tuple[int, str]:
     """Start the cell's process, echo its stderr while keeping the tail; return (exit status, tail)."""
     env = {**os.environ, **extra_env}
     # The child logs by run id; an inherited MLFLOW_RUN_ID (set by `mlflow run`) must not redirect it.
@@ -236,11 +238,12 @@ def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, st
     try:
         reader = threading.Thread(target=_pump, args=(child.stderr, tail), daemon=True)
         reader.start()
-        try:
-            returncode = child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        returncode = _wait(child, timeout_s, memory_limit_mb)
+        if returncode == TIMED_OUT:
             _stop(child, signal.SIGTERM)
-            returncode = TIMED_OUT
+        elif returncode == STUCK_AT_CAP:
+            child.kill()  # it holds the GIL in C code: no Python signal handler would run
+            child.wait()
         reader.join(timeout=5)
         mark("job: the cell's process ended")
     except BaseException:
@@ -249,6 +252,56 @@ def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, st
         _stop(child, signal.SIGTERM)
         raise
     return returncode, "".join(tail)
+
+
+def _wait(child: subprocess.Popen[str], timeout_s: float | None, memory_limit_mb: int | None) -> int:
+    """The child's exit status; TIMED_OUT past timeout_s; STUCK_AT_CAP when it spins at its memory cap."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    watch = _CapWatch(child.pid, memory_limit_mb) if memory_limit_mb and sys.platform.startswith("linux") else None
+    while True:
+        wait_s = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+        try:
+            return child.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+        if deadline is not None and time.monotonic() >= deadline:
+            return TIMED_OUT
+        if watch is not None and watch.stuck():
+            return STUCK_AT_CAP
+
+
+class _CapWatch:
+    """Notices a cell's process spinning at cell.memory_limit_mb. Some native libraries retry a failed
+    allocation forever instead of failing (OpenBLAS, loaded by scikit-learn/SciPy, loops on mmap): such a
+    process sits at its cap, burning CPU almost only in the kernel. Seen for STUCK_WINDOW_S in a row, it is
+    stopped and recorded as out of memory, rather than hanging until cell.timeout_s (or forever)."""
+
+    NEAR_CAP_MB = 64  # the largest request such loops make is 32 MB (OpenBLAS's buffer)
+    KERNEL_SHARE = 0.9
+    STUCK_WINDOW_S = 15
+
+    def __init__(self, pid: int, limit_mb: int) -> None:
+        self.pid, self.limit_kb = pid, limit_mb * 1024
+        self.samples: collections.deque[tuple[float, int, int]] = collections.deque()
+
+    def stuck(self) -> bool:
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return False
+        data_kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmData:")), 0)
+        if data_kb < self.limit_kb - self.NEAR_CAP_MB * 1024:
+            self.samples.clear()
+            return False
+        now, user, kernel = time.monotonic(), int(fields[11]), int(fields[12])  # utime, stime (clock ticks)
+        self.samples.append((now, user, kernel))
+        first = self.samples[0]
+        if now - first[0] < self.STUCK_WINDOW_S:
+            return False
+        used = (user - first[1]) + (kernel - first[2])
+        ticks = os.sysconf("SC_CLK_TCK") * (now - first[0])
+        return used > 0.5 * ticks and (kernel - first[2]) >= self.KERNEL_SHARE * used
 
 
 # Lines TensorFlow's C++ runtime prints before its logging is set up (so TF_CPP_MIN_LOG_LEVEL cannot
@@ -283,10 +336,11 @@ def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[No
 
 
 def _pump(stream: Any, tail: collections.deque[str]) -> None:
+    """Echo the cell's stderr (credentials redacted: MLflow's errors quote the store's URI) and keep its tail."""
     quiet = not tracking.verbose()
     for line in stream:
         if not (quiet and _NOISE.match(line)):
-            sys.stderr.write(line)
+            sys.stderr.write(tracking.redact(line))
         tail.append(line)
 
 
@@ -311,6 +365,10 @@ def read_result(path: Path, returncode: int, timeout_s: float | None, memory_lim
             return _blame_memory_limit(result, memory_limit_mb)
     if returncode == TIMED_OUT:
         return {"outcome": "failed", "reason": f"timed out after {timeout_s:g} s (cell.timeout_s) and was stopped"}
+    if returncode == STUCK_AT_CAP:
+        return {"outcome": "failed", "failure": "oom",
+                "reason": f"stopped after {_CapWatch.STUCK_WINDOW_S} s stuck at cell.memory_limit_mb={memory_limit_mb}, "
+                          "retrying an allocation that cannot succeed: raise the limit"}
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = ""

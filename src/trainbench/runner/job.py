@@ -25,7 +25,7 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         raise PlainError("launch", "a cell job needs its sweep's store: run trainbench through its own sweeper "
                                    "(hydra/sweeper=trainbench, the default in conf/config.yaml)")
     overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+").startswith("launch.")]
-    store = Store(tracking.open_store(launch.tracking_uri), launch.tracking_uri, launch.experiment_id,
+    store = Store(tracking.open_store(launch.tracking_uri, mid_sweep=True), launch.tracking_uri, launch.experiment_id,
                   launch.parent_run_id, launch.sweep_id)
     name = cell.task.run_name(cell.task.prepared(cell), cell.device.name) + launch.name_suffix
     print(f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",

@@ -10,9 +10,12 @@ heartbeat is older than sweep.lost_after_s. So a power cut or a SIGKILL leaves n
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
+import re
 import socket
+import subprocess
 import threading
 import time
 from typing import Any
@@ -25,17 +28,31 @@ PROCESS_TAG = "trainbench.process"
 HEARTBEAT_TAG = "trainbench.heartbeat"
 
 
+HOST_SALT = "trainbench-host-id-v2"  # this tool's own hashes: they match no other program's hash of the same ids
+
+
+@functools.lru_cache(maxsize=1)
 def host_id() -> str:
-    """A stable, anonymous name for this machine (the hostname is not recorded)."""
-    machine = ""
+    """A stable, anonymous name for this machine: 12 hex digits of a salted SHA-256 of the hostname and the
+    machine's random id (Linux /etc/machine-id, macOS IOPlatformUUID). Neither is recorded, and without the
+    machine id the hash cannot be guessed back to a hostname."""
+    return hashlib.sha256(f"{HOST_SALT}:{socket.gethostname()}:{_machine_id()}".encode()).hexdigest()[:12]
+
+
+def _machine_id() -> str:
     for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
         try:
             with open(path) as source:
-                machine = source.read().strip()
-                break
+                return source.read().strip()
         except OSError:
             continue
-    return hashlib.sha256(f"{socket.gethostname()}:{machine}".encode()).hexdigest()[:12]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["ioreg", "-rd1", "-c", "IOPlatformExpertDevice"], capture_output=True, text=True,
+                             timeout=5).stdout
+        found = re.search(r'"IOPlatformUUID" = "([^"]+)"', out)
+        if found:
+            return found.group(1)
+    return ""
 
 
 def process_identity(pid: int | None = None) -> str:

@@ -1,0 +1,116 @@
+"""The tracking store under stress (issue 10): a server that blinks mid-sweep, and sweeps that all start at
+the same instant on a fresh store. Real sweeps through the real entry point, real `mlflow server`
+processes (tests/servers.py), a real SIGKILL; nothing of MLflow is mocked."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import RUN_PY, child_env, runs_in
+from servers import MlflowServer
+
+pytestmark = pytest.mark.slow
+
+# Six short epochs: the server dies after the first one and the cell carries on once it is back.
+BLINK_CELL = ["device=cpu", "data.num_samples=512", "data.num_val_samples=16", "batch_size=64", "task.epochs=6",
+              "tracking.system_metrics_interval_s=0", "sweep.heartbeat_s=1"]
+# A cell as small as a training cell gets: 6 per-epoch metrics x 1 epoch + 9 summary metrics (samples_per_s,
+# total_time_s, first_epoch_time_s, num_parameters, flops_per_sample, achieved_tflops, device_peak_tflops, mfu,
+# peak_host_memory_mb; compile_time_s needs a second epoch) = 15 points. A sweep's run adds 3 (cells,
+# cells_finished, sweep_time_s): 4 sweeps x 3 cells store 12 x 15 + 4 x 3 = 192 points.
+SMALL_CELL = ["device=cpu", "model.hidden_sizes=[32]", "data.image_size=8", "data.num_samples=64",
+              "data.num_val_samples=16", "task.epochs=1", "tracking.system_metrics_interval_s=0"]
+POINTS_PER_SMALL_CELL, POINTS_PER_SWEEP_RUN = 15, 3
+
+
+def sweep(uri: str, folder: Path, *args: str) -> subprocess.Popen[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([sys.executable, str(RUN_PY), "-m", *args], cwd=folder, text=True,
+                            env=child_env({"MLFLOW_TRACKING_URI": uri}), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def points_per_key(client: MlflowClient, run) -> Counter[str]:
+    """How many points each metric of `run` has in the store (its whole history, not the latest value)."""
+    return Counter({key: len(client.get_metric_history(run.info.run_id, key)) for key in run.data.metrics})
+
+
+def kind(runs: list, which: str) -> list:
+    return [r for r in runs if r.data.tags.get("trainbench.kind") == which]
+
+
+def stored_points(database: Path, key: str) -> int:
+    """Points of `key` in a server's SQLite file, read directly (no HTTP, so it works while the server is down)."""
+    if not database.exists():
+        return 0
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10) as connection:
+        try:
+            return connection.execute("select count(*) from metrics where key = ?", (key,)).fetchone()[0]
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return 0
+
+
+def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_cell(tmp_path) -> None:
+    control_uri = f"sqlite:///{tmp_path / 'control.db'}"
+    with MlflowServer(tmp_path / "server") as server:
+        running = sweep(server.uri, tmp_path / "blink", "seed=0,1,2", *BLINK_CELL)
+        deadline = time.monotonic() + 300
+        while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:  # cell 1 is in its epochs
+            assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
+            time.sleep(0.2)
+        server.stop(kill=True)  # SIGKILL: a crash, no shutdown handler runs
+        down_at = time.time()
+        # The control: the same cell on a local store, run while the sweep waits for the server.
+        control = sweep(control_uri, tmp_path / "control", *BLINK_CELL)
+        time.sleep(10)
+        server.start()  # same port, same store; returns once /health answers
+        back_at = time.time()
+        control.communicate(timeout=600)
+        out, err = running.communicate(timeout=600)
+
+        assert control.returncode == 0
+        (control_cell,) = kind(runs_in(control_uri), "cell")
+        expected = points_per_key(MlflowClient(control_uri), control_cell)
+        assert expected["epoch_time_s"] == 6
+
+        assert 15 <= back_at - down_at <= 60
+        assert running.returncode == 0, err[-3000:]
+        client = MlflowClient(server.uri)
+        runs = runs_in(server.uri)
+        cells, (parent,) = kind(runs, "cell"), kind(runs, "sweep")
+        assert sorted(c.data.tags["trainbench.outcome"] for c in cells) == ["finished"] * 3
+        assert not [r for r in runs if r.info.status == "RUNNING"]
+        for cell in cells:  # every point the control stored, once: nothing lost, nothing logged twice
+            assert points_per_key(client, cell) == expected, cell.info.run_name
+        # The owner's heartbeat thread lived through the outage, and its last writes reached the server.
+        assert float(parent.data.tags["trainbench.heartbeat"]) >= back_at - 1
+        assert parent.info.status == "FINISHED" and parent.data.metrics["cells_finished"] == 3
+        assert "summary.txt" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+        assert out.count("finished") >= 3
+
+
+@pytest.mark.parametrize("store", ["sqlite", "mlflow_server_postgres"])
+def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_point(store, request, tmp_path) -> None:
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}" if store == "sqlite" else request.getfixturevalue(store).uri
+    sweeps = [sweep(uri, tmp_path / f"sweep{i}", "seed=0,1,2", *SMALL_CELL) for i in range(4)]
+    finished = [s.communicate(timeout=900) for s in sweeps]
+
+    errors = "\n".join(err[-2000:] for _, err in finished)
+    assert [s.returncode for s in sweeps] == [0] * 4, errors
+    assert "database is locked" not in errors and "Traceback" not in errors
+    client = MlflowClient(uri)
+    runs = runs_in(uri)
+    cells, parents = kind(runs, "cell"), kind(runs, "sweep")
+    assert (len(runs), len(cells), len(parents)) == (16, 12, 4)
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    cell_points = sum(sum(points_per_key(client, c).values()) for c in cells)
+    sweep_points = sum(sum(points_per_key(client, p).values()) for p in parents)
+    assert (cell_points, sweep_points) == (12 * POINTS_PER_SMALL_CELL, 4 * POINTS_PER_SWEEP_RUN)  # 180 + 12 = 192
+    assert len({c.data.tags["mlflow.parentRunId"] for c in cells}) == 4
