@@ -28,8 +28,9 @@ from trainbench import hardware, tracking  # noqa: E402
 from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.runner.cell import Store, run_cell  # noqa: E402
 
+# cell.timeout_s: a cell that spins at its cap forever (a library retrying a failed allocation) does not fit.
 TINY_CELL = ["model=mlp", "data=digits", "task.epochs=1", "device=cpu", "batch_size=64",
-             "tracking.system_metrics_interval_s=0"]  # fmt: skip
+             "tracking.system_metrics_interval_s=0", "cell.timeout_s=300"]  # fmt: skip
 MARGIN = 0.25  # headroom over the measured floor: allocator and thread-count differences between machines
 ROUND_MB = 128
 PACKAGES = ("torch", "tensorflow", "keras", "jax", "jaxlib", "mlflow", "numpy")

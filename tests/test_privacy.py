@@ -24,7 +24,10 @@ def files_holding(folder: Path, text: str) -> list[str]:
 
 def test_credentials_are_redacted_wherever_a_uri_appears() -> None:
     assert redact("http://user:pw@host:5000/x") == "http://user:***@host:5000/x"
-    assert redact("tracking.uri=http\\://user\\:pw@127.0.0.1\\:5000") == "tracking.uri=http\\://user\\:***@127.0.0.1\\:5000"
+    assert (
+        redact("tracking.uri=http\\://user\\:pw@127.0.0.1\\:5000")
+        == "tracking.uri=http\\://user\\:***@127.0.0.1\\:5000"
+    )
     assert redact("postgresql+psycopg://mlflow:pw@db/mlflow?sslmode=require&password=pw") == (
         "postgresql+psycopg://mlflow:***@db/mlflow?sslmode=require&password=***"
     )
@@ -38,7 +41,15 @@ def test_a_sweep_with_a_password_in_its_uri_stores_and_prints_no_password(mlflow
     sweep_folder = tmp_path / "sweep"
     sweep_folder.mkdir()
     completed = subprocess.run(
-        [sys.executable, str(RUN_PY), "-m", f"tracking.uri={uri}", "debug.inject_fault=raise,null", "device=cpu", *TINY],
+        [
+            sys.executable,
+            str(RUN_PY),
+            "-m",
+            f"tracking.uri={uri}",
+            "debug.inject_fault=raise,null",
+            "device=cpu",
+            *TINY,
+        ],
         cwd=sweep_folder,
         env=child_env(),
         capture_output=True,

@@ -20,21 +20,45 @@ from servers import MlflowServer
 pytestmark = pytest.mark.slow
 
 # Six short epochs: the server dies after the first one and the cell carries on once it is back.
-BLINK_CELL = ["device=cpu", "data.num_samples=512", "data.num_val_samples=16", "batch_size=64", "task.epochs=6",
-              "tracking.system_metrics_interval_s=0", "sweep.heartbeat_s=1"]
-# A cell as small as a training cell gets: 6 per-epoch metrics x 1 epoch + 9 summary metrics (samples_per_s,
-# total_time_s, first_epoch_time_s, num_parameters, flops_per_sample, achieved_tflops, device_peak_tflops, mfu,
-# peak_host_memory_mb; compile_time_s needs a second epoch) = 15 points. A sweep's run adds 3 (cells,
-# cells_finished, sweep_time_s): 4 sweeps x 3 cells store 12 x 15 + 4 x 3 = 192 points.
-SMALL_CELL = ["device=cpu", "model.hidden_sizes=[32]", "data.image_size=8", "data.num_samples=64",
-              "data.num_val_samples=16", "task.epochs=1", "tracking.system_metrics_interval_s=0"]
-POINTS_PER_SMALL_CELL, POINTS_PER_SWEEP_RUN = 15, 3
+BLINK_CELL = [
+    "device=cpu",
+    "data.num_samples=512",
+    "data.num_val_samples=16",
+    "batch_size=64",
+    "task.epochs=6",
+    "tracking.system_metrics_interval_s=0",
+    "sweep.heartbeat_s=1",
+]
+# A cell as small as a training cell gets. It logs one point of each of these 16 metrics (6 per epoch, one
+# epoch; compile_time_s needs a second one); a sweep's run logs 3 (cells, cells_finished, sweep_time_s).
+# 4 sweeps x 3 cells: 12 x 16 = 192 points in the cells' runs, 12 in the sweeps'.
+SMALL_CELL = [
+    "device=cpu",
+    "model.hidden_sizes=[32]",
+    "data.image_size=8",
+    "data.num_samples=64",
+    "data.num_val_samples=16",
+    "task.epochs=1",
+    "tracking.system_metrics_interval_s=0",
+]
+SMALL_CELL_METRICS = Counter(
+    ["epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"]
+    + ["samples_per_s", "total_time_s", "first_epoch_time_s", "num_parameters", "num_devices", "flops_per_sample"]
+    + ["achieved_tflops", "device_peak_tflops", "mfu", "peak_host_memory_mb"]
+)
+SWEEP_RUN_METRICS = Counter(["cells", "cells_finished", "sweep_time_s"])
 
 
 def sweep(uri: str, folder: Path, *args: str) -> subprocess.Popen[str]:
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, str(RUN_PY), "-m", *args], cwd=folder, text=True,
-                            env=child_env({"MLFLOW_TRACKING_URI": uri}), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, str(RUN_PY), "-m", *args],
+        cwd=folder,
+        text=True,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def points_per_key(client: MlflowClient, run) -> Counter[str]:
@@ -110,7 +134,9 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
     cells, parents = kind(runs, "cell"), kind(runs, "sweep")
     assert (len(runs), len(cells), len(parents)) == (16, 12, 4)
     assert {r.info.status for r in runs} == {"FINISHED"}
-    cell_points = sum(sum(points_per_key(client, c).values()) for c in cells)
-    sweep_points = sum(sum(points_per_key(client, p).values()) for p in parents)
-    assert (cell_points, sweep_points) == (12 * POINTS_PER_SMALL_CELL, 4 * POINTS_PER_SWEEP_RUN)  # 180 + 12 = 192
+    for run in cells:  # every point of every metric, once: none lost to a lock, none logged twice
+        assert points_per_key(client, run) == SMALL_CELL_METRICS, run.info.run_name
+    for run in parents:
+        assert points_per_key(client, run) == SWEEP_RUN_METRICS, run.info.run_name
+    assert sum(sum(points_per_key(client, c).values()) for c in cells) == 192
     assert len({c.data.tags["mlflow.parentRunId"] for c in cells}) == 4

@@ -142,5 +142,6 @@ def _memory(cell: CellConfig) -> None:
     if limit is not None:
         least = cell.framework.min_memory_mb()
         need(limit >= least, "cell.memory_limit_mb", limit,
-             f"{cell.framework.name} needs at least {least} MB to import and run a tiny step (measured: "
-             "benchmarks/memory_floor.py): use null or a larger limit")
+             f"{cell.framework.name} needs at least {least} MB to import and run a tiny step (the floor measured by "
+             "benchmarks/memory_floor.py, +25%; each thread's stack counts too, so machines with many cores need "
+             "more): use null or a larger limit")

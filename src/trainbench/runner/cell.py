@@ -301,7 +301,7 @@ class _CapWatch:
             return False
         used = (user - first[1]) + (kernel - first[2])
         ticks = os.sysconf("SC_CLK_TCK") * (now - first[0])
-        return used > 0.5 * ticks and (kernel - first[2]) >= self.KERNEL_SHARE * used
+        return used > 0.1 * ticks and (kernel - first[2]) >= self.KERNEL_SHARE * used  # busy, not asleep
 
 
 # Lines TensorFlow's C++ runtime prints before its logging is set up (so TF_CPP_MIN_LOG_LEVEL cannot
@@ -387,7 +387,9 @@ def _blame_memory_limit(result: dict[str, Any], limit_mb: int | None, died: bool
     if not limit_mb or result.get("outcome") != "failed":
         return result
     reason = (result.get("reason") or "").lower()
-    allocation = any(word in reason for word in ("memory", "alloc", "mmap", "importerror", "cannot map", "oserror"))
+    # A thread's stack counts against the cap too: "can't start new thread", pthread_create's EAGAIN.
+    allocation = any(word in reason for word in ("memory", "alloc", "mmap", "importerror", "cannot map", "oserror",
+                                                 "new thread", "resource temporarily unavailable"))
     if died or allocation or result.get("failure") == "oom":
         result = {**result, "failure": "oom",
                   "reason": f"{result.get('reason')} (over cell.memory_limit_mb={limit_mb}, most likely)"}

@@ -47,8 +47,9 @@ def _machine_id() -> str:
         except OSError:
             continue
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["ioreg", "-rd1", "-c", "IOPlatformExpertDevice"], capture_output=True, text=True,
-                             timeout=5).stdout
+        out = subprocess.run(
+            ["ioreg", "-rd1", "-c", "IOPlatformExpertDevice"], capture_output=True, text=True, timeout=5
+        ).stdout
         found = re.search(r'"IOPlatformUUID" = "([^"]+)"', out)
         if found:
             return found.group(1)

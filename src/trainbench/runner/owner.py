@@ -86,7 +86,7 @@ class Sweep:
                         results[i] = self._record_skipped(store, experiment_id, parent, sweep_id, i, decision)
                 jobs = [self.jobs[i] + self._launch_overrides(uri, experiment_id, parent, sweep_id, i) for i in to_run]
                 if jobs:
-                    for i, returned in zip(to_run, self.launch(jobs), strict=True):
+                    for i, returned in zip(to_run, self._launch_all(jobs), strict=True):
                         if isinstance(returned, dict):
                             results[i] = CellResult(**returned)
                         else:
@@ -111,6 +111,17 @@ class Sweep:
         return EXIT_OK if all(r.outcome in ("finished", "skipped") for r in rows) else EXIT_CELLS_DID_NOT_FINISH
 
     # -- the cells' runs ----------------------------------------------------------------------------
+    def _launch_all(self, jobs: list[list[str]]) -> list[dict[str, Any] | str]:
+        """The launcher's returns; when the launcher itself fails (its settings, a cluster it cannot reach),
+        why, for each of its jobs: the cells that ran anyway are then read back from the store."""
+        try:
+            return self.launch(jobs)
+        except Exception as error:
+            text = str(error).strip()
+            why = f"the launcher failed: {type(error).__name__}" + (f": {text.splitlines()[0][:300]}" if text else "")
+            sys.stderr.write(f"trainbench: {tracking.private(why)}\n")
+            return [why] * len(jobs)
+
     def _launch_overrides(self, uri: str, experiment_id: str, parent: str | None, sweep_id: str, i: int) -> list[str]:
         values = {"tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": parent, "sweep_id": sweep_id,
                   "index": i + 1, "total": len(self.cells), "name_suffix": self.suffixes[i]}

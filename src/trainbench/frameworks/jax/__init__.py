@@ -20,4 +20,4 @@ class JaxConfig(KerasConfig):
         return None  # keras.distribution.DataParallel over every device asked for
 
     def min_memory_mb(self) -> int:
-        return 1024  # measured floor 814 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
+        return 1024  # measured floor 769 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)

@@ -31,4 +31,4 @@ class PyTorchConfig(FrameworkConfig):
         return None  # DistributedDataParallel over every device asked for
 
     def min_memory_mb(self) -> int:
-        return 1536  # measured floor 1216 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
+        return 1536  # measured floor 1136 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
