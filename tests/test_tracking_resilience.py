@@ -140,3 +140,23 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
         assert points_per_key(client, run) == SWEEP_RUN_METRICS, run.info.run_name
     assert sum(sum(points_per_key(client, c).values()) for c in cells) == 192
     assert len({c.data.tags["mlflow.parentRunId"] for c in cells}) == 4
+
+
+def test_a_server_gone_for_good_fails_the_cell_within_about_a_minute(tmp_path) -> None:
+    with MlflowServer(tmp_path / "server") as server:
+        running = sweep(server.uri, tmp_path / "gone", *BLINK_CELL)
+        deadline = time.monotonic() + 300
+        while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:
+            assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
+            time.sleep(0.2)
+        server.stop(kill=True)  # and it never comes back
+        down_at = time.monotonic()
+        out, err = running.communicate(timeout=900)
+        gave_up_after_s = time.monotonic() - down_at
+
+    # One write rides out MLflow's whole retry budget (waits of 0, 4, 8, 16, 32 s); every later one tries once.
+    assert 55 <= gave_up_after_s <= 120, f"{gave_up_after_s:.0f} s\n{err[-3000:]}"
+    assert running.returncode == 1
+    row = next(line for line in out.splitlines() if line.startswith("pytorch-mlp-cpu-bs64"))
+    assert "failed" in row and "could not be written to the tracking store" in row
+    assert "has not answered for a minute" in err

@@ -16,6 +16,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -83,9 +84,42 @@ def configure_http_retries() -> None:
 
 
 def client(uri: str) -> Any:
+    """An MlflowClient for `uri` that gives up fast once the store has not answered for a whole retry budget."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    return _GivesUpFast(MlflowClient(tracking_uri=uri))
+
+
+class _GivesUpFast:
+    """Passes every call to the MlflowClient it wraps. When a call fails because the server did not answer
+    through all of MLflow's retries (about a minute), the server is taken for gone: later calls in this process
+    try twice at once, so a sweep whose server died ends in about a minute instead of a minute per write. A
+    server that comes back is used again by the next call."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attribute(*args, **kwargs)
+            except Exception as error:
+                if "max retries exceeded" in str(error).lower():
+                    give_up_fast()
+                raise
+
+        return call
+
+
+def give_up_fast() -> None:
+    """The store did not answer through a whole retry budget: from now on, one quick retry per call."""
+    if os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES") != "1":
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "1"
+        sys.stderr.write("trainbench: the tracking server has not answered for a minute: later writes try once\n")
 
 
 def open_store(uri: str, *, mid_sweep: bool = False) -> Any:

@@ -216,7 +216,12 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
         finally:
             if writer is not None:
                 writer.finish()
-        return read_result(result_path, returncode, cell.cell.timeout_s, cell.cell.memory_limit_mb), stderr_tail
+        result = read_result(result_path, returncode, cell.cell.timeout_s, cell.cell.memory_limit_mb)
+        lost = writer.lost() if writer is not None else 0
+        if lost and result["outcome"] == "finished":  # its figures are not in the store: not a result
+            result = {**result, "outcome": "failed",
+                      "reason": f"{lost} of the cell's records could not be written to the tracking store"}
+        return result, stderr_tail
 
 
 def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, str],

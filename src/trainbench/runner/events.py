@@ -84,6 +84,10 @@ class RunWriter:
         self.events.put(None)
         self._writer.join(timeout=timeout_s)
 
+    def lost(self) -> int:
+        """Events that did not reach the store: failed after MLflow's retries, or still queued at the end."""
+        return self.failures + max(0, self.events.qsize() - 1)  # less the end marker
+
     def _read(self) -> None:
         for line in self.stream:
             try:
