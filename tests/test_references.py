@@ -288,4 +288,4 @@ def test_an_unreachable_store_is_one_line(tmp_path, monkeypatch, capsys) -> None
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
     assert cli.main([str(write_csv(tmp_path / "ok.csv", GOOD_ROWS))]) == 2
-    assert capsys.readouterr().err.startswith("trainbench: cannot reach the MLflow tracking store http://127.0.0.1:9")
+    assert capsys.readouterr().err.startswith("trainbench: cannot reach the MLflow tracking server http://127.0.0.1:9")

@@ -182,9 +182,20 @@ def _check_server(uri: str) -> None:
         requests.get(f"{uri.rstrip('/')}/health", timeout=5)
     except requests.RequestException as error:
         raise TrackingUnavailable(
-            f"cannot reach the MLflow tracking server {redact(uri)} ({_reason(error)}): start it (mlflow server ...), "
-            "or unset MLFLOW_TRACKING_URI / tracking.uri to use the project's local store"
+            f"cannot reach the MLflow tracking server {redact(uri)} ({_network_reason(error)}): start it "
+            "(mlflow server ...), or unset MLFLOW_TRACKING_URI / tracking.uri to use the project's local store"
         ) from None
+
+
+def _network_reason(error: BaseException) -> str:
+    """What went wrong on the network, in words (requests' own message is a nested repr)."""
+    text = str(error)
+    for needle, words in (("Connection refused", "connection refused"), ("timed out", "no answer in 5 s"),
+                          ("Name or service not known", "unknown host"), ("Temporary failure in name", "unknown host"),
+                          ("No route to host", "no route to host"), ("SSL", "TLS handshake failed")):
+        if needle in text:
+            return words
+    return _reason(error)
 
 
 class _creation_lock:  # noqa: N801  (used as a context manager)

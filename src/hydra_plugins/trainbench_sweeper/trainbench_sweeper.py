@@ -39,7 +39,7 @@ class TrainbenchSweeper(BasicSweeper):
             params = [f"{key}={value}" for key, value in (self.params or {}).items()]
             parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
             jobs, cells = expand_and_judge(parser, params + list(arguments), self._compose)
-            code = Sweep(cells, jobs, self._launch).run()
+            code = Sweep(cells, jobs, self._launch, command_line=list(arguments)).run()
         except (ConfigError, TrackingUnavailable) as error:
             code = fail(str(error))
         sys.stdout.flush()

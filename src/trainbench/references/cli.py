@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(runs)} reference runs from {args.csv} are valid; nothing written (--dry-run)")
             return EXIT_OK
         uri = tracking.resolve_tracking_uri(None)
-        client = tracking.connect(uri)
+        client = tracking.open_store(uri)
         summary = write(runs, client, tracking.experiment_id(client, args.experiment, uri))
     except (BadReferences, tracking.TrackingUnavailable) as error:
         print(f"trainbench: {error}", file=sys.stderr)

@@ -68,7 +68,7 @@ def create(run: ReferenceRun, client: Any, experiment_id: str) -> str:
     )
     now = get_current_time_millis()
     client.log_batch(new.info.run_id, metrics=[Metric(name, value, now, step) for name, value, step in run.metrics])
-    tracking.log_params(client, new.info.run_id, tracking.params_of(run.params))
+    tracking.log_params(client, new.info.run_id, run.params)
     # trainbench.outcome=finished is among the tags already: tracking.close would only write it again.
     client.set_terminated(new.info.run_id, tracking.RUN_STATUS["finished"])
     return new.info.run_id

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     selection = Selection(args.experiment, args.sweep, tuple(args.model), args.filter, not args.no_references)
     try:
         uri = tracking.resolve_tracking_uri(None)
-        client = tracking.connect(uri)
+        client = tracking.open_store(uri)
         experiment = client.get_experiment_by_name(args.experiment)
         if experiment is None:
             raise ReportError(

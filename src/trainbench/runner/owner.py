@@ -37,8 +37,10 @@ Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
 
 
 class Sweep:
-    def __init__(self, cells: list[CellConfig], jobs: list[list[str]], launch: Launch) -> None:
+    def __init__(self, cells: list[CellConfig], jobs: list[list[str]], launch: Launch,
+                 command_line: list[str] | None = None) -> None:
         self.cells, self.jobs, self.launch = cells, jobs, launch
+        self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
         base = [cell.task.run_name(cell.task.prepared(cell), cell.device.name) for cell in cells]
         self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
@@ -199,7 +201,8 @@ class Sweep:
         return str(run.info.run_id)
 
     def _parent_tags(self, sweep_name: str) -> dict[str, Any]:
-        overrides = sorted({o for job in self.jobs for o in job})
+        typed = self.command_line if self.command_line is not None else sorted({o for job in self.jobs for o in job})
+        overrides = [o for o in typed if not o.lstrip("+").startswith("launch.")]
         return {
             "trainbench.kind": "sweep",
             "trainbench.outcome": "running",

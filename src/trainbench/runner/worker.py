@@ -63,6 +63,10 @@ def main(spec_path: str) -> int:
         result.update(launch(cell, log, spec))
         result["outcome"] = "finished"
     except (KeyboardInterrupt, Terminated):
+        # Once stopping, stay stopping: the parent-death signal and the watch thread each send SIGTERM, and a
+        # second one must not interrupt the recording of the first (closing the run imports MLflow: seconds).
+        for stop in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(stop, signal.SIG_IGN)
         if os.getppid() != parent_pid:
             result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
         else:
