@@ -19,9 +19,13 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, TINY, child_env, runs_in
 from trainbench.references.cli import load as load_references
 from trainbench.references.reading import DEFAULT_CSV
+
+pytestmark = pytest.mark.slow  # a real server and real cells
 
 TEAM_HOST = "mlflow.team.internal"  # the name the machines use for the server, as in docs/team.md
 

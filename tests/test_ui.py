@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real servers, sweeps and a browser
+
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
 from test_team_server import mlflow_server
 from trainbench.runs import ui_url
