@@ -32,7 +32,7 @@ def resolve(platform: str, python: str, tmp_path: Path) -> dict[str, str]:
             platform,
             "--python-version",
             python,
-            str(ROOT / "requirements.txt"),
+            str(ROOT / "requirements-core.txt"),
             "-o",
             str(lock),
         ],

@@ -95,7 +95,14 @@ def _discard_adopted_run() -> None:
 
 def console() -> None:
     """The `trainbench` command (pip install .)."""
-    argv = sys.argv[1:]
+    try:
+        _console(sys.argv[1:])
+    except BrokenPipeError:  # `trainbench list models | head`: the reader is done, so are we
+        sys.stderr.close()
+        sys.exit(0)
+
+
+def _console(argv: list[str]) -> None:
     if argv and argv[0] == "list":
         sys.exit(list_choices(argv[1:]))
     if argv and argv[0] == "results":
@@ -138,9 +145,9 @@ def _first_comment(group: str, name: str) -> str:
 
 
 def results(argv: list[str]) -> int:
-    from trainbench import runs_table
+    from trainbench import results_table
 
-    return runs_table.main(argv)
+    return results_table.main(argv)
 
 
 def download(argv: list[str]) -> int:

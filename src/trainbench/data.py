@@ -322,10 +322,15 @@ def mnist(root: Path, download: bool) -> tuple[Split, Split, int]:
                 raise DatasetMissing(_missing("MNIST", folder, names, MNIST_URL, "data.download=true"))
             _download(f"{MNIST_URL}{name}.gz", folder / f"{name}.gz", None, lambda why: _missing("MNIST", folder, names, MNIST_URL, why))
 
+    def found(name: str) -> Path:
+        located = path(name)
+        assert located is not None  # every file was found or downloaded above
+        return located
+
     def read(split: str) -> Split:
         image_file, label_file = MNIST_FILES[split]
-        images = read_idx(path(image_file))
-        return Split(images[:, None].astype(np.uint8), read_idx(path(label_file)).astype(np.int64))
+        images = read_idx(found(image_file))
+        return Split(images[:, None].astype(np.uint8), read_idx(found(label_file)).astype(np.int64))
 
     return read("train"), read("val"), 10
 

@@ -132,7 +132,7 @@ class EnergyMeter:
         is_mac = platform.system() == "Darwin"
         if self.backend in GPU_BACKENDS:
             open_one = _open_amd if (self.gpu_vendor or _host_gpu_vendor()) == "amd" else _open_nvml
-            counters = []
+            counters: list[_Counter] = []
             for index in self.gpu_indices:
                 counter, reason = open_one(index, self.use_zeus)
                 if counter is None:

@@ -103,9 +103,10 @@ def peak_tflops(label: str, dtype: str, gpu_cores: int | None = None) -> float |
     """Dense peak TFLOPS of the device named by `label` for `dtype` (fp32, tf32, bf16, fp16, or a precision
     name like mixed_bf16); None when unknown (see why_no_peak). `gpu_cores` (hw.gpu_cores) scales Apple
     GPUs; without it the chip's largest configuration is assumed."""
-    dtype = _dtype(dtype)
-    if dtype is None or _is_cpu(label):
+    kind = _dtype(dtype)
+    if kind is None or _is_cpu(label):
         return None
+    dtype = kind
     chip = _apple_chip(label)
     if chip is not None:
         per_core = APPLE_PER_CORE_TFLOPS.get(chip.split()[0])

@@ -116,8 +116,8 @@ def groups_in_use(cell: CellConfig) -> tuple[str, ...]:
 
 def config_hash(cell: CellConfig) -> str:
     """Identical cells share this hash, wherever and whenever they ran (run settings left out)."""
-    relevant = {g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))}
-                for g in groups_in_use(cell)}
+    relevant: dict[str, Any] = {g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))}
+                                for g in groups_in_use(cell)}
     relevant.update(batch_size=cell.batch_size, seed=cell.seed)
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:12]
 

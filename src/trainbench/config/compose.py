@@ -229,7 +229,7 @@ def describe_group(group: str, overrides: list[str]) -> str | None:
     if cls is None:
         return f"{group} `{chosen}`"
     fields = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
-    return f"{group} `{chosen}` ({cls.schema_kind}; its settings: {', '.join(fields)})"
+    return f"{group} `{chosen}` ({getattr(cls, 'schema_kind', group)}; its settings: {', '.join(fields)})"
 
 
 def schema_of(group: str, choice: str) -> type | None:

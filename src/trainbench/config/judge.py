@@ -14,6 +14,7 @@ from trainbench.config.schema import (
     GROUPS,
     SETTINGS,
     CellConfig,
+    FrameworkConfig,
     ImageData,
     ImageFiles,
     MlpModel,
@@ -103,15 +104,11 @@ def _model_and_framework(cell: CellConfig) -> None:
              "from random weights: use model.pretrained=false")
 
 
-def _framework_named(name: str, schemas: dict[str, dict[str, type]]) -> object:
+def _framework_named(name: str, schemas: dict[str, dict[str, type]]) -> FrameworkConfig:
     """The default config of framework `name` (kind and name are the same for every framework YAML)."""
-    cls = schemas["framework"].get(name)
-    return cls() if cls is not None else _Unknown()
-
-
-class _Unknown:
-    def builds(self, model: object) -> None:
-        return None
+    cls = schemas["framework"].get(name, FrameworkConfig)
+    framework: FrameworkConfig = cls()
+    return framework
 
 
 def _precision(cell: CellConfig) -> None:

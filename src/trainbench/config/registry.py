@@ -35,7 +35,7 @@ def schema(group: str, kind: str) -> Callable[[type[T]], type[T]]:
 
 
 def kind_of(node: Any) -> str:
-    return type(node).schema_kind  # type: ignore[no-any-return]
+    return type(node).schema_kind
 
 
 def schema_class(group: str, kind: str) -> type:

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
+
+if TYPE_CHECKING:
+    from trainbench.frameworks.base import Framework, RunLog
+    from trainbench.tasks.base import DeviceInfo
 
 # Bounds no machine can exceed: the largest device memory sold (141 GB on an H200) sets them.
 MAX_BATCH_SIZE = 2**24
@@ -335,6 +339,58 @@ class TextFiles(TextData):
         return 2
 
 
+# --------------------------------------------------------------------------------------------------- task
+
+
+@dataclass
+class TaskConfig(Choice):
+    """Base of every task (trainbench/tasks/<name>.py extends it with its settings and its `run`). A task
+    runs inside the cell's process, after the device is bound."""
+
+    uses_model: ClassVar[bool] = True  # false: model, data and optim mean nothing to it (matmul)
+    unused_groups: ClassVar[tuple[str, ...]] = ()
+    timed_region: ClassVar[str] = "steps"  # what its headline figure times (trainbench.timed_region)
+    data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
+
+    def prepared(self, cell: CellConfig) -> CellConfig:
+        """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
+        return cell
+
+    def run_name(self, cell: CellConfig, backend: str) -> str:
+        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.runs.run_name, the one naming rule);
+        before the backend is known, the device asked for."""
+        from trainbench.runs import run_name
+
+        return run_name(framework=cell.framework.name, backend=backend, task=self.name, model=cell.model.name,
+                        batch_size=cell.batch_size)
+
+    def tags(self, cell: CellConfig) -> dict[str, Any]:
+        """trainbench.* tags of the things that change the measured quantity (the report never merges
+        runs that differ in any of them)."""
+        tags: dict[str, Any] = {
+            "trainbench.task": self.name,
+            "trainbench.timed_region": self.timed_region,
+            "trainbench.precision": cell.precision.name,
+            "trainbench.optimize": cell.optimize.name,
+            "trainbench.num_devices": cell.device.count,
+        }
+        if self.uses_model:
+            tags.update({
+                "trainbench.model": cell.model.name,
+                "trainbench.data": cell.data.name,
+                "trainbench.batch_size": cell.batch_size,
+                "trainbench.pipeline": cell.data.pipeline,
+            })
+            if isinstance(cell.data, ImageData):
+                tags["trainbench.image_size"] = cell.data.image_size
+            if isinstance(cell.data, TextData):
+                tags["trainbench.seq_len"] = cell.data.seq_len
+        return tags
+
+    def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------------------------- precision
 
 AUTOCAST_DTYPES = (None, "bfloat16", "float16")
@@ -494,7 +550,7 @@ class CellConfig:
     device: DeviceConfig = MISSING
     model: ModelConfig = MISSING
     data: DataConfig = MISSING
-    task: Choice = MISSING
+    task: TaskConfig = MISSING
     precision: PrecisionConfig = MISSING
     optim: OptimConfig = MISSING
     optimize: OptimizeConfig = MISSING

@@ -89,7 +89,8 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     mark("job: started")
     run_id = _create_run(cell, store, overrides, name)
     mark("job: run created")
-    outcome, reason = "failed", "the cell's launcher stopped unexpectedly"
+    outcome: str = "failed"
+    reason: str | None = "the cell's launcher stopped unexpectedly"
     result: dict[str, Any] = {}
     try:
         with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
@@ -97,7 +98,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
                 cell = _with_max_batch(cell, store, run_id)
             with _system_metrics(store, run_id, cell.tracking.system_metrics_interval_s):
                 result, stderr_tail = _run_in_child(cell, store, run_id, suffix)
-        outcome, reason = result["outcome"], result.get("reason")
+        outcome, reason = str(result["outcome"]), result.get("reason")
         if outcome == "finished":
             scaling.record(store.client, run_id, cell, result)
         if outcome == "failed" and stderr_tail:

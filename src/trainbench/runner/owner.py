@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainbench import hardware, tracking
-from trainbench.config import CellConfig, PlainError
+from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
 from trainbench.timeline import mark
@@ -266,13 +266,15 @@ def fetch_or_refuse_missing_files(cells: list[CellConfig]) -> None:
 
 
 def _missing_weights(cell: CellConfig) -> str | None:
+    from trainbench.config.schema import VisionModel
+
     model = cell.model
-    if not getattr(model, "pretrained", False):
+    if not isinstance(model, VisionModel) or not model.pretrained:
         return None
     # Where torch.hub.get_dir() looks, without importing torch: $TORCH_HOME, else $XDG_CACHE_HOME/torch.
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     folder = Path(os.environ.get("TORCH_HOME", cache / "torch")) / "hub" / "checkpoints"
-    if (folder / model.weights_file).exists():
+    if (folder / str(model.weights_file)).exists():
         return None
     return (f"pretrained weights for {model.name} not found: expected {model.weights_file} in "
             f"{tracking.private(str(folder))}; download https://download.pytorch.org/models/{model.weights_file} "
@@ -332,7 +334,8 @@ def _hydra_value(value: Any) -> str:
 
 def browse_hint(uri: str) -> str:
     if uri == tracking.default_tracking_uri():
-        return "browse with `mlflow ui` from the project root"
+        return "browse with `mlflow ui` from the project root" if tracking.default_store_folder() == PROJECT_ROOT \
+            else "browse with `mlflow ui` from this folder"
     if uri.startswith(("http://", "https://")):
         return "the server's own UI"
     return f"browse with `mlflow ui --backend-store-uri {tracking.private(uri)}`"

@@ -1,5 +1,6 @@
-"""What every task shares: its config base (run name, comparison tags, what it leaves out of the record)
-and the steps each task takes around its own measurement (build the model, count its FLOPs, MFU).
+"""What every task shares: the steps each task takes around its own measurement (build the model, count
+its FLOPs, the energy meter, MFU). The task base, TaskConfig, lives with the schema (trainbench.config.schema)
+and is re-exported here.
 
 A task is one module in trainbench/tasks/ with one dataclass: registered as `schema/task/<name>`, it is
 the task's config (conf/task/<name>.yaml extends it) and its behaviour (`run`). Nothing outside the task
@@ -9,63 +10,17 @@ module checks a task's name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from trainbench.config.schema import Choice, ImageData, TextData
+from trainbench.config.schema import TaskConfig
+
+__all__ = ["DeviceInfo", "TaskConfig", "energy_meter", "model_and_data", "throughput_extras", "utilisation"]
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
     from trainbench.data import Dataset
     from trainbench.energy import EnergyMeter
     from trainbench.frameworks.base import Framework, RunLog
-
-
-@dataclass
-class TaskConfig(Choice):
-    """Base of every task. A task runs inside the cell's process, after the device is bound."""
-
-    uses_model: ClassVar[bool] = True  # false: model, data and optim mean nothing to it (matmul)
-    unused_groups: ClassVar[tuple[str, ...]] = ()
-    timed_region: ClassVar[str] = "steps"  # what its headline figure times (trainbench.timed_region)
-    data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
-
-    def prepared(self, cell: CellConfig) -> CellConfig:
-        """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
-        return cell
-
-    def run_name(self, cell: CellConfig, backend: str) -> str:
-        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.runs.run_name, the one naming rule);
-        before the backend is known, the device asked for."""
-        from trainbench.runs import run_name
-
-        return run_name(framework=cell.framework.name, backend=backend, task=self.name, model=cell.model.name,
-                        batch_size=cell.batch_size)
-
-    def tags(self, cell: CellConfig) -> dict[str, Any]:
-        """trainbench.* tags of the things that change the measured quantity (the report never merges
-        runs that differ in any of them)."""
-        tags: dict[str, Any] = {
-            "trainbench.task": self.name,
-            "trainbench.timed_region": self.timed_region,
-            "trainbench.precision": cell.precision.name,
-            "trainbench.optimize": cell.optimize.name,
-            "trainbench.num_devices": cell.device.count,
-        }
-        if self.uses_model:
-            tags.update({
-                "trainbench.model": cell.model.name,
-                "trainbench.data": cell.data.name,
-                "trainbench.batch_size": cell.batch_size,
-                "trainbench.pipeline": cell.data.pipeline,
-            })
-            if isinstance(cell.data, ImageData):
-                tags["trainbench.image_size"] = cell.data.image_size
-            if isinstance(cell.data, TextData):
-                tags["trainbench.seq_len"] = cell.data.seq_len
-        return tags
-
-    def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)

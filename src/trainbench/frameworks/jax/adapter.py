@@ -225,7 +225,7 @@ class Trainer(KerasTrainer):
         trainable = [v.value for v in model.trainable_variables]
         non_trainable = [v.value for v in model.non_trainable_variables]
         forward = self.jax.jit(lambda x: model.stateless_call(trainable, non_trainable, x, training=False)[0])
-        return forward  # type: ignore[no-any-return]
+        return forward
 
 
 def _no_jax_gpu_reason(jax: Any) -> str:

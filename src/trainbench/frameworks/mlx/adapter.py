@@ -213,7 +213,7 @@ class Trainer:
 
         if self.cell.optimize.compile:
             state = [model.state, optimizer.state, mx.random.state]
-            return mx.compile(step, inputs=state, outputs=state)  # type: ignore[no-any-return]
+            return mx.compile(step, inputs=state, outputs=state)
         return step
 
     def _queue(self, *arrays: Any) -> None:
@@ -317,12 +317,12 @@ def _matrix_products(mx: Any, model: Any, sample: Any) -> list[tuple[int, int]]:
 
     try:
         for cls, original in originals.items():
-            cls.__call__ = recording(original)  # type: ignore[method-assign]
+            cls.__call__ = recording(original)
         training = model.training
         model.eval()
         mx.eval(model(sample))
         model.train(training)
     finally:
         for cls, original in originals.items():
-            cls.__call__ = original  # type: ignore[method-assign]
+            cls.__call__ = original
     return recorded

@@ -379,7 +379,7 @@ class Trainer:
             return loss, (logits.argmax(1) if argmax else logits.detach())  # argmax: integers, no graph
 
         if adapter.compiles():
-            return self.torch.compile(forward_loss, mode=self.cell.optimize.compile_mode)  # type: ignore[no-any-return]
+            return self.torch.compile(forward_loss, mode=self.cell.optimize.compile_mode)
         return forward_loss
 
     def _update(self, loss: Any) -> None:
@@ -577,7 +577,7 @@ def _record(torch: Any, body: Callable[[], None], optimizer: Any) -> Any:
 
 def capture_step(torch: Any, body: Callable[[], Any], optimizer: Any) -> Callable[[], None]:
     """`body` (a train step on a fixed batch, or a forward pass) recorded once as a CUDA graph."""
-    return _record(torch, body, optimizer).replay  # type: ignore[no-any-return]
+    return _record(torch, body, optimizer).replay
 
 
 def _no_cuda_reason(torch: Any) -> str:

@@ -64,7 +64,7 @@ def launch(count: int, entrypoint: Callable[[str], Any], argument: str) -> dict[
 
     config = launch_config(count)
     try:
-        return elastic_launch(config, entrypoint)(argument)  # type: ignore[no-any-return]
+        return elastic_launch(config, entrypoint)(argument)
     except ChildFailedError as error:
         raise _cell_error(error, count) from None
     except SignalException:  # the agent turned SIGTERM/SIGINT/SIGHUP into this after stopping the ranks

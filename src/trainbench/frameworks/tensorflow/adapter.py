@@ -229,7 +229,7 @@ class Trainer(KerasTrainer):
 
     def make_predict(self) -> Callable[[Any], Any]:
         model = self.model
-        return self.tf.function(lambda x: model(x, training=False), jit_compile=self.adapter.jit_compile())  # type: ignore[no-any-return]
+        return self.tf.function(lambda x: model(x, training=False), jit_compile=self.adapter.jit_compile())
 
 
 def _no_tensorflow_gpu_reason(tf: Any) -> str:
