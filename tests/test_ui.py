@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow  # real servers, sweeps and a browser
-
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
 from test_team_server import mlflow_server
 from trainbench.runs import ui_url
+
+pytestmark = pytest.mark.slow  # real servers, sweeps and a browser
 
 CHROMIUM = Path(os.environ.get("TRAINBENCH_CHROMIUM", "/usr/bin/chromium"))
 # What the machine's docs say headless Chromium needs here (no network but package registries).
