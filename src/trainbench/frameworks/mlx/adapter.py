@@ -59,7 +59,8 @@ class Adapter:
         elif device.name == "gpu":
             raise DeviceUnavailable(
                 f"no GPU for MLX {self.version()}: Metal is not available (Apple silicon macOS with `pip install "
-                "mlx`), and this MLX build has no CUDA backend (NVIDIA: `pip install mlx-cuda-13`)")
+                "mlx`), and this MLX build has no CUDA backend (NVIDIA: `pip uninstall -y mlx-cpu && pip install "
+                "'mlx[cuda13]'`)")
         else:
             backend = "cpu"
         precision = self.cell.precision
