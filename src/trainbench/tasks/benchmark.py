@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from trainbench.frameworks.base import Framework, RunLog
 
 PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device clock exists
+# Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
+# large as the differences a comparison is made for (fast mode or not, one framework or another: often 10-30%),
+# so the figure is not one to quote alone: the cell warns and is tagged trainbench.noisy=true.
+NOISY_CV_PCT = 10.0
 
 
 @schema("task", "benchmark")
@@ -95,7 +99,8 @@ class BenchmarkTask(TaskConfig):
         tags = {"trainbench.step_time_source": source, **meter.tags()}
         if drift is not None:
             tags["trainbench.drift"] = str(drift > self.drift_threshold_pct).lower()
-        log.tags(tags)
+        log.tags({**tags, **noise_tags("step times", stats.cv_pct, "task.repeats=5, task.settle_cv_pct=2, more "
+                                       "task.steps, or a quiet machine")})
         timed_s = sum(b.seconds for b in blocks)
         steady_step_s = timed_s / sum(b.steps for b in blocks)
         progress.line(f"benchmark: {steady_step_s * 1000:.2f} ms/step (p90 {stats.p90_ms:.2f}), "
@@ -113,3 +118,21 @@ class BenchmarkTask(TaskConfig):
         }
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
+
+
+def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
+    """The one line to print when `what` varied too much to quote (cv_pct above NOISY_CV_PCT), else None."""
+    if not cv_pct > NOISY_CV_PCT:
+        return None
+    return f"trainbench: warning: {what} vary by {cv_pct:.0f}% (cv): the figure is noisy; try {advice}"
+
+
+def noise_tags(what: str, cv_pct: float, advice: str) -> dict[str, str]:
+    """Print the warning when `what` is too noisy to quote; the trainbench.noisy tags either way."""
+    import sys
+
+    warning = noisy_warning(what, cv_pct, advice)
+    if warning is None:
+        return {"trainbench.noisy": "false"}
+    print(warning, file=sys.stderr, flush=True)
+    return {"trainbench.noisy": "true", "trainbench.noisy_reason": f"{what} cv {cv_pct:.1f}% > {NOISY_CV_PCT:g}%"}

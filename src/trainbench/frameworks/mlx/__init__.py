@@ -24,8 +24,5 @@ class MlxConfig(FrameworkConfig):
             return model.family
         return None
 
-    def precisions(self, backend_kind: str) -> tuple[str, ...]:
-        return ("fp32", "mixed_bf16", "mixed_fp16")  # MLX has no TF32 mode
-
     def min_memory_mb(self) -> int:
         return 768

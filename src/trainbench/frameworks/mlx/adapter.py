@@ -4,14 +4,19 @@ CUDA where an MLX CUDA build is installed; else the CPU.
 MLX is lazy: an operation records work, `mx.eval` computes it. Each train step therefore ends with
 `mx.async_eval` of the new state (queued, not waited for), and `synchronize` waits for everything queued,
 at every timed boundary, as `torch.cuda.synchronize` does. MLX has no device events: per-step percentiles
-come from the benchmark task's separate synchronized pass.
+come from the benchmark task's separate synchronized pass (on a CPU too: MLX computes on its own thread).
 
 Inputs are prepared once on the host (scaled, resized, normalised, NHWC: trainbench.data.prepare_images,
 the same steps as the other frameworks) and moved to the device; each step gathers its batch from the
-epoch's permutation. optimize.compile compiles the step with mx.compile (model, optimizer and random
-state passed in and out, so BatchNorm statistics and dropout stay right). Mixed precision: MLX has no
-autocast, so the fp32 weights stay the master copy and each step casts them to bf16/fp16, takes the
-gradients in that precision and applies them, in fp32, to the master copy.
+epoch's permutation. optimize.compile compiles the step with mx.compile (model, optimizer, loss scale and
+random state passed in and out, so BatchNorm statistics and dropout stay right).
+
+Precision as in the other frameworks: fp32 means no TF32 (MLX otherwise computes fp32 products in TF32 on
+NVIDIA GPUs), tf32 needs CUDA. Mixed precision: MLX has no autocast, so the fp32 weights stay the master
+copy and each forward pass runs on a bf16/fp16 working copy of them (token ids stay integers); training
+takes the gradients in that precision and applies them, in fp32, to the master copy; fp16 scales the loss
+as torch's GradScaler does. Peak memory is MLX's own counter (its allocator's peak over the whole cell, as
+torch's max_memory_allocated); on a CPU, as elsewhere, none is reported.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ class Adapter:
     name = "mlx"
 
     def __init__(self, cell: CellConfig) -> None:
+        import os
+
+        # Read once, at the first product: "fp32" must mean fp32 on CUDA (MLX's default there is TF32).
+        os.environ["MLX_ENABLE_TF32"] = "1" if cell.precision.tf32 else "0"
         import mlx.core as mx
 
         self.mx, self.cell = mx, cell
@@ -50,9 +59,14 @@ class Adapter:
         elif device.name == "gpu":
             raise DeviceUnavailable(
                 f"no GPU for MLX {self.version()}: Metal is not available (Apple silicon macOS with `pip install "
-                "mlx`), and this MLX build has no CUDA backend (NVIDIA: `pip install mlx-cuda-13`)")
+                "mlx`), and this MLX build has no CUDA backend (NVIDIA: `pip uninstall -y mlx-cpu && pip install "
+                "'mlx[cuda13]'`)")
         else:
             backend = "cpu"
+        precision = self.cell.precision
+        if precision.tf32 and precision.autocast is None and backend != "cuda":
+            raise DeviceUnavailable(f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got {backend}, "
+                                    "which computes fp32: use precision=fp32")
         mx.set_default_device(mx.cpu if backend == "cpu" else mx.gpu)
         mx.random.seed(self.cell.seed)
         self.backend = backend
@@ -74,13 +88,14 @@ class Adapter:
         from trainbench.config.schema import VisionModel
 
         return {
-            "trainbench.tf32": "false",
+            "trainbench.tf32": str(bool(self.cell.precision.tf32) and self.backend == "cuda").lower(),
             "trainbench.autocast": self.cell.precision.autocast or "none",
             "trainbench.compile": str(bool(self.cell.optimize.compile)).lower(),
             "trainbench.channels_last": str(isinstance(self.cell.model, VisionModel)).lower(),  # MLX is NHWC
             "trainbench.fused_optimizer": "false",
             "trainbench.capture": "false",
             "mlx.master_weights": "fp32",
+            "mlx.loss_scale": "dynamic" if self.cell.precision.autocast == "float16" else "none",
         }
 
     def synchronize(self) -> None:
@@ -167,16 +182,20 @@ class Trainer:
 
         mx = self.mx = adapter.mx
         self.adapter, self.model, self.data, self.cell, self.nn = adapter, model, data, cell, nn
+        self.dtype = adapter.dtype
         self.batch_size = int(cell.batch_size)
         self.inputs = adapter._inputs(data.train, data)
         self.labels = mx.array(data.train.labels.astype("int32"))
         self.samples_per_epoch = len(data.train)
         self.steps_per_epoch = math.ceil(self.samples_per_epoch / self.batch_size)
         self.optimizer = _optimizer(cell.optim)
+        # torch.amp.GradScaler's defaults: start at 2^16, halve on a non-finite gradient (and skip that step),
+        # double after 2000 finite steps in a row. Kept on the device: no step waits for the host.
+        self.loss_scale = {"scale": mx.array(2.0**16), "finite_steps": mx.array(0)} if cell.precision.autocast == "float16" else {}
         self.order = mx.arange(self.samples_per_epoch)
         self._losses: list[Any] = []
         self._predictions: list[Any] = []
-        self._step = self._make_step()
+        self._step: Callable[[Any, Any], tuple[Any, Any]] | None = None  # built at the first training step
         mx.eval(self.inputs, self.labels)
 
     def _loss(self, logits: Any, labels: Any) -> Any:
@@ -187,38 +206,83 @@ class Trainer:
             return -mx.take_along_axis(mx.log(probs), labels[:, None], axis=1).mean()
         return nn.losses.cross_entropy(logits, labels, reduction="mean")
 
-    def _make_step(self) -> Callable[[Any, Any], tuple[Any, Any]]:
+    def _working(self, tree: Any) -> Any:
+        """`tree`'s floating-point arrays in the cell's mixed precision (token ids stay integers)."""
         from mlx.utils import tree_map
 
-        mx, model, optimizer, dtype = self.mx, self.model, self.optimizer, self.adapter.dtype
+        mx, dtype = self.mx, self.dtype
+        if dtype is None:
+            return tree
+        return tree_map(lambda a: a.astype(dtype) if mx.issubdtype(a.dtype, mx.floating) else a, tree)
 
-        def loss_of(params: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    def _predict(self, x: Any) -> Any:
+        """Eval-mode logits in the cell's precision: the forward pass runs on a working copy of every weight
+        (BatchNorm statistics too, or they would promote it back to fp32), the fp32 master copy stays."""
+        model = self.model
+        if self.dtype is None:
+            return model(x)
+        master = model.parameters()
+        model.update(self._working(master))
+        try:
+            return model(self._working(x))
+        finally:
+            model.update(master)
+
+    def _make_step(self) -> Callable[[Any, Any], tuple[Any, Any]]:
+        from mlx.utils import tree_flatten, tree_map
+
+        mx, model, optimizer, scaler = self.mx, self.model, self.optimizer, self.loss_scale
+        # Its state exists before the step is compiled, so the first call traces the step once, whole.
+        optimizer.init(model.trainable_parameters())
+
+        def loss_of(params: Any, x: Any, y: Any) -> tuple[Any, Any, Any]:
             model.update(params)
-            logits = model(x if dtype is None else x.astype(dtype)).astype(mx.float32)
-            return self._loss(logits, y), mx.argmax(logits, axis=1)
+            logits = model(self._working(x)).astype(mx.float32)
+            loss = self._loss(logits, y)
+            differentiated = loss * scaler["scale"] if scaler else loss
+            return differentiated, loss, mx.argmax(logits, axis=1)
 
         gradient = mx.value_and_grad(loss_of)
         decay = self.cell.optim.weight_decay if self.cell.optim.name == "adam" else 0.0
 
         def step(x: Any, y: Any) -> tuple[Any, Any]:
             master = model.trainable_parameters()
-            working = master if dtype is None else tree_map(lambda p: p.astype(dtype), master)
-            (loss, predicted), grads = gradient(working, x, y)
-            if dtype is not None:
-                grads = tree_map(lambda g: g.astype(mx.float32), grads)
+            (_, loss, predicted), grads = gradient(self._working(master), x, y)
+            scale = scaler.get("scale")
+            if self.dtype is not None:  # back to fp32 (and unscaled) for the master copy
+                grads = tree_map(lambda g: g.astype(mx.float32) if scale is None else g.astype(mx.float32) / scale,
+                                 grads)
             if decay:  # torch's Adam: L2 added to the gradient (MLX's Adam has no weight_decay)
                 grads = tree_map(lambda g, p: g + decay * p, grads, master)
-            model.update(optimizer.apply_gradients(grads, master))
+            if not scaler:
+                model.update(optimizer.apply_gradients(grads, master))
+                return loss, predicted
+            scale = scaler["scale"]  # loss scaling is on: the scale exists
+            finite = mx.stack([mx.isfinite(g).all() for _, g in tree_flatten(grads)]).all()
+            before = tree_map(lambda a: a, optimizer.state)  # new containers, the same arrays
+            updated = optimizer.apply_gradients(grads, master)
+            keep = lambda new, old: mx.where(finite, new, old)  # noqa: E731  (a skipped step changes nothing)
+            model.update(tree_map(keep, updated, master))
+            optimizer.state.update(tree_map(keep, optimizer.state, before))
+            streak = scaler["finite_steps"] + 1
+            grow = streak >= 2000
+            scaler["scale"] = mx.where(finite, mx.where(grow, scale * 2, scale), scale * 0.5)
+            scaler["finite_steps"] = mx.where(finite & ~grow, streak, 0)
             return loss, predicted
 
         if self.cell.optimize.compile:
-            state = [model.state, optimizer.state, mx.random.state]
+            state = [model.state, optimizer.state, scaler, mx.random.state]
             return mx.compile(step, inputs=state, outputs=state)
         return step
 
-    def _queue(self, *arrays: Any) -> None:
-        self.adapter.pending = [*arrays, self.model.parameters(), self.optimizer.state]
+    def _train_step(self, x: Any, y: Any) -> tuple[Any, Any]:
+        if self._step is None:
+            self._step = self._make_step()
+        loss, predicted = self._step(x, y)
+        # Queue the step's every result: a lazy array nobody asks for is never computed.
+        self.adapter.pending = [loss, predicted, self.model.parameters(), self.optimizer.state, self.loss_scale]
         self.mx.async_eval(self.adapter.pending)
+        return loss, predicted
 
     # -- the train task's epoch ---------------------------------------------------------------
     def begin_epoch(self, epoch: int) -> None:
@@ -229,10 +293,9 @@ class Trainer:
 
     def step(self, index: int) -> None:
         positions = self.order[index * self.batch_size : (index + 1) * self.batch_size]
-        loss, predicted = self._step(self.inputs[positions], self.labels[positions])
+        loss, predicted = self._train_step(self.inputs[positions], self.labels[positions])
         self._losses.append(loss)
         self._predictions.append(predicted)
-        self._queue(loss, predicted)
 
     def end_epoch(self) -> Any:
         from trainbench.frameworks.base import EpochResult
@@ -254,9 +317,10 @@ class Trainer:
         loss_sum, correct = mx.array(0.0), mx.array(0)
         for start in range(0, len(self.data.val), self.batch_size):
             x, y = inputs[start : start + self.batch_size], labels[start : start + self.batch_size]
-            logits = self.model(x if self.adapter.dtype is None else x.astype(self.adapter.dtype)).astype(mx.float32)
+            logits = self._predict(x).astype(mx.float32)
             loss_sum = loss_sum + self._loss(logits, y) * y.shape[0]
             correct = correct + (mx.argmax(logits, axis=1) == y).sum()
+            mx.async_eval(loss_sum, correct)  # one batch's graph at a time, not the whole split's
         self.model.train()
         return loss_sum.item() / len(self.data.val), correct.item() / len(self.data.val)
 
@@ -266,37 +330,36 @@ class Trainer:
         self.model.train()
 
         def one_step() -> None:
-            self._queue(*self._step(x, y))
+            self._train_step(x, y)
 
         return one_step
 
     def inference_step(self, batch_size: int) -> Callable[[], None]:
-        mx, model, dtype = self.mx, self.model, self.adapter.dtype
+        mx, model = self.mx, self.model
         x = self.inputs[: min(batch_size, self.samples_per_epoch)]
+        mx.eval(x)
         model.eval()
-
-        def forward(inputs: Any) -> Any:
-            return model(inputs if dtype is None else inputs.astype(dtype))
-
-        run = mx.compile(forward, inputs=[model.state]) if self.cell.optimize.compile else forward
+        forward = mx.compile(self._predict, inputs=[model.state]) if self.cell.optimize.compile else self._predict
 
         def predict() -> None:
-            self.adapter.pending = run(x)
+            self.adapter.pending = forward(x)
             mx.async_eval(self.adapter.pending)
 
         return predict
 
 
 def _optimizer(optim: Any) -> Any:
-    """torch's optimizers as MLX has them (SGD's weight_decay is L2 in both; AdamW's decoupled in both)."""
+    """torch's optimizers as MLX has them: SGD's weight_decay is L2 in both, AdamW's decoupled in both, and
+    Adam and AdamW correct their moments' bias as torch does (MLX's default does not)."""
     import mlx.optimizers as optimizers
 
     if optim.name == "sgd":
         return optimizers.SGD(learning_rate=optim.lr, momentum=optim.momentum, weight_decay=optim.weight_decay)
     betas = [optim.beta1, optim.beta2]
     if optim.name == "adamw":
-        return optimizers.AdamW(learning_rate=optim.lr, betas=betas, eps=optim.eps, weight_decay=optim.weight_decay)
-    return optimizers.Adam(learning_rate=optim.lr, betas=betas, eps=optim.eps)
+        return optimizers.AdamW(learning_rate=optim.lr, betas=betas, eps=optim.eps, weight_decay=optim.weight_decay,
+                                bias_correction=True)
+    return optimizers.Adam(learning_rate=optim.lr, betas=betas, eps=optim.eps, bias_correction=True)
 
 
 def _matrix_products(mx: Any, model: Any, sample: Any) -> list[tuple[int, int]]:

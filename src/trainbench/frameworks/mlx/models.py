@@ -6,7 +6,7 @@ and return logits. Modules start in training mode: BatchNorm normalises with bat
 its running statistics (momentum 0.1, unbiased variance, as torch), Dropout is active.
 
 Configs read (trainbench.config.schema, from conf/model/*.yaml): MlpModel (`hidden_sizes`, or `depth` x
-`width`, and `activation`; `output_activation` is the loss's business, as elsewhere: the MLP returns
+`width`, `activation` and `init`; `output_activation` is the loss's business, as elsewhere: the MLP returns
 logits); VisionModel with `mlx: resnet18 | resnet50 | mobilenet_v2` (`pretrained` must be false: no MLX
 checkpoints); TransformerModel with `family: distilbert | bert` and its dimensions.
 
@@ -103,7 +103,14 @@ class MLP(nn.Module):
 
 
 def mlp(model: MlpModel, input_shape: tuple[int, int, int], num_classes: int) -> MLP:
-    return MLP(math.prod(input_shape), model.layers(), num_classes, model.activation)
+    network = MLP(math.prod(input_shape), model.layers(), num_classes, model.activation)
+    if model.init == "glorot":  # Keras' default: Glorot-uniform kernels, zero biases (the M1 blog's model)
+        glorot = nn.init.glorot_uniform()
+        for layer in network.layers.layers:
+            if isinstance(layer, nn.Linear):
+                layer.weight = glorot(layer.weight)
+                layer.bias = mx.zeros_like(layer.bias)
+    return network
 
 
 # -- convolution helpers as torchvision builds them ----------------------------------------------

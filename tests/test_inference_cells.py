@@ -1,0 +1,104 @@
+"""task=inference for every framework, and framework=mlx next to PyTorch, through the real entry point on the CPU;
+the one-line warning for a figure too noisy to quote; the inference study preset."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import invoke
+from trainbench.tasks.benchmark import NOISY_CV_PCT, noisy_warning
+
+QUIET = "tracking.system_metrics_interval_s=0"
+FRAMEWORKS = ("pytorch", "tensorflow", "jax", "mlx")
+
+
+def finished_cells(result: Any, count: int) -> dict[str, Any]:
+    """The sweep's cell runs by framework, each checked finished."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    cells = [run for run in result.runs() if run.data.tags.get("trainbench.kind") == "cell"]
+    assert len(cells) == count, [run.info.run_name for run in cells]
+    assert all(run.data.tags["trainbench.outcome"] == "finished" for run in cells)
+    return {run.data.tags["trainbench.framework"]: run for run in cells}
+
+
+def test_a_noisy_figure_gets_one_warning_line_saying_what_to_try() -> None:
+    line = noisy_warning("step times", 23.4, "task.repeats=5, task.settle_cv_pct=2, more task.steps, or a quiet machine")
+    assert line == ("trainbench: warning: step times vary by 23% (cv): the figure is noisy; try task.repeats=5, "
+                    "task.settle_cv_pct=2, more task.steps, or a quiet machine")
+    assert noisy_warning("step times", NOISY_CV_PCT, "...") is None  # at the threshold: quotable
+    assert noisy_warning("latencies", 2.0, "...") is None
+
+
+@pytest.fixture(scope="module")
+def inference_sweep(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One small MLP, forward only, in each framework (about 90 s on two cores)."""
+    return invoke(tmp_path_factory.mktemp("inference"), "-m", f"framework={','.join(FRAMEWORKS)}", "task=inference",
+                  "model=mlp", "model.hidden_sizes=[256]", "data=synthetic", "data.num_samples=16",
+                  "batch_size=16", "device=cpu", "task.warmup_steps=2", "task.steps=5", "task.latency_steps=10", QUIET)
+
+
+@pytest.mark.slow
+def test_inference_cells_of_every_framework_give_finite_latencies_under_the_same_keys(inference_sweep: Any) -> None:
+    cells = finished_cells(inference_sweep, len(FRAMEWORKS))
+    keys = {framework: set(run.data.metrics) for framework, run in cells.items()}
+    assert all(keys[framework] == keys["pytorch"] for framework in FRAMEWORKS), keys
+    for framework, run in cells.items():
+        metrics = run.data.metrics
+        for key in ("latency_ms_p50", "latency_ms_p90", "latency_ms_p99", "samples_per_s"):
+            assert math.isfinite(metrics[key]) and metrics[key] > 0, (framework, key, metrics[key])
+        assert metrics["latency_ms_p50"] <= metrics["latency_ms_p90"] <= metrics["latency_ms_p99"]
+        assert run.data.tags["trainbench.task"] == "inference" and run.data.tags["trainbench.backend"] == "cpu"
+
+
+@pytest.mark.slow
+def test_the_latency_percentiles_say_where_they_came_from_and_whether_they_are_noisy(inference_sweep: Any) -> None:
+    cells = finished_cells(inference_sweep, len(FRAMEWORKS))
+    # PyTorch and TensorFlow run a CPU synchronously: the host clock between requests is the device's. JAX and
+    # MLX dispatch asynchronously even there: each request is timed between two synchronizations.
+    assert cells["pytorch"].data.tags["trainbench.latency_source"] == "host clock (synchronous device)"
+    assert cells["mlx"].data.tags["trainbench.latency_source"].startswith("synchronized pass of 10 requests")
+    assert cells["jax"].data.tags["trainbench.latency_source"].startswith("synchronized pass of 10 requests")
+    for framework, run in cells.items():
+        noisy = run.data.metrics["latency_cv_pct"] > NOISY_CV_PCT
+        assert run.data.tags["trainbench.noisy"] == str(noisy).lower(), framework
+    warnings = inference_sweep.stderr.count("trainbench: warning: latencies vary by")
+    assert warnings == sum(run.data.tags["trainbench.noisy"] == "true" for run in cells.values())
+
+
+@pytest.mark.slow
+def test_mlx_learns_digits_like_pytorch_and_both_tasks_record_the_same_keys(tmp_path: Path) -> None:
+    """framework=pytorch,mlx x task=train,benchmark on the real digits, each task's defaults (3 epochs; 5 + 20
+    steps), about 60 s on two cores."""
+    result = invoke(tmp_path, "-m", "framework=pytorch,mlx", "task=train,benchmark", "model=mlp",
+                    "model.hidden_sizes=[512]", "data=digits", "device=cpu", "batch_size=32", QUIET)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [run for run in result.runs() if run.data.tags.get("trainbench.kind") == "cell"]
+    by_cell = {(run.data.tags["trainbench.framework"], run.data.tags["trainbench.task"]): run for run in runs}
+    assert len(by_cell) == 4 and all(run.data.tags["trainbench.outcome"] == "finished" for run in runs)
+    for task in ("train", "benchmark"):
+        assert set(by_cell["mlx", task].data.metrics) == set(by_cell["pytorch", task].data.metrics), task
+    assert by_cell["mlx", "train"].data.metrics["val_accuracy"] >= 0.90
+    assert by_cell["pytorch", "train"].data.metrics["val_accuracy"] >= 0.90
+    benchmark = by_cell["mlx", "benchmark"].data
+    assert benchmark.tags["trainbench.noisy"] == str(benchmark.metrics["step_time_cv_pct"] > NOISY_CV_PCT).lower()
+    assert benchmark.tags["trainbench.step_time_source"].startswith("synchronized pass")
+    assert benchmark.tags["sw.mlx_cpu"] == benchmark.tags["sw.mlx"]
+
+
+def test_the_inference_study_runs_each_model_on_its_own_data_at_batch_1_and_64_in_every_framework() -> None:
+    from test_config import cell, planned_cells
+
+    planned = planned_cells("+experiment=inference_study")
+    assert len(planned) == 4 * 2 * len(FRAMEWORKS)
+    for model, data in (("resnet50", "synthetic_imagenet"), ("mobilenet_v2", "synthetic_imagenet"),
+                        ("distilbert", "synthetic_text"), ("bert_large", "synthetic_text")):
+        for framework in FRAMEWORKS:
+            for batch in (1, 64):
+                assert any(line.startswith(f"{framework}-{model}-gpu-bs{batch} ") for line in planned), (model, batch)
+        composed = cell(f"+experiment=inference_{model}", "framework=mlx")
+        assert (composed.task.name, composed.data.name, composed.device.name) == ("inference", data, "gpu")
+    assert len(planned_cells("+experiment=inference_study", "framework=pytorch,mlx", "batch_size=1")) == 4 * 2
