@@ -1,10 +1,12 @@
 """Datasets as NumPy arrays, the same for every framework: inputs and int64 labels. Image inputs are
 uint8 (N, C, H, W); text inputs are int64 token ids (N, seq_len) with 0 as padding.
 
-Loading happens once, in the cell's process, before anything is timed. Adapters move the arrays to the
-device once and do the per-batch work there (scale to [0, 1], resize, gray -> RGB, normalise), so a
-training epoch measures the model and not a Python data pipeline. Keras adapters transpose to NHWC;
-that is the only difference between frameworks.
+Loading happens once, in the cell's process, before anything is timed. With data.pipeline=device (the
+default) adapters move the arrays to the device once and do the per-batch work there (scale to [0, 1],
+resize, gray -> RGB, normalise), so a training epoch measures the model and not a Python data pipeline.
+With data.pipeline=loader that work happens on the host, per sample or per batch, in loader workers, inside
+the timed epoch (HostSamples, prepare_images): what a user of a real dataset runs. Keras adapters transpose
+to NHWC; that is the only difference between frameworks.
 """
 
 from __future__ import annotations
@@ -96,6 +98,41 @@ def prepare_images(images: np.ndarray, data: Dataset, channels_last: bool) -> np
         x = np.repeat(x, data.channels // x.shape[1], axis=1)
     x = (x - np.asarray(data.mean, np.float32)[:, None, None]) / np.asarray(data.std, np.float32)[:, None, None]
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1) if channels_last else x)
+
+
+class HostSamples:
+    """A split as a map-style dataset for a host loader (torch.utils.data.DataLoader takes any object with
+    __len__ and __getitem__): sample i as the model's float32 input, prepared on the host as torchvision's
+    transforms do it: PIL bilinear resize when the stored size differs (torchvision's Resize), gray -> RGB
+    (Grayscale(3)), / 255 (ToTensor), then (x - mean) / std (Normalize). CHW, or HWC when `channels_last`.
+    Token ids are returned as they are. Plain Python and NumPy, so worker processes can pickle it."""
+
+    def __init__(self, split: Split, data: Dataset, channels_last: bool = False) -> None:
+        self.inputs, self.labels = split.inputs, split.labels
+        self.kind, self.size, self.channels = data.kind, data.image_size, data.channels
+        self.channels_last = channels_last
+        self.mean = np.asarray(data.mean, np.float32)[:, None, None]
+        self.std = np.asarray(data.std, np.float32)[:, None, None]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        label = int(self.labels[index])
+        if self.kind == "text":
+            return self.inputs[index], label
+        image = self.inputs[index]  # uint8 (C, H, W)
+        if image.shape[-1] != self.size or image.shape[-2] != self.size:
+            from PIL import Image
+
+            pil = Image.fromarray(image[0] if image.shape[0] == 1 else image.transpose(1, 2, 0))
+            resized = np.asarray(pil.resize((self.size, self.size), Image.Resampling.BILINEAR))
+            image = resized[None] if resized.ndim == 2 else resized.transpose(2, 0, 1)
+        x = image.astype(np.float32) / 255.0
+        if x.shape[0] != self.channels:
+            x = np.repeat(x, self.channels // x.shape[0], axis=0)
+        x = (x - self.mean) / self.std
+        return np.ascontiguousarray(x.transpose(1, 2, 0) if self.channels_last else x), label
 
 
 def resize_bilinear(x: np.ndarray, size: int) -> np.ndarray:

@@ -40,6 +40,9 @@ def judge(cell: CellConfig) -> None:
     if getattr(cell.task, "uses_model", True):
         _model_and_data(cell)
         _model_and_framework(cell)
+    check_cell = getattr(cell.task, "check_cell", None)
+    if check_cell is not None:  # what the task needs of the other groups (timed region, input pipeline)
+        check_cell(cell)
     _precision(cell)
     _devices(cell)
     _memory(cell)

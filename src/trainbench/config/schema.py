@@ -95,6 +95,15 @@ class FrameworkConfig(Choice):
         """The smallest cell.memory_limit_mb with which this framework imports and runs a tiny step."""
         return 512
 
+    def input_pipeline(self) -> str | None:
+        """The host input pipeline data.pipeline=loader runs (e.g. torch.utils.data.DataLoader); None: none yet."""
+        return None
+
+    def fit(self) -> str | None:
+        """What task.timed_region=fit / build_fit times: `model.fit` (the framework's own fit on host
+        arrays), `loop` (no fit of its own: trainbench's epoch loop as one block), or None (not supported)."""
+        return None
+
 
 # ------------------------------------------------------------------------------------------------- device
 
@@ -216,9 +225,10 @@ class DataConfig(Choice):
     num_samples: int | None = None  # training samples (synthetic: generated; real: the first N; null: all)
     num_val_samples: int | None = None
     # device: the whole split moved to the device once, batches gathered there (no input pipeline timed);
-    # loader: a host input pipeline with workers feeds every step (what users of real datasets run)
+    # loader: a host input pipeline with workers feeds every step (what users of real datasets run): each
+    # sample scaled, resized and normalised on the host, each batch copied to the device inside the epoch
     pipeline: str = "device"
-    loader_workers: int = 4  # pipeline=loader: worker processes decoding and resizing on the host
+    loader_workers: int = 4  # pipeline=loader: workers preparing samples on the host (0: in the training loop)
 
     def check(self, at: str) -> None:
         need_optional_count(self.num_samples, f"{at}.num_samples", 1, MAX_SAMPLES)
@@ -351,6 +361,14 @@ class TaskConfig(Choice):
     unused_groups: ClassVar[tuple[str, ...]] = ()
     timed_region: ClassVar[str] = "steps"  # what its headline figure times (trainbench.timed_region)
     data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
+    input_pipeline: ClassVar[bool] = False  # true: data.pipeline=loader feeds its timed steps
+
+    def check_cell(self, cell: CellConfig) -> None:
+        """Raise ConfigError for what this task cannot do with the cell's other groups (judged at compose time)."""
+        if self.uses_model and not self.input_pipeline:
+            need(cell.data.pipeline == "device", "data.pipeline", cell.data.pipeline,
+                 f"task={self.name} times steps on batches already on the device, so no input pipeline is "
+                 "timed: use data.pipeline=device, or task=train to time a loader")
 
     def prepared(self, cell: CellConfig) -> CellConfig:
         """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
@@ -381,6 +399,8 @@ class TaskConfig(Choice):
                 "trainbench.batch_size": cell.batch_size,
                 "trainbench.pipeline": cell.data.pipeline,
             })
+            if cell.data.pipeline == "loader":
+                tags["trainbench.loader"] = f"{cell.framework.input_pipeline()}, {cell.data.loader_workers} workers"
             if isinstance(cell.data, ImageData):
                 tags["trainbench.image_size"] = cell.data.image_size
             if isinstance(cell.data, TextData):

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from trainbench.data import Dataset
 
 
+def uses_loader(cell: CellConfig) -> bool:
+    """Whether the cell's trainer is fed by the host loader: data.pipeline=loader under a task that times one
+    (the batch_size=max probes run the benchmark task on the same cell: resident batches)."""
+    return cell.data.pipeline == "loader" and bool(getattr(cell.task, "input_pipeline", False))
+
+
 class DeviceUnavailable(RuntimeError):
     """The cell cannot run on this machine (no such device, a dtype it lacks). str() says what was checked."""
 
@@ -57,12 +63,17 @@ class EpochResult:
 
     train_loss: float
     train_accuracy: float
+    input_wait_s: float | None = None  # data.pipeline=loader: time the epoch's steps waited for their batch
 
 
 class Trainer(Protocol):
     """A model bound to its data, optimizer and loss on the cell's device: the train task's loop calls
     `begin_epoch`, then `step(i)` for i in range(steps_per_epoch) inside one timed block, then
-    `end_epoch` and `evaluate` outside it. Steps must not synchronize the host with the device."""
+    `end_epoch` and `evaluate` outside it. Steps must not synchronize the host with the device.
+
+    A trainer built for task.timed_region=fit / build_fit may instead have a fit of its own,
+    `fit(epochs, sync_every_step) -> [(seconds, EpochResult), ...]` (Keras' model.fit on host arrays), which the
+    train task then times in place of its loop (trainbench.tasks.train.fit_epochs)."""
 
     steps_per_epoch: int
     samples_per_epoch: int

@@ -5,6 +5,11 @@ Warm-up first (a fixed count, or until step times settle), timed on its own. The
 blocks' rates (with a 95% CI over repeats). Per-step percentiles come from device events recorded between
 the steps of those same blocks, or, where the framework has none, from a separate synchronized pass
 (trainbench.step_time_source says which).
+
+timed_region=fit times Keras' own model.fit instead (the tf-metal study's quantity): arrays of
+batch_size x steps samples prepared on the host, one warm-up fit epoch of `warmup_steps` batches, then one fit
+of `repeats` epochs of `steps` batches timed as a whole, fit copying every batch to the device itself;
+samples_per_s = samples trained / that wall clock.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
     from trainbench.frameworks.base import Framework, RunLog
 
+TIMED_REGIONS = ("steps", "fit")
 PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device clock exists
 # Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
 # large as the differences a comparison is made for (fast mode or not, one framework or another: often 10-30%),
@@ -39,8 +45,14 @@ class BenchmarkTask(TaskConfig):
     settle_cv_pct: float | None = None  # e.g. 2.0: keep warming up until the last 5 steps vary by less
     max_warmup_steps: int = 200
     drift_threshold_pct: float = 5.0  # tag trainbench.drift=true when the last tenth is this much slower
+    timed_region: str = "steps"  # type: ignore[misc]  # steps | fit (Keras' model.fit, as one wall-clock block)
+    sync_every_step: bool = False  # fit: read the loss back after every step (tf.keras 2's progress bar)
 
     def check(self, at: str) -> None:
+        need(self.timed_region in TIMED_REGIONS, f"{at}.timed_region", self.timed_region,
+             f"choose one of {', '.join(TIMED_REGIONS)}")
+        need(not self.sync_every_step or self.timed_region == "fit", f"{at}.sync_every_step", self.sync_every_step,
+             "reproduces the per-step read-back inside Keras' fit: use it with task.timed_region=fit")
         need_count(self.warmup_steps, f"{at}.warmup_steps", 0, 10**6, "e.g. task.warmup_steps=5")
         need_count(self.steps, f"{at}.steps", 1, 10**7, "e.g. task.steps=20")
         need_count(self.repeats, f"{at}.repeats", 1, 1000, "e.g. task.repeats=5")
@@ -50,10 +62,21 @@ class BenchmarkTask(TaskConfig):
         need(finite(self.drift_threshold_pct) and self.drift_threshold_pct > 0, f"{at}.drift_threshold_pct",
              self.drift_threshold_pct, "must be a percentage > 0")
 
+    def check_cell(self, cell: CellConfig) -> None:
+        super().check_cell(cell)
+        if self.timed_region == "fit":
+            need(cell.framework.fit() == "model.fit", "task.timed_region", "fit",
+                 f"times Keras' model.fit, which framework={cell.framework.name} does not have: use framework="
+                 "tensorflow or jax, or task.timed_region=steps")
+            need(cell.device.count == 1, "device.count", cell.device.count,
+                 "task.timed_region=fit runs on one device: use device.count=1")
+
     def prepared(self, cell: CellConfig) -> CellConfig:
-        """Synthetic data: generate the one batch the steps use, not a whole dataset."""
+        """Synthetic data: generate the one batch the steps use, not a whole dataset (fit: the batches fit
+        goes through)."""
         if isinstance(cell.data, (SyntheticImages, SyntheticText)) and isinstance(cell.batch_size, int):
-            return replace(cell, data={"num_samples": cell.batch_size, "num_val_samples": 0})
+            batches = max(self.steps, self.warmup_steps) if self.timed_region == "fit" else 1
+            return replace(cell, data={"num_samples": cell.batch_size * batches, "num_val_samples": 0})
         return cell
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
@@ -69,6 +92,8 @@ class BenchmarkTask(TaskConfig):
             warm_up,
         )
 
+        if self.timed_region == "fit":
+            return self._run_fit(framework, cell, log, device)
         model, data, flops = model_and_data(framework, cell, log)
         sync = framework.synchronize
         step = framework.trainer(model, data, cell).resident_step()
@@ -119,6 +144,40 @@ class BenchmarkTask(TaskConfig):
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
 
+    def _run_fit(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        from trainbench import progress
+        from trainbench.timing import Timer, mean_ci95
+
+        model, data, flops = model_and_data(framework, cell, log)
+        trainer: Any = framework.trainer(model, data, cell)  # keras.adapter.FitTrainer: host arrays, compiled
+        batch, available = int(cell.batch_size), len(data.train)
+        with Timer(framework.synchronize) as warm:
+            if self.warmup_steps:
+                trainer.fit(1, self.sync_every_step, samples=min(batch * self.warmup_steps, available))
+        samples = min(batch * self.steps, available)
+        progress.line(f"benchmark: a warm-up fit of {self.warmup_steps} steps ({warm.seconds:.2f} s), then a fit of "
+                      f"{self.repeats} epoch(s) x {self.steps} steps, timed as a whole")
+        meter = energy_meter(framework, device)
+        with meter, Timer(framework.synchronize) as timed:
+            epochs = trainer.fit(self.repeats, self.sync_every_step, samples=samples)
+        trained = samples * self.repeats
+        steps = -(-samples // batch) * self.repeats
+        _, ci95 = mean_ci95([samples / seconds for seconds, _ in epochs])
+        log.tags({"trainbench.step_time_source": "fit wall clock / steps (fit gives no per-step times)",
+                  **meter.tags()})
+        progress.line(f"benchmark: {timed.seconds * 1000 / steps:.2f} ms/step, {trained / timed.seconds:,.0f} samples/s")
+        summary: dict[str, Any] = {
+            "warmup_time_s": warm.seconds,
+            "warmup_steps_run": self.warmup_steps,
+            "compile_time_s": max(0.0, warm.seconds - self.warmup_steps * timed.seconds / steps),
+            "total_time_s": warm.seconds + timed.seconds,
+            "samples_per_s": trained / timed.seconds,
+            "samples_per_s_ci95": ci95,
+            "step_time_ms_mean": timed.seconds * 1000 / steps,
+            **meter.metrics(trained),
+        }
+        throughput_extras(summary, data, flops, device, cell, log)
+        return summary
 
 def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
     """The one line to print when `what` varied too much to quote (cv_pct above NOISY_CV_PCT), else None."""

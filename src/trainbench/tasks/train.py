@@ -1,9 +1,17 @@
 """task=train: epochs over the training split, a validation pass after each.
 
-The timed region is each epoch's training pass, as one block (trainbench.timing): shuffling, the batch
-gather, the train step and the on-device loss and accuracy sums; not validation, not logging. The first
-epoch pays for allocation, autotuning and compilation: it is reported on its own (first_epoch_time_s,
-compile_time_s) and left out of samples_per_s whenever a later epoch exists.
+What is timed is `timed_region` (the tag trainbench.timed_region says which):
+- epoch (default): each epoch's training pass, as one block (trainbench.timing): shuffling, the batch
+  gather (data.pipeline=device) or the loader's batches and their copies to the device (data.pipeline=loader),
+  the train step and the on-device loss and accuracy sums; not validation, not logging.
+- fit: the whole training call as one wall-clock block, as a user times `model.fit`: Keras' own fit on
+  arrays prepared on the host (fit copies every batch to the device itself); PyTorch has no fit, so its
+  closest equivalent is trainbench's epoch loop over all epochs as one block. Validation runs once, after.
+- build_fit: the model's build, the trainer's set-up (Keras: compile) and the fit, as one block.
+Per-epoch figures are taken inside fit and build_fit too (between synchronizations at epoch ends).
+
+The first epoch pays for allocation, autotuning and compilation: it is reported on its own
+(first_epoch_time_s, compile_time_s) and left out of samples_per_s whenever a later epoch exists.
 """
 
 from __future__ import annotations
@@ -11,14 +19,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema import need_count
-from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+from trainbench.tasks.base import (
+    DeviceInfo,
+    TaskConfig,
+    actual_data_params,
+    energy_meter,
+    model_and_data,
+    throughput_extras,
+)
 from trainbench.timeline import mark
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
-    from trainbench.frameworks.base import Framework, RunLog
+    from trainbench.data import Dataset
+    from trainbench.frameworks.base import EpochResult, Framework, RunLog, Trainer
+
+TIMED_REGIONS = ("epoch", "fit", "build_fit")
+# A loader-fed epoch whose steps waited this share of its time or more for their next batch is input-bound:
+# the device (or the CPU's training threads) sat idle that long because the input pipeline fell behind.
+INPUT_BOUND_SHARE = 0.10
 
 
 @dataclass(frozen=True)
@@ -30,6 +52,7 @@ class EpochStats:
     train_accuracy: float
     val_loss: float | None
     val_accuracy: float | None
+    input_wait_s: float | None = None  # data.pipeline=loader: time the steps waited for their next batch
 
     def metrics(self) -> dict[str, float | None]:
         return {
@@ -39,23 +62,53 @@ class EpochStats:
             "train_accuracy": self.train_accuracy,
             "val_loss": self.val_loss,
             "val_accuracy": self.val_accuracy,
+            "input_wait_s": self.input_wait_s,
         }
 
 
 @schema("task", "train")
 @dataclass
 class TrainTask(TaskConfig):
-    timed_region: ClassVar[str] = "epoch"
     data_parallel: ClassVar[bool] = True
+    input_pipeline: ClassVar[bool] = True
     epochs: int = 3  # 0 builds the model and records it without training
+    timed_region: str = "epoch"  # type: ignore[misc]  # epoch | fit | build_fit (a setting here, fixed elsewhere)
+    sync_every_step: bool = False  # fit, build_fit: read the loss back after every step (tf.keras 2's progress bar)
 
     def check(self, at: str) -> None:
         need_count(self.epochs, f"{at}.epochs", 0, 100_000, "e.g. task.epochs=3 (0 builds the model only)")
+        need(self.timed_region in TIMED_REGIONS, f"{at}.timed_region", self.timed_region,
+             f"choose one of {', '.join(TIMED_REGIONS)}")
+        need(not self.sync_every_step or self.timed_region != "epoch", f"{at}.sync_every_step", self.sync_every_step,
+             "reproduces the per-step read-back inside a framework's fit: use it with task.timed_region=fit or "
+             "build_fit (the epoch region never synchronizes inside its block)")
+
+    def check_cell(self, cell: CellConfig) -> None:
+        super().check_cell(cell)
+        framework, count = cell.framework, cell.device.count
+        if cell.data.pipeline == "loader":
+            need(self.timed_region == "epoch", "task.timed_region", self.timed_region,
+                 "data.pipeline=loader is timed per epoch: use task.timed_region=epoch (fit and build_fit time the "
+                 "framework's own fit on arrays prepared on the host)")
+            need(framework.input_pipeline() is not None, "data.pipeline", "loader",
+                 f"framework={framework.name} has no loader pipeline yet: use data.pipeline=device, or framework="
+                 "pytorch, tensorflow or jax")
+            need(count == 1, "device.count", count, "data.pipeline=loader runs on one device: use device.count=1")
+        if self.timed_region != "epoch":
+            need(framework.fit() is not None, "task.timed_region", self.timed_region,
+                 f"framework={framework.name} has no fit to time: use task.timed_region=epoch")
+            need(count == 1, "device.count", count,
+                 f"task.timed_region={self.timed_region} runs on one device: use device.count=1")
 
     def tags(self, cell: CellConfig) -> dict[str, Any]:
         return {**super().tags(cell), "trainbench.epochs": self.epochs}
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        if self.timed_region == "epoch":
+            return self._run_epochs(framework, cell, log, device)
+        return self._run_fit(framework, cell, log, device)
+
+    def _run_epochs(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
         from trainbench.timing import Timer, time_block
 
@@ -78,22 +131,107 @@ class TrainTask(TaskConfig):
                 result = trainer.end_epoch()
                 val_loss, val_accuracy = trainer.evaluate()
                 stats = EpochStats(epoch, block.seconds, trainer.samples_per_epoch, result.train_loss,
-                                   result.train_accuracy, val_loss, val_accuracy)
+                                   result.train_accuracy, val_loss, val_accuracy, result.input_wait_s)
                 epochs.append(stats)
                 log.metrics(stats.metrics(), step=epoch)
-                val = "" if val_accuracy is None else f", val_accuracy {val_accuracy:.3f}"
-                progress.line(f"epoch {epoch}/{self.epochs}: {stats.seconds:.2f} s, "
-                              f"{stats.samples / stats.seconds:,.0f} samples/s, train_loss {stats.train_loss:.4f}{val}")
+                _epoch_line(stats, self.epochs)
+        summary = self._summary(epochs, total.seconds, meter, log)
+        throughput_extras(summary, data, flops, device, cell, log)
+        return summary
+
+    def _run_fit(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        """fit / build_fit: the training call as one block; validation once, after it."""
+        from trainbench import data as datasets
+        from trainbench.timing import Timer
+
+        build = self.timed_region == "build_fit"
+        model: Any = None
+        trainer: Trainer | None = None
+        if build:  # the model is built inside the timed block: FLOPs and size are counted after it
+            data = datasets.load(cell.data, cell.seed)
+            mark("cell: data loaded")
+            log.params(actual_data_params(cell, data))
+        else:
+            model, data, flops = model_and_data(framework, cell, log)
+            trainer = framework.trainer(model, data, cell)
+        if self.epochs == 0:
+            return {}
+        mark("cell: ready for the first step")
+        meter = energy_meter(framework, device)
+        with meter, Timer(framework.synchronize) as total:
+            if trainer is None:
+                model = framework.build_model(cell.model, data)
+                trainer = framework.trainer(model, data, cell)
+            results = fit_epochs(framework, trainer, self.epochs, self.sync_every_step)
+        if build:
+            flops = _count_after(framework, model, data, log)
+        log.tags({"trainbench.samples_per_epoch": trainer.samples_per_epoch})
+        val_loss, val_accuracy = trainer.evaluate()
+        epochs = []
+        for epoch, (seconds, result) in enumerate(results, start=1):
+            last = epoch == len(results)
+            stats = EpochStats(epoch, seconds, trainer.samples_per_epoch, result.train_loss, result.train_accuracy,
+                               val_loss if last else None, val_accuracy if last else None)
+            epochs.append(stats)
+            log.metrics(stats.metrics(), step=epoch)
+            _epoch_line(stats, self.epochs)
+        summary = self._summary(epochs, total.seconds, meter, log)
+        throughput_extras(summary, data, flops, device, cell, log)
+        return summary
+
+    def _summary(self, epochs: list[EpochStats], total_s: float, meter: Any, log: RunLog) -> dict[str, Any]:
         steady = epochs[1:] or epochs
         steady_s_per_sample = sum(e.seconds for e in steady) / sum(e.samples for e in steady)
         summary: dict[str, Any] = {
-            "total_time_s": total.seconds,
+            "total_time_s": total_s,
             "first_epoch_time_s": epochs[0].seconds,
             "samples_per_s": 1.0 / steady_s_per_sample,
             **meter.metrics(sum(e.samples for e in epochs)),
         }
         if len(epochs) > 1:  # what the first epoch cost beyond a steady one: compilation, autotuning
             summary["compile_time_s"] = max(0.0, epochs[0].seconds - epochs[0].samples * steady_s_per_sample)
-        log.tags(meter.tags())
-        throughput_extras(summary, data, flops, device, cell, log)
+        tags = dict(meter.tags())
+        waited = [e for e in steady if e.input_wait_s is not None]
+        if waited:  # data.pipeline=loader: did the steps wait for their batches?
+            share = sum(e.input_wait_s or 0.0 for e in waited) / sum(e.seconds for e in waited)
+            summary["input_wait_share"] = share
+            tags["trainbench.input_bound"] = str(share >= INPUT_BOUND_SHARE).lower()
+        log.tags(tags)
         return summary
+
+
+def fit_epochs(framework: Framework, trainer: Trainer, epochs: int, sync_every_step: bool) -> list[tuple[float, EpochResult]]:
+    """The training call of timed_region=fit / build_fit: (seconds, result) per epoch. A trainer with a fit of
+    its own (Keras' model.fit) runs it; otherwise trainbench's epoch loop, each epoch between synchronizations."""
+    from trainbench.timing import time_block
+
+    own_fit = getattr(trainer, "fit", None)
+    if own_fit is not None:
+        return own_fit(epochs, sync_every_step)  # type: ignore[no-any-return]
+
+    def read_back(index: int) -> None:
+        trainer.step(index)
+        framework.synchronize()
+
+    results = []
+    for epoch in range(1, epochs + 1):
+        trainer.begin_epoch(epoch)
+        block = time_block(read_back if sync_every_step else trainer.step, trainer.steps_per_epoch,
+                           framework.synchronize)
+        results.append((block.seconds, trainer.end_epoch()))
+    return results
+
+
+def _count_after(framework: Framework, model: Any, data: Dataset, log: RunLog) -> float | None:
+    flops = framework.flops_per_sample(model, data)
+    log.metrics({"num_parameters": framework.num_parameters(model), "flops_per_sample": flops})
+    return flops
+
+
+def _epoch_line(stats: EpochStats, epochs: int) -> None:
+    from trainbench import progress
+
+    val = "" if stats.val_accuracy is None else f", val_accuracy {stats.val_accuracy:.3f}"
+    wait = "" if stats.input_wait_s is None else f", waited {stats.input_wait_s:.2f} s for input"
+    progress.line(f"epoch {stats.epoch}/{epochs}: {stats.seconds:.2f} s, "
+                  f"{stats.samples / stats.seconds:,.0f} samples/s, train_loss {stats.train_loss:.4f}{val}{wait}")

@@ -19,5 +19,8 @@ class JaxConfig(KerasConfig):
     def max_devices(self) -> int | None:
         return None  # keras.distribution.DataParallel over every device asked for
 
+    def input_pipeline(self) -> str | None:
+        return "host threads"  # JAX has no loader of its own: batches prepared by a thread pool, prefetched
+
     def min_memory_mb(self) -> int:
         return 1024  # measured floor 769 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)

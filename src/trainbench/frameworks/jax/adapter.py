@@ -1,7 +1,8 @@
 """framework=jax: Keras 3 on JAX. Every train step is one XLA program (jax.jit): the batch gather from the
 epoch's permutation and Keras' own stateless train_step (forward, loss, gradients, optimizer, metrics).
 The training state is threaded from step to step, as Keras' fit does, and written back into the model's
-variables after each epoch's timed block."""
+variables after each epoch's timed block. data.pipeline=loader: batches prepared on the host by a thread pool
+(LoaderTrainer); task.timed_region=fit / build_fit: Keras' own model.fit (keras.adapter.FitTrainer)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,16 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from trainbench.frameworks.base import uses_loader
 from trainbench.frameworks.jax import data_parallel
-from trainbench.frameworks.keras.adapter import KerasAdapter, KerasTrainer, installed
+from trainbench.frameworks.keras.adapter import (
+    FitTrainer,
+    HostBatches,
+    KerasAdapter,
+    KerasTrainer,
+    fit_mode,
+    installed,
+)
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig
@@ -103,7 +112,11 @@ class Adapter(KerasAdapter):
         # Data-parallel: a copy on every device, as each PyTorch rank holds the split.
         return self.jax.device_put(array, self.shardings.replicated if self.shardings else None)
 
-    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Any:
+        if fit_mode(cell):
+            return FitTrainer(self, model, data, cell)
+        if uses_loader(cell):
+            return LoaderTrainer(self, model, data, cell)
         return Trainer(self, model, data, cell)
 
     def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
@@ -226,6 +239,75 @@ class Trainer(KerasTrainer):
         non_trainable = [v.value for v in model.non_trainable_variables]
         forward = self.jax.jit(lambda x: model.stateless_call(trainable, non_trainable, x, training=False)[0])
         return forward
+
+
+class LoaderTrainer(HostBatches, Trainer):
+    """data.pipeline=loader: JAX has no input pipeline of its own, so batches are prepared on the host by a
+    pool of `data.loader_workers` threads (trainbench.data.prepare_images on each batch: scale, bilinear resize
+    as F.interpolate without antialiasing, gray -> RGB, normalise, NHWC; NumPy releases the GIL for most of
+    it), 2 batches per worker prefetched in order, each put on the device by the step that uses it. The
+    iterator starts with the epoch's first step, inside the timed epoch."""
+
+    def training_split(self) -> tuple[Any, Any, bool]:
+        return self.host_first_batch()
+
+    def __init__(self, adapter: Adapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        import numpy as np
+
+        super().__init__(adapter, model, data, cell)
+        self.workers = cell.data.loader_workers
+        self.shuffle = np.random.default_rng(cell.seed)
+        self._batches: Any = None
+        self._pool: Any = None
+        if self.workers:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="trainbench-loader")
+        model = self.model
+        self._train = self.jax.jit(lambda state, x, y: model.train_step(state, (x, y))[1], donate_argnums=0)
+
+    def _prepare(self, positions: Any) -> tuple[Any, Any]:
+        from trainbench.data import Split
+        from trainbench.frameworks.keras.adapter import host_split
+
+        return host_split(Split(self.data.train.inputs[positions], self.data.train.labels[positions]), self.data)
+
+    def _iterate(self, order: Any) -> Iterator[tuple[Any, Any]]:
+        from collections import deque
+
+        starts = iter(range(0, self.samples_per_epoch, self.batch_size))
+        if self._pool is None:
+            for start in starts:
+                yield self._prepare(order[start : start + self.batch_size])
+            return
+        pending: deque[Any] = deque()
+
+        def submit() -> None:
+            start = next(starts, None)
+            if start is not None:
+                pending.append(self._pool.submit(self._prepare, order[start : start + self.batch_size]))
+
+        for _ in range(2 * self.workers):
+            submit()
+        while pending:
+            batch = pending.popleft().result()
+            submit()
+            yield batch
+
+    def begin_epoch(self, epoch: int) -> None:
+        super().begin_epoch(epoch)
+        self._batches = None
+        self.input_wait_s = 0.0
+
+    def step(self, index: int) -> None:
+        if self._batches is None:
+            self._batches = self._iterate(self.shuffle.permutation(self.samples_per_epoch))
+        x, y = self.wait(self._batches)
+        self.state = self._train(self.state, self.jax.device_put(x), self.jax.device_put(y))
+        self.adapter.pending = self.state
+
+    def end_epoch(self) -> Any:
+        return self.with_wait(super().end_epoch())
 
 
 def _no_jax_gpu_reason(jax: Any) -> str:

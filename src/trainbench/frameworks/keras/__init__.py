@@ -18,3 +18,6 @@ class KerasConfig(FrameworkConfig):
         if isinstance(model, TransformerModel):
             return model.keras_hub
         return None
+
+    def fit(self) -> str | None:
+        return "model.fit"

@@ -10,6 +10,12 @@ The train task steps a Keras model exactly as it steps a PyTorch one: the split 
 device (scaled, resized, normalised, NHWC) when it fits, each step gathers its batch from the epoch's
 permutation inside the compiled step, and Keras' own train_step (optimizer, loss and metrics on the
 device) does the rest. No host copy per step, as in PyTorch.
+
+Two other ways in, as the cell asks:
+- data.pipeline=loader: each backend's host input pipeline feeds every step (tf.data on TensorFlow, a thread
+  pool on JAX: LoaderTrainer in each backend's adapter), each batch copied to the device inside the epoch.
+- task.timed_region=fit / build_fit (FitTrainer): Keras' own model.fit on arrays prepared on the host, as the
+  published studies ran it; fit slices and copies every batch itself.
 """
 
 from __future__ import annotations
@@ -112,7 +118,8 @@ class KerasAdapter:
         self._seed(keras)
         if data.kind == "text":
             with self.tensorflow_refused():
-                return models.text_classifier(model, data.seq_len, data.num_classes)  # type: ignore[arg-type]
+                return models.text_classifier(model, data.seq_len, data.num_classes,  # type: ignore[arg-type]
+                                              mask_padding=data.padded)
         return models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
 
     def num_parameters(self, model: Any) -> int:
@@ -207,6 +214,98 @@ class KerasAdapter:
         yield
 
 
+def fit_mode(cell: CellConfig) -> bool:
+    """Whether the cell times Keras' own fit (task.timed_region=fit or build_fit)."""
+    return getattr(cell.task, "timed_region", "") in ("fit", "build_fit")
+
+
+def host_split(split: Split, data: Dataset) -> tuple[Any, Any]:
+    """(inputs, labels) as a user of model.fit holds them in host memory: images scaled, resized and normalised
+    once, float32 NHWC (trainbench.data.prepare_images); token ids int32; labels int32."""
+    import numpy as np
+
+    from trainbench.data import prepare_images
+
+    labels = split.labels.astype(np.int32)
+    if data.kind == "text":
+        return split.inputs.astype(np.int32), labels
+    return prepare_images(split.inputs, data, channels_last=True), labels
+
+
+class FitTrainer:
+    """task.timed_region=fit / build_fit: Keras' model.fit on host arrays, shuffled each epoch (fit's default),
+    verbose=0. Epoch times come from a callback synchronized at each epoch's begin and end; with
+    `sync_every_step` a batch-end callback makes Keras read every step's logs back to the host, as tf.keras 2's
+    progress bar (verbose=1) did. Validation runs after fit, never inside it."""
+
+    def __init__(self, adapter: KerasAdapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        import math
+
+        self.adapter, self.model, self.data, self.cell = adapter, model, data, cell
+        self.batch_size = int(cell.batch_size)
+        self.inputs, self.labels = host_split(data.train, data)
+        adapter.compile_model(model)
+        self.samples_per_epoch = len(self.labels)
+        self.steps_per_epoch = math.ceil(self.samples_per_epoch / self.batch_size)
+
+    def fit(self, epochs: int, sync_every_step: bool = False, samples: int | None = None) -> list[tuple[float, Any]]:
+        """`epochs` epochs over the first `samples` samples (all: None): (seconds, EpochResult) per epoch."""
+        import keras
+
+        clock = _epoch_clock(keras, self.adapter.synchronize)
+        callbacks = [clock, _step_read_back(keras)] if sync_every_step else [clock]
+        count = self.samples_per_epoch if samples is None else samples
+        self.adapter.pending = None
+        self.model.fit(self.inputs[:count], self.labels[:count], batch_size=self.batch_size, epochs=epochs,
+                       shuffle=True, verbose=0, callbacks=callbacks)
+        return list(clock.epochs)  # type: ignore[attr-defined]
+
+    def evaluate(self) -> tuple[float | None, float | None]:
+        if len(self.data.val) == 0:
+            return None, None
+        inputs, labels = host_split(self.data.val, self.data)
+        result = self.model.evaluate(inputs, labels, batch_size=self.batch_size, verbose=0, return_dict=True)
+        return float(result["loss"]), float(result["accuracy"])
+
+
+def _epoch_clock(keras: Any, synchronize: Callable[[], None]) -> Any:
+    """A callback timing each epoch of fit between synchronizations (Keras reads the epoch's logs back to the
+    host before on_epoch_end, which on Metal and JAX is the synchronization). Epoch hooks only, so Keras keeps
+    dispatching steps asynchronously."""
+    import time
+
+    from trainbench.frameworks.base import EpochResult
+
+    class EpochClock(keras.callbacks.Callback):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.epochs: list[tuple[float, EpochResult]] = []
+            self.began = 0.0
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            synchronize()
+            self.began = time.perf_counter()
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            synchronize()
+            seconds = time.perf_counter() - self.began
+            self.epochs.append((seconds, EpochResult(float(logs["loss"]), float(logs["accuracy"]))))
+
+    return EpochClock()
+
+
+def _step_read_back(keras: Any) -> Any:
+    """A callback with a batch-end hook: Keras then dispatches no step ahead and reads each step's loss and
+    accuracy back to the host (keras.callbacks.CallbackList), the per-step synchronization of tf.keras 2's
+    progress bar and of a TF1 session.run."""
+
+    class StepReadBack(keras.callbacks.Callback):  # type: ignore[misc, name-defined]
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            pass
+
+    return StepReadBack()
+
+
 class KerasTrainer:
     """The base of both backends' trainers (trainbench.frameworks.base.Trainer): data on the device, the
     model compiled, metrics read back after each epoch. Subclasses make the compiled steps."""
@@ -216,7 +315,7 @@ class KerasTrainer:
 
         self.adapter, self.data, self.cell = adapter, data, cell
         self.batch_size = int(cell.batch_size) * adapter.replicas  # global: batch_size per device
-        self.inputs, self.labels, self.prepared = adapter.prepared_split(data.train, data)
+        self.inputs, self.labels, self.prepared = self.training_split()
         self.model = model if self.prepared else with_preprocessing(model, data)
         adapter.compile_model(self.model)
         self.samples_per_epoch = len(data.train)
@@ -226,6 +325,10 @@ class KerasTrainer:
         # Builds the model, its optimizer and metric variables without running a step (as fit does).
         self.model._symbolic_build(data_batch=(self.inputs[: self.batch_size], self.labels[: self.batch_size]))
         self._validation: tuple[Any, Any, bool] | None = None
+
+    def training_split(self) -> tuple[Any, Any, bool]:
+        """(inputs, labels, prepared) the steps use: the training split on the device (prepared_split)."""
+        return self.adapter.prepared_split(self.data.train, self.data)
 
     def end_epoch(self) -> Any:
         from trainbench.frameworks.base import EpochResult
@@ -263,6 +366,31 @@ class KerasTrainer:
 
     def make_predict(self) -> Callable[[Any], Any]:
         raise NotImplementedError
+
+
+class HostBatches:
+    """data.pipeline=loader for a Keras trainer: what both backends' loaders share. The training split stays
+    on the host (only its first batch goes to the device, prepared, to build the model); `wait` times each
+    step's wait for its next batch, summed per epoch into input_wait_s."""
+
+    input_wait_s = 0.0
+
+    def host_first_batch(self: Any) -> tuple[Any, Any, bool]:
+        inputs, labels = host_split(self.data.train.first(self.batch_size), self.data)
+        return self.adapter.on_device(inputs), self.adapter.on_device(labels), True
+
+    def wait(self, batches: Iterator[Any]) -> Any:
+        import time
+
+        waiting = time.perf_counter()
+        batch = next(batches)
+        self.input_wait_s += time.perf_counter() - waiting
+        return batch
+
+    def with_wait(self, result: Any) -> Any:
+        import dataclasses
+
+        return dataclasses.replace(result, input_wait_s=self.input_wait_s)
 
 
 def with_preprocessing(model: Any, data: Dataset) -> Any:

@@ -301,10 +301,18 @@ OWN_BUILDERS.update({"resnet18": resnet18, "resnet50": resnet50, "alexnet": alex
 
 
 # -- text: keras-hub encoders with transformers' classification heads -----------------------------------
-def text_classifier(model: TransformerModel, seq_len: int, classes: int) -> keras.Model:
+def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_padding: bool = True) -> keras.Model:
     """A randomly initialised keras-hub encoder (`keras_hub:` in the model YAML) with the classification
-    head of the transformers model the PyTorch adapter builds from the same dimensions; token ids in
-    (0 = padding, masked out of attention as in PyTorch), logits out. Parameter counts are exact."""
+    head of the transformers model the PyTorch adapter builds from the same dimensions; token ids in, logits
+    out. Parameter counts are exact.
+
+    Padding (id 0) is masked out of attention only when `mask_padding` (the data has padding), as the
+    PyTorch and MLX builds do. keras-hub's backbones always take a padding_mask input, and an all-true mask is
+    not free: Keras' masked softmax then selects where(mask, scores, -1e9) over every layer's batch x heads x
+    seq x seq attention scores (plus the mask's compare, casts and broadcasts: 21 more ops in a 2-layer BERT's
+    TensorFlow graph) where unmasked attention runs a plain softmax, with identical logits. So
+    without padding the backbone's own layers are called in the backbone's order with no mask (`_unmasked`):
+    the same layers and weights, the attention PyTorch runs without an attention_mask."""
     import keras_hub
 
     family = model.keras_hub
@@ -315,24 +323,51 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int) -> kera
         "max_sequence_length": model.max_position_embeddings,
     }
     token_ids = keras.Input((seq_len,), dtype="int32", name="token_ids")
-    padding_mask = ops.not_equal(token_ids, 0)
+    padding_mask = ops.not_equal(token_ids, 0) if mask_padding else None
     if family == "BertBackbone":
         # BertForSequenceClassification: the pooler (in the backbone), dropout 0.1, Linear(hidden, classes).
         # transformers' type_vocab_size is 2 (keras-hub's default num_segments: 4).
         backbone = keras_hub.models.BertBackbone(num_segments=2, **dimensions)
-        outputs = backbone({"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids),
-                            "padding_mask": padding_mask})
-        x = layers.Dropout(0.1)(outputs["pooled_output"])
+        inputs = {"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids)}
+        if padding_mask is not None:
+            pooled = backbone({**inputs, "padding_mask": padding_mask})["pooled_output"]
+        else:
+            pooled = backbone.pooled_dense(_unmasked(backbone, inputs)[:, 0, :])
+        x = layers.Dropout(0.1)(pooled)
     elif family == "DistilBertBackbone":
         # DistilBertForSequenceClassification: the first token, Linear(hidden, hidden) + ReLU, dropout 0.2.
         backbone = keras_hub.models.DistilBertBackbone(**dimensions)
-        first = backbone({"token_ids": token_ids, "padding_mask": padding_mask})[:, 0, :]
-        x = layers.Dense(hidden, activation="relu", kernel_initializer=_transformers_kernel(), name="pre_classifier")(first)
+        if padding_mask is not None:
+            sequence = backbone({"token_ids": token_ids, "padding_mask": padding_mask})
+        else:
+            sequence = _unmasked(backbone, {"token_ids": token_ids})
+        x = layers.Dense(hidden, activation="relu", kernel_initializer=_transformers_kernel(),
+                         name="pre_classifier")(sequence[:, 0, :])
         x = layers.Dropout(0.2)(x)
     else:
         raise ValueError(f"model.keras_hub={family!r}: trainbench builds BertBackbone and DistilBertBackbone")
     logits = layers.Dense(classes, kernel_initializer=_transformers_kernel(), name="classifier")(x)
     return keras.Model(token_ids, logits, name=model.name)
+
+
+def _unmasked(backbone: keras.Model, inputs: dict[str, Any]) -> Any:
+    """The backbone's sequence output without a padding mask: its embedding layers, embedding layer norm and
+    dropout, then every transformer layer, called as keras-hub's own functional graph calls them
+    (BertBackbone / DistilBertBackbone.__init__), minus padding_mask."""
+    try:
+        if hasattr(backbone, "segment_embedding"):  # BERT: token + position + segment embeddings
+            tokens = backbone.token_embedding(inputs["token_ids"])
+            x = backbone.embeddings_add((tokens, backbone.position_embedding(tokens),
+                                         backbone.segment_embedding(inputs["segment_ids"])))
+        else:  # DistilBERT: token and position embeddings in one layer
+            x = backbone.embeddings(inputs["token_ids"])
+        x = backbone.embeddings_dropout(backbone.embeddings_layer_norm(x))
+        for layer in backbone.transformer_layers:
+            x = layer(x)
+    except AttributeError as error:
+        raise RuntimeError(f"keras-hub's {type(backbone).__name__} no longer has the layer trainbench calls to run "
+                           f"it without a padding mask ({error}): update trainbench.frameworks.keras.models") from None
+    return x
 
 
 def _transformers_kernel() -> keras.initializers.Initializer:

@@ -30,5 +30,11 @@ class PyTorchConfig(FrameworkConfig):
     def max_devices(self) -> int | None:
         return None  # DistributedDataParallel over every device asked for
 
+    def input_pipeline(self) -> str | None:
+        return "torch.utils.data.DataLoader"
+
+    def fit(self) -> str | None:
+        return "loop"  # PyTorch has no fit(): the closest equivalent is trainbench's own loop, timed as one block
+
     def min_memory_mb(self) -> int:
         return 1536  # measured floor 1136 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)

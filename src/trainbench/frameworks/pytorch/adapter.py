@@ -8,6 +8,12 @@ the epoch's permutation, runs forward, loss, backward and the optimizer, and kee
 epoch's figures: the loss tensor (no kernel) and the argmax of the logits (one kernel); the sums are taken
 once, after the epoch's timed block. Nothing in a step reads a value back to the host.
 
+data.pipeline=loader (LoaderTrainer) replaces the resident split by a torch.utils.data.DataLoader with
+`data.loader_workers` worker processes preparing each sample on the host (trainbench.data.HostSamples: PIL
+resize as torchvision's Resize, / 255, normalise), pinned memory on CUDA, persistent workers; each batch is
+copied to the device inside the timed epoch (non_blocking when pinned), and the time each step waited for
+its batch is the epoch's input_wait_s.
+
 optimize.* selects how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
 `compile_mode`); `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as
 a CUDA graph and replayed per batch; used for the MLPs, whose steps are short and static and where launch
@@ -21,6 +27,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainbench.frameworks.base import uses_loader
 from trainbench.frameworks.pytorch import PyTorchConfig, distributed
 
 if TYPE_CHECKING:
@@ -199,6 +206,8 @@ class Adapter:
             from trainbench.frameworks.pytorch.data_parallel import DataParallelTrainer
 
             return DataParallelTrainer(self, model, data, cell)
+        if uses_loader(cell):
+            return LoaderTrainer(self, model, data, cell)
         return Trainer(self, model, data, cell)
 
     # -- matmul -------------------------------------------------------------------------------
@@ -343,7 +352,7 @@ class Trainer:
         self.adapter, self.model, self.data, self.cell, self.torch = adapter, model, data, cell, torch
         self.device = adapter.device
         self.batch_size = int(cell.batch_size)
-        self.inputs, self.labels, self.prepared = adapter.prepared_split(data.train, data)
+        self.inputs, self.labels, self.prepared = self._training_split()
         self.samples_per_epoch = len(self.labels)
         self.steps_per_epoch = models.ceil_div(self.samples_per_epoch, self.batch_size)
         self.loss_fn = models.loss_function(cell.model)
@@ -359,6 +368,9 @@ class Trainer:
         self._losses: list[Any] = []
         self._predictions: list[Any] = []
         self._captured: CapturedEpoch | None = None
+
+    def _training_split(self) -> tuple[Any, Any, bool]:
+        return self.adapter.prepared_split(self.data.train, self.data)
 
     # -- one step -----------------------------------------------------------------------------
     def _forward_function(self, with_predictions: bool) -> Callable[[Any, Any], tuple[Any, Any]]:
@@ -502,6 +514,65 @@ class Trainer:
         if self.adapter.captures():
             return capture_step(torch, predict, None)
         return predict
+
+
+class LoaderTrainer(Trainer):
+    """data.pipeline=loader: batches from a torch.utils.data.DataLoader, prepared on the host by its workers
+    and copied to the device inside the timed epoch. The iterator is made by the epoch's first step, so
+    starting the workers (the first epoch; later ones reuse them) is timed too, as a training loop pays it."""
+
+    def _training_split(self) -> tuple[Any, Any, bool]:
+        return None, self.torch.from_numpy(self.data.train.labels), True  # the split stays on the host
+
+    def __init__(self, adapter: Adapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        from trainbench.data import HostSamples
+
+        super().__init__(adapter, model, data, cell)
+        torch = self.torch
+        workers = cell.data.loader_workers
+        self.pinned = self.device.type == "cuda"
+        self.loader = torch.utils.data.DataLoader(
+            HostSamples(data.train, data), batch_size=self.batch_size, shuffle=True, num_workers=workers,
+            generator=torch.Generator().manual_seed(cell.seed), pin_memory=self.pinned,
+            persistent_workers=workers > 0)
+        self._batches: Any = None
+        self._labels: list[Any] = []
+        self.input_wait_s = 0.0
+
+    def begin_epoch(self, epoch: int) -> None:
+        self.model.train()
+        self._batches, self._losses, self._predictions, self._labels = None, [], [], []
+        self.input_wait_s = 0.0
+
+    def step(self, index: int) -> None:
+        import time
+
+        if self._batches is None:
+            self._batches = iter(self.loader)
+        waiting = time.perf_counter()
+        x, y = next(self._batches)
+        self.input_wait_s += time.perf_counter() - waiting
+        x = x.to(self.device, non_blocking=self.pinned)
+        if self.adapter.channels_last():
+            x = x.contiguous(memory_format=self.torch.channels_last)
+        y = y.to(self.device, non_blocking=self.pinned)
+        loss, predicted = self.train_on(x, y)
+        self._losses.append(loss.detach())
+        self._predictions.append(predicted)
+        self._labels.append(y)
+
+    def end_epoch(self) -> Any:
+        from trainbench.frameworks.base import EpochResult
+
+        torch = self.torch
+        sizes = torch.tensor([len(y) for y in self._labels], device=self.device, dtype=torch.float32)
+        loss_sum = (torch.stack([loss.float() for loss in self._losses]) * sizes).sum()
+        predicted = torch.cat(self._predictions)
+        if predicted.dim() == 2:
+            predicted = predicted.argmax(1)
+        correct = (predicted == torch.cat(self._labels)).sum()
+        count = self.samples_per_epoch
+        return EpochResult(loss_sum.item() / count, correct.item() / count, self.input_wait_s)
 
 
 class CapturedEpoch:

@@ -19,5 +19,8 @@ class TensorFlowConfig(KerasConfig):
     def max_devices(self) -> int | None:
         return None  # tf.distribute.MirroredStrategy over every GPU asked for
 
+    def input_pipeline(self) -> str | None:
+        return "tf.data"
+
     def min_memory_mb(self) -> int:
         return 1024  # measured floor 814 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)

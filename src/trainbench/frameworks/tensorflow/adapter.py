@@ -2,7 +2,8 @@
 
 Each train step is one tf.function (XLA with optimize.compile, except on Metal where XLA does not run): the
 batch gather from the epoch's permutation by a step counter kept on the device, then Keras' own train_step.
-The host passes nothing per step."""
+The host passes nothing per step. data.pipeline=loader: a tf.data pipeline on the host CPU (LoaderTrainer);
+task.timed_region=fit / build_fit: Keras' own model.fit (trainbench.frameworks.keras.adapter.FitTrainer)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainbench.frameworks.keras.adapter import KerasAdapter, KerasTrainer, installed
+from trainbench.frameworks.base import uses_loader
+from trainbench.frameworks.keras.adapter import (
+    FitTrainer,
+    HostBatches,
+    KerasAdapter,
+    KerasTrainer,
+    fit_mode,
+    installed,
+)
 from trainbench.frameworks.tensorflow import data_parallel
 
 if TYPE_CHECKING:
@@ -116,7 +125,11 @@ class Adapter(KerasAdapter):
     def tf_device(self) -> str:
         return "/CPU:0" if self.backend == "cpu" else "/GPU:0"
 
-    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Any:
+        if fit_mode(cell):
+            return FitTrainer(self, model, data, cell)
+        if uses_loader(cell):
+            return LoaderTrainer(self, model, data, cell)
         return Trainer(self, model, data, cell)
 
     def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
@@ -230,6 +243,63 @@ class Trainer(KerasTrainer):
     def make_predict(self) -> Callable[[Any], Any]:
         model = self.model
         return self.tf.function(lambda x: model(x, training=False), jit_compile=self.adapter.jit_compile())
+
+
+class LoaderTrainer(HostBatches, Trainer):
+    """data.pipeline=loader: a tf.data pipeline on the host CPU feeds each step: the uint8 split shuffled each
+    epoch, each sample prepared by `map` on `data.loader_workers` parallel calls (scale, bilinear resize
+    without antialiasing, gray -> RGB, normalise, NHWC), batched and prefetched. A step takes its batch from
+    the iterator (made by the epoch's first step, inside the timed epoch) and the compiled train_step copies
+    it to the device."""
+
+    def training_split(self) -> tuple[Any, Any, bool]:
+        return self.host_first_batch()
+
+    def __init__(self, adapter: Adapter, model: Any, data: Dataset, cell: CellConfig) -> None:
+        super().__init__(adapter, model, data, cell)
+        tf = self.tf
+        self.dataset = self._pipeline()
+        self._train = tf.function(lambda x, y: model.train_step((x, y))["loss"], jit_compile=adapter.jit_compile())
+        self._batches: Any = None
+
+    def _pipeline(self) -> Any:
+        import numpy as np
+
+        tf, data, cell = self.tf, self.data, self.cell
+        workers = cell.data.loader_workers
+        with tf.device("/CPU:0"):
+            samples = tf.data.Dataset.from_tensor_slices((data.train.inputs, data.train.labels.astype(np.int32)))
+            samples = samples.shuffle(len(data.train), seed=cell.seed, reshuffle_each_iteration=True)
+            if data.kind == "image":
+                size, channels = data.image_size, data.channels
+                mean = tf.constant(data.mean, tf.float32)
+                std = tf.constant(data.std, tf.float32)
+
+                def prepare(image: Any, label: Any) -> tuple[Any, Any]:
+                    x = tf.transpose(tf.cast(image, tf.float32) / 255.0, (1, 2, 0))
+                    if image.shape[-1] != size or image.shape[-2] != size:
+                        x = tf.image.resize(x, (size, size), method="bilinear", antialias=False)
+                    if image.shape[0] != channels:
+                        x = tf.repeat(x, channels // image.shape[0], axis=-1)
+                    return (x - mean) / std, label
+
+                samples = samples.map(prepare, num_parallel_calls=workers or None)
+            return samples.batch(self.batch_size).prefetch(tf.data.AUTOTUNE)
+
+    def begin_epoch(self, epoch: int) -> None:
+        self.model.reset_metrics()
+        self._batches = None
+        self.input_wait_s = 0.0
+
+    def step(self, index: int) -> None:
+        if self._batches is None:
+            self._batches = iter(self.dataset)
+        x, y = self.wait(self._batches)
+        with self.tf.device(self.adapter.tf_device()):  # type: ignore[attr-defined]
+            self.adapter.pending = self._train(x, y)
+
+    def end_epoch(self) -> Any:
+        return self.with_wait(super().end_epoch())
 
 
 def _no_tensorflow_gpu_reason(tf: Any) -> str:
