@@ -42,8 +42,9 @@ def cells(*overrides: str) -> list:
     given = {override.split("=", 1)[0] for override in overrides}
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         swept = compose("config", overrides=list(overrides), return_hydra_config=True).hydra.sweeper.params or {}
-        axes = [[f"{key}={value}" for value in str(values).split(",")] for key, values in swept.items()
-                if key not in given]
+        axes = [
+            [f"{key}={value}" for value in str(values).split(",")] for key, values in swept.items() if key not in given
+        ]
         found = []
         for combination in itertools.product(*axes):
             cell = validate(compose("config", overrides=[*overrides, *combination]))
@@ -54,8 +55,9 @@ def cells(*overrides: str) -> list:
 def key(tags: dict, run_params: dict) -> tuple[str, ...]:
     """The comparison key, less the flags a framework decides at run time."""
     full = comparison_key({k: str(v) for k, v in tags.items()}, run_params)
-    return tuple("" if name in RUN_TIME_FLAGS else value
-                 for name, value in zip((*COMPARISON_TAGS, "variant"), full, strict=True))
+    return tuple(
+        "" if name in RUN_TIME_FLAGS else value for name, value in zip((*COMPARISON_TAGS, "variant"), full, strict=True)
+    )
 
 
 def cell_key(cell) -> tuple[str, ...]:
@@ -70,18 +72,22 @@ def reference_keys() -> dict[str, set[tuple[str, ...]]]:
     return keys
 
 
-@pytest.mark.parametrize(("preset", "extra", "count"), [
-    ("m1_tensorflow_blog", [], 2),
-    ("m1_tensorflow_blog", ["device=gpu", "precision=tf32"], 1),  # the blog's A100 row (TF32)
-    ("mlp_depth_study", [], 8),
-    ("tf_metal_study", [], 5),
-    ("tf_metal_study", ["optimize=fast", "precision=mixed_fp16"], 5),  # the RTX 3090 rows (mixed float16 + XLA)
-    ("pytorch_mps_study", [], 20),
-    ("gpu_resnet50_reference", ["batch_size=640", "precision=tf32"], 1),  # Lambda's A100 TF32 row
-    ("gpu_resnet50_reference", ["batch_size=2560", "precision=mixed_fp16"], 1),  # Lambda's H200 row
-])
+@pytest.mark.parametrize(
+    ("preset", "extra", "count"),
+    [
+        ("m1_tensorflow_blog", [], 2),
+        ("m1_tensorflow_blog", ["device=gpu", "precision=tf32"], 1),  # the blog's A100 row (TF32)
+        ("mlp_depth_study", [], 8),
+        ("tf_metal_study", [], 5),
+        ("tf_metal_study", ["optimize=fast", "precision=mixed_fp16"], 5),  # the RTX 3090 rows (mixed float16 + XLA)
+        ("pytorch_mps_study", [], 20),
+        ("gpu_resnet50_reference", ["batch_size=640", "precision=tf32"], 1),  # Lambda's A100 TF32 row
+        ("gpu_resnet50_reference", ["batch_size=2560", "precision=mixed_fp16"], 1),  # Lambda's H200 row
+    ],
+)
 def test_each_preset_cell_carries_the_comparison_tags_of_its_studys_reference_rows(
-        preset: str, extra: list[str], count: int, reference_keys) -> None:
+    preset: str, extra: list[str], count: int, reference_keys
+) -> None:
     planned = cells(f"+experiment={preset}", *extra)
     assert len(planned) == count
     published = reference_keys[STUDIES[preset]]
@@ -94,17 +100,29 @@ def test_each_preset_cell_carries_the_comparison_tags_of_its_studys_reference_ro
 def test_the_study_presets_select_the_timed_region_and_pipeline_their_studies_timed() -> None:
     blog = cells("+experiment=m1_tensorflow_blog", "device=cpu")[0]
     assert (blog.task.timed_region, blog.task.sync_every_step, blog.model.init, blog.data.scale_only) == (
-        "fit", True, "glorot", True)
+        "fit",
+        True,
+        "glorot",
+        True,
+    )
     depth = cells("+experiment=mlp_depth_study", "device=cpu", "model.depth=5")[0]
     assert (depth.task.timed_region, depth.data.num_val_samples, depth.task.epochs) == ("build_fit", 0, 3)
     mps = cells("+experiment=pytorch_mps_study", "model=vgg16", "batch_size=4", "device=cpu")[0]
     assert (mps.data.pipeline, mps.data.loader_workers, mps.data.num_val_samples, mps.data.scale_only) == (
-        "loader", 4, 0, True)
+        "loader",
+        4,
+        0,
+        True,
+    )
     by_model = {c.model.name: c for c in cells("+experiment=tf_metal_study") if c.task.name == "benchmark"}
-    assert {m: (c.optim.name, c.optim.lr, c.task.warmup_steps, c.task.steps, c.task.repeats)
-            for m, c in by_model.items()} == {
-        "resnet50": ("sgd", 0.001, 30, 30, 2), "mobilenet_v2": ("sgd", 0.001, 30, 30, 2),
-        "distilbert": ("adam", 0.001, 30, 30, 2), "bert_large": ("adam", 0.001, 10, 10, 2)}
+    assert {
+        m: (c.optim.name, c.optim.lr, c.task.warmup_steps, c.task.steps, c.task.repeats) for m, c in by_model.items()
+    } == {
+        "resnet50": ("sgd", 0.001, 30, 30, 2),
+        "mobilenet_v2": ("sgd", 0.001, 30, 30, 2),
+        "distilbert": ("adam", 0.001, 30, 30, 2),
+        "bert_large": ("adam", 0.001, 10, 10, 2),
+    }
     assert by_model["resnet50"].data.num_classes == 8 and by_model["bert_large"].data.num_classes == 8
     assert by_model["resnet50"].data.num_samples == 64 * 30  # fit goes through batch x steps samples
 
@@ -119,22 +137,28 @@ def test_the_tf_metal_gemm_cell_sweeps_the_studys_sizes(reference_keys) -> None:
 
 def test_the_vector_matmul_preset_reproduces_no_published_figure(reference_keys) -> None:
     assert len(cells("+experiment=matmul_vector_study")) == 2
-    assert not any(k[COMPARISON_TAGS.index("trainbench.matmul_shape")] == "vector" for keys in reference_keys.values()
-                   for k in keys)
+    assert not any(
+        k[COMPARISON_TAGS.index("trainbench.matmul_shape")] == "vector"
+        for keys in reference_keys.values()
+        for k in keys
+    )
     assert "published" not in (ROOT / "conf/experiment/matmul_vector_study.yaml").read_text().split("\n")[1]
 
 
-@pytest.mark.parametrize(("overrides", "refused"), [
-    (["task=benchmark", "data.pipeline=loader"], "`data.pipeline`='loader'"),
-    (["task=inference", "data.pipeline=loader"], "`data.pipeline`='loader'"),
-    (["framework=mlx", "data.pipeline=loader"], "framework=mlx has no loader"),
-    (["data.pipeline=loader", "task.timed_region=fit"], "is timed per epoch"),
-    (["data.pipeline=loader", "device.count=2"], "`device.count`=2"),
-    (["task.timed_region=build_fit", "framework=mlx"], "framework=mlx has no fit"),
-    (["task=benchmark", "task.timed_region=fit"], "framework=pytorch does not have"),
-    (["task.sync_every_step=true"], "`task.sync_every_step`=True"),
-    (["task.timed_region=wall"], "choose one of epoch, fit, build_fit"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (["task=benchmark", "data.pipeline=loader"], "`data.pipeline`='loader'"),
+        (["task=inference", "data.pipeline=loader"], "`data.pipeline`='loader'"),
+        (["framework=mlx", "data.pipeline=loader"], "framework=mlx has no loader"),
+        (["data.pipeline=loader", "task.timed_region=fit"], "is timed per epoch"),
+        (["data.pipeline=loader", "device.count=2"], "`device.count`=2"),
+        (["task.timed_region=build_fit", "framework=mlx"], "framework=mlx has no fit"),
+        (["task=benchmark", "task.timed_region=fit"], "framework=pytorch does not have"),
+        (["task.sync_every_step=true"], "`task.sync_every_step`=True"),
+        (["task.timed_region=wall"], "choose one of epoch, fit, build_fit"),
+    ],
+)
 def test_what_a_timed_region_or_pipeline_cannot_do_is_refused_at_compose_time(overrides, refused) -> None:
     with pytest.raises(ConfigError, match=refused.replace("(", r"\(")):
         cells(*overrides)
@@ -146,10 +170,24 @@ def test_a_loader_pipeline_trains_and_says_when_it_starved_the_steps(trainbench,
     """~60 s on two cores: one cell per framework; 128 px resizes on the host in the training loop
     (loader_workers=0) feeding a 16-unit MLP, so every framework's steps wait on their input."""
     write_mnist(tmp_path / "data", train=48, test=8)
-    done = trainbench("-m", "framework=pytorch,tensorflow,jax", "device=cpu", "model=mlp", "model.hidden_sizes=[16]",
-                      "data=mnist", "data.root=data", "data.download=false", "data.image_size=128",
-                      "data.grayscale_to_rgb=true", "data.pipeline=loader", "data.loader_workers=0",
-                      "data.num_val_samples=8", "batch_size=16", "task.epochs=2", "tracking.system_metrics_interval_s=0")
+    done = trainbench(
+        "-m",
+        "framework=pytorch,tensorflow,jax",
+        "device=cpu",
+        "model=mlp",
+        "model.hidden_sizes=[16]",
+        "data=mnist",
+        "data.root=data",
+        "data.download=false",
+        "data.image_size=128",
+        "data.grayscale_to_rgb=true",
+        "data.pipeline=loader",
+        "data.loader_workers=0",
+        "data.num_val_samples=8",
+        "batch_size=16",
+        "task.epochs=2",
+        "tracking.system_metrics_interval_s=0",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = [r for r in done.runs() if r.data.tags.get("trainbench.kind") == "cell"]  # not the sweep's parent
     assert [r.data.tags["trainbench.framework"] for r in runs] == ["pytorch", "tensorflow", "jax"]
@@ -159,16 +197,28 @@ def test_a_loader_pipeline_trains_and_says_when_it_starved_the_steps(trainbench,
         assert tags["trainbench.loader"].endswith(", 0 workers") and tags["trainbench.samples_per_epoch"] == "48"
         waits = metric_history(done.uri, run.info.run_id, "input_wait_s")
         epochs = metric_history(done.uri, run.info.run_id, "epoch_time_s")
-        assert [w.step for w in waits] == [1, 2] and all(0 < w.value <= e.value for w, e in zip(waits, epochs, strict=True))
+        assert [w.step for w in waits] == [1, 2] and all(
+            0 < w.value <= e.value for w, e in zip(waits, epochs, strict=True)
+        )
         assert metrics["input_wait_share"] >= 0.1 and math.isfinite(metrics["train_loss"])
 
 
 @pytest.mark.slow
 def test_fit_and_build_fit_time_the_whole_training_call(trainbench) -> None:
     """~40 s: TensorFlow on a CPU, Keras' model.fit timed with and without the model's build."""
-    done = trainbench("-m", "framework=tensorflow", "device=cpu", "model=mlp", "data.num_samples=96",
-                      "data.num_val_samples=16", "batch_size=32", "task.epochs=2", "task.timed_region=fit,build_fit",
-                      "task.sync_every_step=true", "tracking.system_metrics_interval_s=0")
+    done = trainbench(
+        "-m",
+        "framework=tensorflow",
+        "device=cpu",
+        "model=mlp",
+        "data.num_samples=96",
+        "data.num_val_samples=16",
+        "batch_size=32",
+        "task.epochs=2",
+        "task.timed_region=fit,build_fit",
+        "task.sync_every_step=true",
+        "tracking.system_metrics_interval_s=0",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     fit, build_fit = [r for r in done.runs() if r.data.tags.get("trainbench.kind") == "cell"]
     for run, region in ((fit, "fit"), (build_fit, "build_fit")):
@@ -186,9 +236,18 @@ def test_fit_and_build_fit_time_the_whole_training_call(trainbench) -> None:
 @pytest.mark.slow
 def test_the_benchmark_fit_region_times_a_warm_fit_of_repeats_epochs(trainbench) -> None:
     """~25 s: the tf-metal study's quantity on a CPU: samples trained / the timed fit's wall clock."""
-    done = trainbench("framework=tensorflow", "device=cpu", "task=benchmark", "task.timed_region=fit",
-                      "task.warmup_steps=2", "task.steps=3", "task.repeats=2", "model=mlp", "batch_size=16",
-                      "tracking.system_metrics_interval_s=0")
+    done = trainbench(
+        "framework=tensorflow",
+        "device=cpu",
+        "task=benchmark",
+        "task.timed_region=fit",
+        "task.warmup_steps=2",
+        "task.steps=3",
+        "task.repeats=2",
+        "model=mlp",
+        "batch_size=16",
+        "tracking.system_metrics_interval_s=0",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = done.runs()
     metrics = run.data.metrics
@@ -223,8 +282,14 @@ print(json.dumps(found))
 @pytest.mark.slow
 def test_keras_text_models_mask_only_padded_data_and_compute_the_same_logits(tmp_path: Path) -> None:
     """~20 s: BERT and DistilBERT (2 tiny layers) built with and without the padding mask."""
-    done = subprocess.run([sys.executable, "-c", MASK_CHECK], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env=child_env({"PYTHONPATH": str(ROOT / "src"), "KERAS_BACKEND": "tensorflow"}))
+    done = subprocess.run(
+        [sys.executable, "-c", MASK_CHECK],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env({"PYTHONPATH": str(ROOT / "src"), "KERAS_BACKEND": "tensorflow"}),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for family, found in json.loads(done.stdout.strip().splitlines()[-1]).items():
         masked, unmasked = found["parameters"]

@@ -207,7 +207,7 @@ def fit_epochs(framework: Framework, trainer: Trainer, epochs: int, sync_every_s
 
     own_fit = getattr(trainer, "fit", None)
     if own_fit is not None:
-        return own_fit(epochs, sync_every_step)  # type: ignore[no-any-return]
+        return own_fit(epochs, sync_every_step)
 
     def read_back(index: int) -> None:
         trainer.step(index)

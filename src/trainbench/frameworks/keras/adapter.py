@@ -71,6 +71,9 @@ class KerasAdapter:
     def bind_device(self, device: DeviceConfig) -> str:
         raise NotImplementedError
 
+    def synchronize(self) -> None:
+        raise NotImplementedError
+
     def versions(self) -> dict[str, str]:
         import keras
 
@@ -258,7 +261,7 @@ class FitTrainer:
         self.adapter.pending = None
         self.model.fit(self.inputs[:count], self.labels[:count], batch_size=self.batch_size, epochs=epochs,
                        shuffle=True, verbose=0, callbacks=callbacks)
-        return list(clock.epochs)  # type: ignore[attr-defined]
+        return list(clock.epochs)
 
     def evaluate(self) -> tuple[float | None, float | None]:
         if len(self.data.val) == 0:
@@ -276,7 +279,7 @@ def _epoch_clock(keras: Any, synchronize: Callable[[], None]) -> Any:
 
     from trainbench.frameworks.base import EpochResult
 
-    class EpochClock(keras.callbacks.Callback):  # type: ignore[misc, name-defined]
+    class EpochClock(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
             self.epochs: list[tuple[float, EpochResult]] = []
@@ -299,7 +302,7 @@ def _step_read_back(keras: Any) -> Any:
     accuracy back to the host (keras.callbacks.CallbackList), the per-step synchronization of tf.keras 2's
     progress bar and of a TF1 session.run."""
 
-    class StepReadBack(keras.callbacks.Callback):  # type: ignore[misc, name-defined]
+    class StepReadBack(keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             pass
 
