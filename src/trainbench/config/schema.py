@@ -360,6 +360,7 @@ class TaskConfig(Choice):
     uses_model: ClassVar[bool] = True  # false: model, data and optim mean nothing to it (matmul)
     unused_groups: ClassVar[tuple[str, ...]] = ()
     timed_region: ClassVar[str] = "steps"  # what its headline figure times (trainbench.timed_region)
+    sync_every_step: ClassVar[bool] = False  # fit regions: the loss read back after every step
     data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
     input_pipeline: ClassVar[bool] = False  # true: data.pipeline=loader feeds its timed steps
 
@@ -392,6 +393,8 @@ class TaskConfig(Choice):
             "trainbench.optimize": cell.optimize.name,
             "trainbench.num_devices": cell.device.count,
         }
+        if self.sync_every_step:  # a study's setting that slows fast GPUs: visible wherever the figure is
+            tags["trainbench.sync_every_step"] = "true"
         if self.uses_model:
             tags.update({
                 "trainbench.model": cell.model.name,

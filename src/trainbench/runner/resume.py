@@ -40,9 +40,9 @@ def _decide(cell: CellConfig, store: Any, experiment_id: str, mode: Any, host: d
                                               "tags.`trainbench.kind` = 'cell'", order_by=["attributes.start_time DESC"],
                              max_results=200)
     labels = hardware.labels_for(cell.device.name, host)
-    installed = _installed(cell.framework.package)
+    installed = _public(_installed(cell.framework.package))
     comparable = [r for r in runs if r.data.tags.get("hw.label") in labels
-                  and r.data.tags.get("trainbench.framework_version") == installed]
+                  and _public(r.data.tags.get("trainbench.framework_version", "")) == installed]
     finished = [r for r in comparable if r.data.tags.get("trainbench.outcome") == "finished"]
     if mode == "failed":
         latest = next((r for r in comparable if r.data.tags.get("trainbench.outcome") != "skipped"), None)
@@ -54,6 +54,13 @@ def _decide(cell: CellConfig, store: Any, experiment_id: str, mode: Any, host: d
     if finished:
         return Decision(False, finished[0], f"already finished in run {finished[0].info.run_id} (sweep.resume)")
     return Decision(True)
+
+
+def _public(version_string: str) -> str:
+    """`2.15.0+cu132` -> `2.15.0`. The cell tags the version its framework reports (torch.__version__ carries the
+    build's CUDA as a local part), while this process, which never imports a framework, reads the installed
+    distribution's, which may not."""
+    return version_string.split("+")[0]
 
 
 def _installed(package: str) -> str:

@@ -9,7 +9,10 @@ out the outcome from its exit status.
 
 If the parent dies (SIGKILL, the OOM killer, a lost node), this process notices within a second (Linux:
 PR_SET_PDEATHSIG; everywhere: the parent pid changes), records its own run `killed` with that reason,
-and exits: no orphan keeps computing and logging into a sweep nobody watches.
+and exits: no orphan keeps computing and logging into a sweep nobody watches. The parent's death arrives as
+its own signal (PARENT_DIED), not SIGTERM, the parent's way to stop a cell: while a killed process exits,
+the kernel may send the death signal before this process is re-parented, so the parent pid alone cannot
+tell the two apart.
 """
 
 from __future__ import annotations
@@ -26,10 +29,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 PARENT_CHECK_S = 1.0
+PARENT_DIED = signal.SIGUSR2  # sent by the kernel (Linux) or the watch thread when the parent dies
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP (the parent stopping this cell, or the parent's death): unwinds like Ctrl-C."""
+    """SIGTERM or SIGHUP (the parent stopping this cell): unwinds like Ctrl-C."""
+
+
+class ParentDied(Terminated):
+    """PARENT_DIED: the process that launched this cell is gone, and with it whoever would close the run."""
 
 
 def main(spec_path: str) -> int:
@@ -41,6 +49,7 @@ def main(spec_path: str) -> int:
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGTERM, _raise_terminated)
     signal.signal(signal.SIGHUP, _raise_terminated)
+    signal.signal(PARENT_DIED, _raise_parent_died)
     if spec.get("cpus"):
         os.sched_setaffinity(0, spec["cpus"])
     from trainbench.config import from_spec
@@ -49,6 +58,7 @@ def main(spec_path: str) -> int:
     mark("cell: config read")
     _limit_memory(cell.cell.memory_limit_mb)
     result: dict[str, Any] = {"outcome": "failed", "reason": None}
+    parent_died = False
     try:
         from trainbench.runner.events import PipeLog
         from trainbench.tracking import NullLog, quiet_logs
@@ -61,27 +71,36 @@ def main(spec_path: str) -> int:
         if cell.debug.fault_rank is None:
             _inject_fault(cell.debug.inject_fault)
         result.update(launch(cell, log, spec))
+        _stop_listening()  # done: a stop signal now would only lose the result
         result["outcome"] = "finished"
-    except (KeyboardInterrupt, Terminated):
-        # Once stopping, stay stopping: the parent-death signal and the watch thread each send SIGTERM, and a
-        # second one must not interrupt the recording of the first (closing the run imports MLflow: seconds).
-        for stop in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(stop, signal.SIG_IGN)
-        if os.getppid() != parent_pid:
-            result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
-        else:
-            result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
+    except (KeyboardInterrupt, Terminated) as stop:
+        _stop_listening()
+        parent_died = isinstance(stop, ParentDied)
+        result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
     except Exception as error:
+        _stop_listening()
         from trainbench.frameworks.base import DeviceUnavailable
         from trainbench.tracking import private
 
-        if isinstance(error, DeviceUnavailable):
+        # A broken events pipe: its only reader, the launcher, is gone (maybe before the death signal arrives)
+        parent_died = isinstance(error, BrokenPipeError) or os.getppid() != parent_pid
+        if parent_died:
+            pass  # recorded as killed below
+        elif isinstance(error, DeviceUnavailable):
             result.update(outcome="unavailable", reason=private(str(error)))
         else:
-            traceback.print_exc()  # lands in the stderr tail the parent attaches to the run
+            with contextlib.suppress(OSError):
+                traceback.print_exc()  # lands in the stderr tail the parent attaches to the run
             result.update(outcome="failed", reason=private(one_line(error)), failure=failure_kind(error))
-    if os.getppid() != parent_pid and spec.get("run_id"):
-        _close_own_run(spec, result)  # nobody else will
+    if parent_died or os.getppid() != parent_pid:
+        # Whatever happened here, the launcher that would log the results and close the run is gone: nothing
+        # reached the run after its death, so it is `killed`, and this process closes it (nobody else will).
+        _stop_listening()
+        _silence_output()
+        result.pop("failure", None)
+        result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
+        if spec.get("run_id"):
+            _close_own_run(spec, result)
     write_atomically(Path(spec["result_path"]), json.dumps(result))
     mark(f"cell: result written ({result['outcome']})")
     return 0
@@ -178,22 +197,39 @@ def peak_host_memory_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
+def _stop_listening() -> None:
+    """Once stopping, stay stopping: the parent-death signal and the watch thread each send PARENT_DIED, and a
+    second one must not interrupt the recording of the first (closing the run imports MLflow: seconds)."""
+    for stop in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, PARENT_DIED):
+        signal.signal(stop, signal.SIG_IGN)
+
+
+def _silence_output() -> None:
+    """The launcher held the reading end of this process's stderr: point stdout and stderr at /dev/null, or
+    a write on the way to closing the run would raise BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (1, 2):
+        os.dup2(devnull, stream)
+    os.close(devnull)
+
+
 def _die_with_parent(parent_pid: int) -> None:
-    """Get SIGTERM when the parent dies: the kernel's parent-death signal on Linux, and on every system a
-    thread that notices the parent pid change (the process was re-parented)."""
+    """Get PARENT_DIED when the parent dies: the kernel's parent-death signal on Linux, and on every system a
+    thread that notices the parent pid change (the process was re-parented). Its default action ends the
+    process, as in the ranks (runner/ranks.py), which install no handler."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         pr_set_pdeathsig = 1
         with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, PARENT_DIED)
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), PARENT_DIED)
 
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(PARENT_CHECK_S)
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), PARENT_DIED)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
@@ -242,6 +278,10 @@ def _inject_fault(fault: str | None) -> None:
 
 def _raise_terminated(signum: int, frame: Any) -> NoReturn:
     raise Terminated()
+
+
+def _raise_parent_died(signum: int, frame: Any) -> NoReturn:
+    raise ParentDied()
 
 
 if __name__ == "__main__":

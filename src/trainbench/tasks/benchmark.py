@@ -46,7 +46,7 @@ class BenchmarkTask(TaskConfig):
     max_warmup_steps: int = 200
     drift_threshold_pct: float = 5.0  # tag trainbench.drift=true when the last tenth is this much slower
     timed_region: str = "steps"  # type: ignore[misc]  # steps | fit (Keras' model.fit, as one wall-clock block)
-    sync_every_step: bool = False  # fit: read the loss back after every step (tf.keras 2's progress bar)
+    sync_every_step: bool = False  # type: ignore[misc]  # fit: read the loss back after every step (tf.keras 2's progress bar)
 
     def check(self, at: str) -> None:
         need(self.timed_region in TIMED_REGIONS, f"{at}.timed_region", self.timed_region,

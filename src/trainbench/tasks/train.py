@@ -73,7 +73,7 @@ class TrainTask(TaskConfig):
     input_pipeline: ClassVar[bool] = True
     epochs: int = 3  # 0 builds the model and records it without training
     timed_region: str = "epoch"  # type: ignore[misc]  # epoch | fit | build_fit (a setting here, fixed elsewhere)
-    sync_every_step: bool = False  # fit, build_fit: read the loss back after every step (tf.keras 2's progress bar)
+    sync_every_step: bool = False  # type: ignore[misc]  # fit, build_fit: read the loss back after every step (tf.keras 2's progress bar)
 
     def check(self, at: str) -> None:
         need_count(self.epochs, f"{at}.epochs", 0, 100_000, "e.g. task.epochs=3 (0 builds the model only)")
