@@ -20,8 +20,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IMPORTS = {"pytorch": "import torch, torchvision", "tensorflow": "import tensorflow, keras",
-           "jax": "import jax, keras", "mlx": "import mlx.core, mlx.nn"}
+IMPORTS = {
+    "pytorch": "import torch, torchvision",
+    "tensorflow": "import tensorflow, keras",
+    "jax": "import jax, keras",
+    "mlx": "import mlx.core, mlx.nn",
+}
 WORK = ("cell: data loaded", "cell: model built", "cell: FLOPs counted")  # what the cell was asked to do
 
 
@@ -46,8 +50,18 @@ def run_cell(framework: str, device: str, folder: str) -> tuple[float, list[tupl
     timeline.unlink(missing_ok=True)
     env = {**os.environ, "TRAINBENCH_TIMELINE": str(timeline), "MLFLOW_TRACKING_URI": f"sqlite:///{folder}/mlflow.db"}
     started = time.time()
-    total = timed([sys.executable, str(ROOT / "src" / "run.py"), f"framework={framework}", f"device={device}",
-                   "task.epochs=0", "tracking.system_metrics_interval_s=0"], env, folder)
+    total = timed(
+        [
+            sys.executable,
+            str(ROOT / "src" / "run.py"),
+            f"framework={framework}",
+            f"device={device}",
+            "task.epochs=0",
+            "tracking.system_metrics_interval_s=0",
+        ],
+        env,
+        folder,
+    )
     return total, phases(timeline, started)
 
 
@@ -58,8 +72,10 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="trainbench-overhead-") as folder:
         run_cell(args.framework, "cpu", folder)  # the store's creation, caches: not what is measured
-        imports = [timed([sys.executable, "-c", IMPORTS[args.framework]], dict(os.environ), folder)
-                   for _ in range(args.repeats)]
+        imports = [
+            timed([sys.executable, "-c", IMPORTS[args.framework]], dict(os.environ), folder)
+            for _ in range(args.repeats)
+        ]
         runs = [run_cell(args.framework, "cpu", folder) for _ in range(args.repeats)]
         no_gpu = [run_cell(args.framework, "gpu", folder) for _ in range(args.repeats)]
     framework_import = statistics.median(imports)
@@ -76,8 +92,10 @@ def main() -> int:
         per_sweep = sum(v for k, v in medians.items() if k.startswith("parent:"))
         per_cell = total - per_sweep - in_cell_import - work
         print(f"  once per sweep (the parent: Hydra, MLflow, the store): {per_sweep:.2f} s")
-        print(f"  per cell, beyond importing {args.framework} ({in_cell_import:.2f} s in the cell) and the cell's "
-              f"own work ({work:.2f} s): {per_cell:.2f} s")
+        print(
+            f"  per cell, beyond importing {args.framework} ({in_cell_import:.2f} s in the cell) and the cell's "
+            f"own work ({work:.2f} s): {per_cell:.2f} s"
+        )
     return 0
 
 

@@ -24,8 +24,10 @@ def test_the_sources_type_check() -> None:
     assert checked.returncode == 0, checked.stdout[-3000:]
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None and not (ROOT / ".venv" / "bin" / "ruff").exists(),
-                    reason="ruff is installed by requirements.txt")
+@pytest.mark.skipif(
+    shutil.which("ruff") is None and not (ROOT / ".venv" / "bin" / "ruff").exists(),
+    reason="ruff is installed by requirements.txt",
+)
 @pytest.mark.parametrize("check", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_the_code_is_ruff_clean(check: list[str]) -> None:
     checked = run(sys.executable, "-m", "ruff", *check, *CHECKED)

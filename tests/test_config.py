@@ -46,8 +46,11 @@ def planned_cells(*argv: str) -> list[str]:
 @pytest.mark.parametrize("device", choices("device"))
 @pytest.mark.parametrize("model", choices("model"))
 def test_every_model_composes_on_every_device_into_its_own_kind(model: str, device: str) -> None:
-    composed = cell(f"model={model}", f"device={device}",
-                    *(["data=synthetic_text"] if model.startswith(("bert", "distil")) else ["data.image_size=224"]))
+    composed = cell(
+        f"model={model}",
+        f"device={device}",
+        *(["data=synthetic_text"] if model.startswith(("bert", "distil")) else ["data.image_size=224"]),
+    )
     assert composed.model.name == model and composed.device.name == device
     assert isinstance(composed.model, (MlpModel, VisionModel, TransformerModel))
     if isinstance(composed.model, TransformerModel):
@@ -84,8 +87,9 @@ def test_a_cell_round_trips_through_its_spec_keeping_its_types() -> None:
 
 def test_identical_cells_share_a_hash_and_different_ones_do_not() -> None:
     base = cell("model=mlp", "batch_size=32")
-    assert config_hash(base) == config_hash(cell("model=mlp", "batch_size=32", "tracking.experiment=other",
-                                                 "cell.timeout_s=60"))
+    assert config_hash(base) == config_hash(
+        cell("model=mlp", "batch_size=32", "tracking.experiment=other", "cell.timeout_s=60")
+    )
     assert config_hash(base) != config_hash(cell("model=mlp", "batch_size=64"))
     assert config_hash(base) != config_hash(cell("model=mlp", "batch_size=32", "precision=mixed_bf16"))
 
@@ -99,17 +103,24 @@ def test_fast_mode_composes_for_every_framework_and_keeps_an_explicit_precision(
 
 def test_a_sweep_expands_in_hydra_order_with_distinct_names() -> None:
     names = planned_cells("-m", "model=mlp,resnet18", "device=cpu,gpu", "batch_size=8")
-    assert [n.split()[0] for n in names] == ["pytorch-mlp-cpu-bs8", "pytorch-mlp-gpu-bs8",
-                                             "pytorch-resnet18-cpu-bs8", "pytorch-resnet18-gpu-bs8"]
+    assert [n.split()[0] for n in names] == [
+        "pytorch-mlp-cpu-bs8",
+        "pytorch-mlp-gpu-bs8",
+        "pytorch-resnet18-cpu-bs8",
+        "pytorch-resnet18-gpu-bs8",
+    ]
     precisions = planned_cells("-m", "precision=fp32,mixed_bf16", "device=cpu")
-    assert [n.split()[:2] for n in precisions] == [["pytorch-mlp-cpu-bs64", "precision=fp32"],
-                                                   ["pytorch-mlp-cpu-bs64", "precision=mixed_bf16"]]
+    assert [n.split()[:2] for n in precisions] == [
+        ["pytorch-mlp-cpu-bs64", "precision=fp32"],
+        ["pytorch-mlp-cpu-bs64", "precision=mixed_bf16"],
+    ]
 
 
 def test_glob_range_and_choice_sweeps_expand() -> None:
     assert len(planned_cells("model=glob(mlp*)")) == 2
     assert [n.split()[0] for n in planned_cells("batch_size=range(8,33,8)")] == [
-        f"pytorch-mlp-auto-bs{b}" for b in (8, 16, 24, 32)]
+        f"pytorch-mlp-auto-bs{b}" for b in (8, 16, 24, 32)
+    ]
     assert len(planned_cells("batch_size=choice(8,16)")) == 2
 
 

@@ -26,9 +26,13 @@ def finished_cells(result: Any, count: int) -> dict[str, Any]:
 
 
 def test_a_noisy_figure_gets_one_warning_line_saying_what_to_try() -> None:
-    line = noisy_warning("step times", 23.4, "task.repeats=5, task.settle_cv_pct=2, more task.steps, or a quiet machine")
-    assert line == ("trainbench: warning: step times vary by 23% (cv): the figure is noisy; try task.repeats=5, "
-                    "task.settle_cv_pct=2, more task.steps, or a quiet machine")
+    line = noisy_warning(
+        "step times", 23.4, "task.repeats=5, task.settle_cv_pct=2, more task.steps, or a quiet machine"
+    )
+    assert line == (
+        "trainbench: warning: step times vary by 23% (cv): the figure is noisy; try task.repeats=5, "
+        "task.settle_cv_pct=2, more task.steps, or a quiet machine"
+    )
     assert noisy_warning("step times", NOISY_CV_PCT, "...") is None  # at the threshold: quotable
     assert noisy_warning("latencies", 2.0, "...") is None
 
@@ -36,9 +40,22 @@ def test_a_noisy_figure_gets_one_warning_line_saying_what_to_try() -> None:
 @pytest.fixture(scope="module")
 def inference_sweep(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One small MLP, forward only, in each framework (about 90 s on two cores)."""
-    return invoke(tmp_path_factory.mktemp("inference"), "-m", f"framework={','.join(FRAMEWORKS)}", "task=inference",
-                  "model=mlp", "model.hidden_sizes=[256]", "data=synthetic", "data.num_samples=16",
-                  "batch_size=16", "device=cpu", "task.warmup_steps=2", "task.steps=5", "task.latency_steps=10", QUIET)
+    return invoke(
+        tmp_path_factory.mktemp("inference"),
+        "-m",
+        f"framework={','.join(FRAMEWORKS)}",
+        "task=inference",
+        "model=mlp",
+        "model.hidden_sizes=[256]",
+        "data=synthetic",
+        "data.num_samples=16",
+        "batch_size=16",
+        "device=cpu",
+        "task.warmup_steps=2",
+        "task.steps=5",
+        "task.latency_steps=10",
+        QUIET,
+    )
 
 
 @pytest.mark.slow
@@ -73,8 +90,18 @@ def test_the_latency_percentiles_say_where_they_came_from_and_whether_they_are_n
 def test_mlx_learns_digits_like_pytorch_and_both_tasks_record_the_same_keys(tmp_path: Path) -> None:
     """framework=pytorch,mlx x task=train,benchmark on the real digits, each task's defaults (3 epochs; 5 + 20
     steps), about 60 s on two cores."""
-    result = invoke(tmp_path, "-m", "framework=pytorch,mlx", "task=train,benchmark", "model=mlp",
-                    "model.hidden_sizes=[512]", "data=digits", "device=cpu", "batch_size=32", QUIET)
+    result = invoke(
+        tmp_path,
+        "-m",
+        "framework=pytorch,mlx",
+        "task=train,benchmark",
+        "model=mlp",
+        "model.hidden_sizes=[512]",
+        "data=digits",
+        "device=cpu",
+        "batch_size=32",
+        QUIET,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     runs = [run for run in result.runs() if run.data.tags.get("trainbench.kind") == "cell"]
     by_cell = {(run.data.tags["trainbench.framework"], run.data.tags["trainbench.task"]): run for run in runs}
@@ -94,8 +121,12 @@ def test_the_inference_study_runs_each_model_on_its_own_data_at_batch_1_and_64_i
 
     planned = planned_cells("+experiment=inference_study")
     assert len(planned) == 4 * 2 * len(FRAMEWORKS)
-    for model, data in (("resnet50", "synthetic_imagenet"), ("mobilenet_v2", "synthetic_imagenet"),
-                        ("distilbert", "synthetic_text"), ("bert_large", "synthetic_text")):
+    for model, data in (
+        ("resnet50", "synthetic_imagenet"),
+        ("mobilenet_v2", "synthetic_imagenet"),
+        ("distilbert", "synthetic_text"),
+        ("bert_large", "synthetic_text"),
+    ):
         for framework in FRAMEWORKS:
             for batch in (1, 64):
                 assert any(line.startswith(f"{framework}-{model}-gpu-bs{batch} ") for line in planned), (model, batch)

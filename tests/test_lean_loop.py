@@ -32,8 +32,19 @@ def trainer_for(*overrides: str):
     from trainbench import frameworks
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cell = validate(compose("config", overrides=["device=cpu", "model=mlp", "batch_size=32",
-                                                     "data.num_samples=256", "data.num_val_samples=0", *overrides]))
+        cell = validate(
+            compose(
+                "config",
+                overrides=[
+                    "device=cpu",
+                    "model=mlp",
+                    "batch_size=32",
+                    "data.num_samples=256",
+                    "data.num_val_samples=0",
+                    *overrides,
+                ],
+            )
+        )
     framework = frameworks.load(cell)
     framework.select_device(cell.device)
     dataset = datasets.load(cell.data, cell.seed)

@@ -23,10 +23,23 @@ from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.frameworks.base import DeviceUnavailable  # noqa: E402
 from trainbench.frameworks.mlx.adapter import Adapter, Trainer  # noqa: E402
 
-SMALL_MLP = ["model=mlp", "model.hidden_sizes=[16]", "data=digits", "data.num_samples=64", "data.num_val_samples=16",
-             "batch_size=32"]
-TINY_TEXT = ["model=distilbert", "data=synthetic_text", "model.num_layers=1", "model.seq_len=16",
-             "data.num_samples=16", "data.num_val_samples=8", "batch_size=8"]
+SMALL_MLP = [
+    "model=mlp",
+    "model.hidden_sizes=[16]",
+    "data=digits",
+    "data.num_samples=64",
+    "data.num_val_samples=16",
+    "batch_size=32",
+]
+TINY_TEXT = [
+    "model=distilbert",
+    "data=synthetic_text",
+    "model.num_layers=1",
+    "model.seq_len=16",
+    "data.num_samples=16",
+    "data.num_val_samples=8",
+    "batch_size=8",
+]
 SMALL_CNN = ["data=synthetic", "data.num_samples=8", "data.num_val_samples=0", "batch_size=4"]
 
 
@@ -52,7 +65,10 @@ def weights(model) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize(
     ("optim", "torch_optimizer"),
     [
-        (["optim=sgd", "optim.weight_decay=0.01"], lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=0.01)),
+        (
+            ["optim=sgd", "optim.weight_decay=0.01"],
+            lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=0.01),
+        ),
         (["optim=adam", "optim.weight_decay=0.01"], lambda p: torch.optim.Adam(p, lr=0.001, weight_decay=0.01)),
         (["optim=adamw"], lambda p: torch.optim.AdamW(p, lr=0.001, weight_decay=0.01)),
     ],
@@ -85,7 +101,9 @@ def test_training_steps_change_the_weights_as_torch_does(optim: list[str], torch
     assert not np.allclose(ours["layers.layers.0.weight"], start["layers.layers.0.weight"])
 
 
-@pytest.mark.parametrize("model", [SMALL_CNN + ["model=resnet18", "data.image_size=32"], TINY_TEXT], ids=["resnet18", "distilbert"])
+@pytest.mark.parametrize(
+    "model", [SMALL_CNN + ["model=resnet18", "data.image_size=32"], TINY_TEXT], ids=["resnet18", "distilbert"]
+)
 def test_mixed_precision_computes_in_bf16_and_keeps_fp32_master_weights(model: list[str]) -> None:
     """BatchNorm statistics would promote a bf16 forward pass back to fp32, and token ids cast to bf16 are no
     longer ids: inference runs in bf16 end to end, training runs, and the weights kept are fp32."""
@@ -121,8 +139,9 @@ def test_a_compiled_step_is_the_eager_step_batchnorm_statistics_and_dropout_incl
     """MobileNetV2 has both: mx.compile must carry the running statistics and the random state through."""
     results = []
     for compiled in ("false", "true"):
-        adapter, mlx_trainer = trainer(*SMALL_CNN, "model=mobilenet_v2", "data.image_size=32",
-                                       f"optimize.compile={compiled}")
+        adapter, mlx_trainer = trainer(
+            *SMALL_CNN, "model=mobilenet_v2", "data.image_size=32", f"optimize.compile={compiled}"
+        )
         mlx_trainer.begin_epoch(1)
         for index in range(mlx_trainer.steps_per_epoch):
             mlx_trainer.step(index)

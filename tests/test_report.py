@@ -30,8 +30,15 @@ SWEEPS = {
     # the same MLP at two image sizes and two batch sizes: four rows, two curves, never merged
     "train": ["-m", "model=mlp", "data.image_size=16,32", "batch_size=16,32", f"{EPOCHS}=2", *TINY_DATA],
     # a benchmark cell and an untrained (epochs=0) cell of a setting the train sweep also has
-    "benchmark": ["model=mlp", "data.image_size=16", "batch_size=16", "task=benchmark", "task.warmup_steps=1",
-                  "task.steps=3", *TINY_DATA],
+    "benchmark": [
+        "model=mlp",
+        "data.image_size=16",
+        "batch_size=16",
+        "task=benchmark",
+        "task.warmup_steps=1",
+        "task.steps=3",
+        *TINY_DATA,
+    ],
     "untrained": ["model=mlp", "data.image_size=16", "batch_size=16", f"{EPOCHS}=0", *TINY_DATA],
     # a tiny depth study: 64 samples and 2 epochs, never on the axis of the published 50,000-image one
     "depth": ["-m", "model=mlp_deep", "model.depth=1,2", "model.width=32", "batch_size=16", f"{EPOCHS}=2", *TINY_DATA],

@@ -39,9 +39,14 @@ def workers() -> list[psutil.Process]:
 
 def start_sweep(folder: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    sweep = subprocess.Popen([sys.executable, str(RUN_PY), "-m", *args], cwd=folder, text=True,
-                             env=child_env({"MLFLOW_TRACKING_URI": uri}), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+    sweep = subprocess.Popen(
+        [sys.executable, str(RUN_PY), "-m", *args],
+        cwd=folder,
+        text=True,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     return sweep, uri
 
 
@@ -59,8 +64,14 @@ def running_cell(uri: str) -> bool:
 
 
 # A cell that runs long enough to be stopped in the middle, logging an epoch every few seconds.
-LONG_CELL = ["device=cpu", "data.num_samples=4096", "data.num_val_samples=64", "task.epochs=30", "batch_size=256",
-             "tracking.system_metrics_interval_s=0"]
+LONG_CELL = [
+    "device=cpu",
+    "data.num_samples=4096",
+    "data.num_val_samples=64",
+    "task.epochs=30",
+    "batch_size=256",
+    "tracking.system_metrics_interval_s=0",
+]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +81,11 @@ def cpu_gpu_sweep(tmp_path_factory):
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     completed = subprocess.run(
         [sys.executable, str(RUN_PY), "-m", "model=mlp,resnet18", "device=cpu,gpu", "batch_size=8", *TINY],
-        cwd=folder, env=child_env({"MLFLOW_TRACKING_URI": uri}), capture_output=True, text=True, timeout=900,
+        cwd=folder,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     return completed, uri
 
@@ -99,8 +114,15 @@ def test_cpu_cells_finish_with_per_epoch_metrics_and_only_their_own_params(cpu_g
         assert not any(k.startswith(("launch.", "tracking.", "sweep.")) for k in params)
         if tags["trainbench.model"] == "resnet18":
             assert "model.hidden_sizes" not in params and params["model.torchvision"] == "resnet18"
-        for tag in ("hw.cpu", "hw.label", "sw.torch", "git.commit", "trainbench.step_time_source" if False else
-                    "trainbench.samples_per_epoch", "trainbench.image_size", "trainbench.timed_region"):
+        for tag in (
+            "hw.cpu",
+            "hw.label",
+            "sw.torch",
+            "git.commit",
+            "trainbench.step_time_source" if False else "trainbench.samples_per_epoch",
+            "trainbench.image_size",
+            "trainbench.timed_region",
+        ):
             assert tags.get(tag), tag
 
 
@@ -110,7 +132,7 @@ def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
         assert run.data.tags["trainbench.outcome"] == "unavailable"
         assert "no CUDA device" in run.data.tags["trainbench.reason"]
     assert completed.returncode == 1
-    table = completed.stdout[completed.stdout.index("cell "):]
+    table = completed.stdout[completed.stdout.index("cell ") :]
     assert any(line.startswith("pytorch-resnet18-gpu-bs8") and "unavailable" in line for line in table.splitlines())
 
 
@@ -138,8 +160,10 @@ def test_an_exception_names_its_class_and_a_hang_is_stopped_by_the_timeout(train
 @pytest.mark.parametrize(("stop", "exit_status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_stopped_sweep_records_the_running_cell_killed_and_lists_what_never_started(tmp_path, stop, exit_status):
     sweep, uri = start_sweep(tmp_path, "seed=0,1,2", *LONG_CELL)
-    wait_for(lambda: any(metric_history(uri, r.info.run_id, "epoch_time_s") for r in cells_of(uri)),
-             what="the first epoch of the first cell")
+    wait_for(
+        lambda: any(metric_history(uri, r.info.run_id, "epoch_time_s") for r in cells_of(uri)),
+        what="the first epoch of the first cell",
+    )
     sweep.send_signal(stop)
     out, _ = sweep.communicate(timeout=120)
     assert sweep.returncode == exit_status
@@ -155,8 +179,10 @@ def test_a_stopped_sweep_records_the_running_cell_killed_and_lists_what_never_st
 
 def test_a_killed_sweep_leaves_no_orphan_and_nothing_running_after_the_next_invocation(tmp_path, trainbench) -> None:
     sweep, uri = start_sweep(tmp_path, "seed=0,1", *LONG_CELL)
-    wait_for(lambda: any(metric_history(uri, r.info.run_id, "epoch_time_s") for r in cells_of(uri)),
-             what="the first epoch of the first cell")
+    wait_for(
+        lambda: any(metric_history(uri, r.info.run_id, "epoch_time_s") for r in cells_of(uri)),
+        what="the first epoch of the first cell",
+    )
     sweep.kill()  # SIGKILL: no handler runs in the sweep's process
     sweep.wait(timeout=30)
     wait_for(lambda: not workers(), timeout=30, what="the orphaned cell process to notice and exit")
@@ -165,8 +191,14 @@ def test_a_killed_sweep_leaves_no_orphan_and_nothing_running_after_the_next_invo
     assert "died" in cell.data.tags["trainbench.reason"]
     assert metric_history(uri, cell.info.run_id, "epoch_time_s")
     assert sweeps_of(uri)[0].info.status == "RUNNING"  # its owner was SIGKILLed ...
-    later = subprocess.run([sys.executable, str(RUN_PY), "device=cpu", *TINY], cwd=tmp_path, text=True,
-                           env=child_env({"MLFLOW_TRACKING_URI": uri}), capture_output=True, timeout=600)
+    later = subprocess.run(
+        [sys.executable, str(RUN_PY), "device=cpu", *TINY],
+        cwd=tmp_path,
+        text=True,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        timeout=600,
+    )
     assert later.returncode == 0, later.stderr[-2000:]
     parent = sweeps_of(uri)[0]  # ... and the next invocation closed it
     assert parent.info.status == "FAILED" and parent.data.tags["trainbench.outcome"] == "lost"
@@ -175,26 +207,57 @@ def test_a_killed_sweep_leaves_no_orphan_and_nothing_running_after_the_next_invo
 
 
 def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
-    sweep, uri = start_sweep(tmp_path, "batch_size=8,16,32", *TINY[:-2], "task.epochs=1",
-                             "tracking.system_metrics_interval_s=0", "device=cpu", "data.num_samples=2048",
-                             "data.num_val_samples=16")
-    wait_for(lambda: sum(c.data.tags.get("trainbench.outcome") == "finished" for c in cells_of(uri)) >= 1
-             and running_cell(uri), what="one finished cell and one running")
+    sweep, uri = start_sweep(
+        tmp_path,
+        "batch_size=8,16,32",
+        *TINY[:-2],
+        "task.epochs=1",
+        "tracking.system_metrics_interval_s=0",
+        "device=cpu",
+        "data.num_samples=2048",
+        "data.num_val_samples=16",
+    )
+    wait_for(
+        lambda: (
+            sum(c.data.tags.get("trainbench.outcome") == "finished" for c in cells_of(uri)) >= 1 and running_cell(uri)
+        ),
+        what="one finished cell and one running",
+    )
     sweep.send_signal(signal.SIGINT)
     sweep.communicate(timeout=120)
     first = {c.data.tags["trainbench.cell_index"]: c.data.tags["trainbench.outcome"] for c in cells_of(uri)}
     assert first == {"1": "finished", "2": "killed"}
-    resumed = subprocess.run([sys.executable, str(RUN_PY), "-m", "batch_size=8,16,32", "task.epochs=1", "device=cpu",
-                              "data.num_samples=2048", "data.num_val_samples=16",
-                              "tracking.system_metrics_interval_s=0", "sweep.resume=true"],
-                             cwd=tmp_path, env=child_env({"MLFLOW_TRACKING_URI": uri}), capture_output=True,
-                             text=True, timeout=900)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            str(RUN_PY),
+            "-m",
+            "batch_size=8,16,32",
+            "task.epochs=1",
+            "device=cpu",
+            "data.num_samples=2048",
+            "data.num_val_samples=16",
+            "tracking.system_metrics_interval_s=0",
+            "sweep.resume=true",
+        ],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     newest = max(sweeps_of(uri), key=lambda r: r.info.start_time).info.run_id
-    children = {c.data.tags["trainbench.cell_index"]: c for c in cells_of(uri)
-                if c.data.tags.get("mlflow.parentRunId") == newest}
+    children = {
+        c.data.tags["trainbench.cell_index"]: c
+        for c in cells_of(uri)
+        if c.data.tags.get("mlflow.parentRunId") == newest
+    }
     assert {i: c.data.tags["trainbench.outcome"] for i, c in children.items()} == {
-        "1": "skipped", "2": "finished", "3": "finished"}
+        "1": "skipped",
+        "2": "finished",
+        "3": "finished",
+    }
     skipped = children["1"]
     assert skipped.data.tags["trainbench.result_run_id"] in {c.info.run_id for c in cells_of(uri)}
     row = next(line for line in resumed.stdout.splitlines() if line.startswith("pytorch-mlp-cpu-bs8"))
@@ -202,9 +265,17 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
 
 
 def test_joblib_runs_cells_side_by_side_under_one_parent(trainbench) -> None:
-    result = trainbench("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "batch_size=16,32", "device=cpu",
-                        "data.num_samples=512", "data.num_val_samples=16", "task.epochs=2",
-                        "tracking.system_metrics_interval_s=0")
+    result = trainbench(
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "batch_size=16,32",
+        "device=cpu",
+        "data.num_samples=512",
+        "data.num_val_samples=16",
+        "task.epochs=2",
+        "tracking.system_metrics_interval_s=0",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (parent,) = sweeps_of(result.uri)
     first, second = sorted(cells_of(result.uri), key=lambda r: r.info.start_time)
@@ -213,8 +284,14 @@ def test_joblib_runs_cells_side_by_side_under_one_parent(trainbench) -> None:
 
 
 def test_submitit_local_runs_every_cell_under_one_parent(trainbench) -> None:
-    result = trainbench("-m", "hydra/launcher=submitit_local", "batch_size=16,32", "device=cpu", *TINY,
-                        env={"TRAINBENCH_HYDRA_DIR": "submitit"})
+    result = trainbench(
+        "-m",
+        "hydra/launcher=submitit_local",
+        "batch_size=16,32",
+        "device=cpu",
+        *TINY,
+        env={"TRAINBENCH_HYDRA_DIR": "submitit"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     (parent,) = sweeps_of(result.uri)
     cells = cells_of(result.uri)
@@ -225,9 +302,22 @@ def test_submitit_local_runs_every_cell_under_one_parent(trainbench) -> None:
 def test_mlflow_run_nests_cells_under_the_project_run(tmp_path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     completed = subprocess.run(
-        ["mlflow", "run", str(ROOT), "--env-manager", "local", "--experiment-name", "trainbench",
-         "-P", f"overrides=model=mlp device=cpu,gpu {' '.join(TINY)}"],
-        cwd=tmp_path, env=child_env({"MLFLOW_TRACKING_URI": uri}), capture_output=True, text=True, timeout=900,
+        [
+            "mlflow",
+            "run",
+            str(ROOT),
+            "--env-manager",
+            "local",
+            "--experiment-name",
+            "trainbench",
+            "-P",
+            f"overrides=model=mlp device=cpu,gpu {' '.join(TINY)}",
+        ],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     projects = [r for r in runs_in(uri) if r.data.tags.get("mlflow.source.type") == "PROJECT"]
     assert len(projects) == 1, completed.stderr[-2000:]
@@ -240,9 +330,22 @@ def test_mlflow_run_nests_cells_under_the_project_run(tmp_path) -> None:
 def test_a_bad_override_under_mlflow_run_leaves_no_run(tmp_path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     completed = subprocess.run(
-        ["mlflow", "run", str(ROOT), "--env-manager", "local", "--experiment-name", "trainbench",
-         "-P", "overrides=batch_size=0"],
-        cwd=tmp_path, env=child_env({"MLFLOW_TRACKING_URI": uri}), capture_output=True, text=True, timeout=600,
+        [
+            "mlflow",
+            "run",
+            str(ROOT),
+            "--env-manager",
+            "local",
+            "--experiment-name",
+            "trainbench",
+            "-P",
+            "overrides=batch_size=0",
+        ],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode != 0
     assert "`batch_size`=0 is not valid" in completed.stderr
@@ -259,9 +362,12 @@ def test_the_parent_process_never_imports_a_framework(tmp_path) -> None:
         f"runpy.run_path({str(RUN_PY)!r}, run_name='__main__')\n"
     )
     completed = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-                       "PYTHONPATH": str(ROOT / "src")}),
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "PYTHONPATH": str(ROOT / "src")}),
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "FRAMEWORKS_IN_PARENT []" in completed.stdout

@@ -60,11 +60,30 @@ def mlflow_server(folder: Path, *options: str, store: str | None = None, startup
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     log_path = folder / "server.log"
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store or f"sqlite:///{folder / 'mlflow.db'}",
-               "--host", "127.0.0.1", "--port", str(port), "--workers", "1", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        store or f"sqlite:///{folder / 'mlflow.db'}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        *options,
+    ]
     with log_path.open("w") as log:
-        server = subprocess.Popen(command, cwd=folder, env=child_env({"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}),
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            command,
+            cwd=folder,
+            env=child_env({"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + startup_s
         while http_status(f"{uri}/health") != 200:
@@ -87,8 +106,14 @@ def test_cells_and_references_pool_on_a_shared_server_with_their_artifacts(train
 
     server_dir = tmp_path / "server"
     artifacts = tmp_path / "server-artifacts"
-    with mlflow_server(server_dir, "--serve-artifacts", "--artifacts-destination", str(artifacts),
-                       "--allowed-hosts", f"127.0.0.1:*,localhost:*,{TEAM_HOST}:*") as uri:
+    with mlflow_server(
+        server_dir,
+        "--serve-artifacts",
+        "--artifacts-destination",
+        str(artifacts),
+        "--allowed-hosts",
+        f"127.0.0.1:*,localhost:*,{TEAM_HOST}:*",
+    ) as uri:
         # A machine that reaches the server by its DNS name is let in only through --allowed-hosts.
         port = uri.rsplit(":", 1)[1]
         search = f"{uri}/api/2.0/mlflow/experiments/search?max_results=1"
@@ -117,9 +142,14 @@ def test_cells_and_references_pool_on_a_shared_server_with_their_artifacts(train
         assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
 
         # Published figures (or a colleague's CSV) are imported into the same experiment over HTTP.
-        imported = subprocess.run([sys.executable, str(ROOT / "src" / "references.py")], cwd=tmp_path,
-                                  env=child_env({"MLFLOW_TRACKING_URI": uri}), capture_output=True, text=True,
-                                  timeout=300)
+        imported = subprocess.run(
+            [sys.executable, str(ROOT / "src" / "references.py")],
+            cwd=tmp_path,
+            env=child_env({"MLFLOW_TRACKING_URI": uri}),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert imported.returncode == 0, imported.stderr[-2000:]
         kinds = [r.data.tags.get("trainbench.kind") for r in runs_in(uri)]
         published = len(load_references(DEFAULT_CSV))  # one run per reference cell of the shipped CSV

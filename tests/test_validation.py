@@ -80,7 +80,9 @@ def runs_in_store(path: Path) -> int:
         return int(db.execute("select count(*) from runs").fetchone()[0])
 
 
-@pytest.mark.parametrize(("argv", "named"), ISSUE_EXAMPLES, ids=lambda v: " ".join(v)[:50] if isinstance(v, list) else None)
+@pytest.mark.parametrize(
+    ("argv", "named"), ISSUE_EXAMPLES, ids=lambda v: " ".join(v)[:50] if isinstance(v, list) else None
+)
 def test_each_example_from_the_issue_is_refused_with_one_line(argv, named, private_store) -> None:
     code, _, err = entry_point([*argv, "sweep.dry_run=false"] if "--cfg" not in argv else argv)
     lines = err.strip().splitlines()
@@ -92,7 +94,9 @@ def test_each_example_from_the_issue_is_refused_with_one_line(argv, named, priva
 
 
 def test_missing_datasets_stop_the_whole_sweep_before_any_cell(tmp_path, private_store) -> None:
-    code, _, err = entry_point(["+experiment=pytorch_mps_study", f"data.root={tmp_path / 'data'}", "data.download=false"])
+    code, _, err = entry_point(
+        ["+experiment=pytorch_mps_study", f"data.root={tmp_path / 'data'}", "data.download=false"]
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1
     for file in ("train-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
         assert file in err
@@ -102,20 +106,118 @@ def test_missing_datasets_stop_the_whole_sweep_before_any_cell(tmp_path, private
 
 # -- fuzz ---------------------------------------------------------------------------------------------
 
-KEYS = ["batch_size", "seed", "model", "data", "task", "device", "framework", "precision", "optim", "optimize",
-        "model.depth", "model.width", "model.hidden_sizes", "model.activation", "model.pretrained",
-        "model.num_heads", "data.image_size", "data.num_samples", "data.channels", "data.num_classes",
-        "data.mean", "data.std", "data.pipeline", "data.root", "task.epochs", "task.steps", "task.warmup_steps",
-        "task.repeats", "task.settle_cv_pct", "task.shape", "task.sizes", "optim.lr", "optim.momentum",
-        "optim.weight_decay", "optim.eps", "optimize.compile_mode", "device.count", "cell.timeout_s",
-        "cell.memory_limit_mb", "cell.max_batch_size", "cell.cpus", "tracking.experiment",
-        "tracking.system_metrics_interval_s", "sweep.resume", "sweep.lost_after_s", "debug.inject_fault",
-        "epochs", "compile", "lr", "foo", "model.foo", "Model", "optim.name", "hydra.job.chdir", "launch.index"]
-VALUES = ["0", "1", "-1", "2", "32", "1.5", "-0.5", "1e400", "nan", "inf", "-inf", "99999999999999999999",
-          "", " ", "null", "true", "false", "abc", "'a b'", "x" * 300, "[]", "[1,2]", "[-3]", "[0.5]",
-          "{a:1}", "1,2", "range(0)", "range(1,3)", "interval(0,1)", "choice(1,2)", "glob(*)", "${oc.env:HOME}",
-          "${nope}", "mlp", "resnet18", "gpu", "cpu", "tf32", "mixed_bf16", "fast", "sgd", "adamw", "matmul",
-          "benchmark", "max", "square", "vector", "failed", "digits", "synthetic_text", "é", "a=b", "\"quoted\""]
+KEYS = [
+    "batch_size",
+    "seed",
+    "model",
+    "data",
+    "task",
+    "device",
+    "framework",
+    "precision",
+    "optim",
+    "optimize",
+    "model.depth",
+    "model.width",
+    "model.hidden_sizes",
+    "model.activation",
+    "model.pretrained",
+    "model.num_heads",
+    "data.image_size",
+    "data.num_samples",
+    "data.channels",
+    "data.num_classes",
+    "data.mean",
+    "data.std",
+    "data.pipeline",
+    "data.root",
+    "task.epochs",
+    "task.steps",
+    "task.warmup_steps",
+    "task.repeats",
+    "task.settle_cv_pct",
+    "task.shape",
+    "task.sizes",
+    "optim.lr",
+    "optim.momentum",
+    "optim.weight_decay",
+    "optim.eps",
+    "optimize.compile_mode",
+    "device.count",
+    "cell.timeout_s",
+    "cell.memory_limit_mb",
+    "cell.max_batch_size",
+    "cell.cpus",
+    "tracking.experiment",
+    "tracking.system_metrics_interval_s",
+    "sweep.resume",
+    "sweep.lost_after_s",
+    "debug.inject_fault",
+    "epochs",
+    "compile",
+    "lr",
+    "foo",
+    "model.foo",
+    "Model",
+    "optim.name",
+    "hydra.job.chdir",
+    "launch.index",
+]
+VALUES = [
+    "0",
+    "1",
+    "-1",
+    "2",
+    "32",
+    "1.5",
+    "-0.5",
+    "1e400",
+    "nan",
+    "inf",
+    "-inf",
+    "99999999999999999999",
+    "",
+    " ",
+    "null",
+    "true",
+    "false",
+    "abc",
+    "'a b'",
+    "x" * 300,
+    "[]",
+    "[1,2]",
+    "[-3]",
+    "[0.5]",
+    "{a:1}",
+    "1,2",
+    "range(0)",
+    "range(1,3)",
+    "interval(0,1)",
+    "choice(1,2)",
+    "glob(*)",
+    "${oc.env:HOME}",
+    "${nope}",
+    "mlp",
+    "resnet18",
+    "gpu",
+    "cpu",
+    "tf32",
+    "mixed_bf16",
+    "fast",
+    "sgd",
+    "adamw",
+    "matmul",
+    "benchmark",
+    "max",
+    "square",
+    "vector",
+    "failed",
+    "digits",
+    "synthetic_text",
+    "é",
+    "a=b",
+    '"quoted"',
+]
 PREFIXES = ["", "", "", "+", "++", "~"]
 FLAGS = [[], [], [], ["-m"], ["--cfg", "job"], ["--info"]]
 
@@ -127,7 +229,9 @@ def generated_command_lines(count: int, seed: int = 20261122) -> list[list[str]]
         overrides = []
         for _ in range(rng.randint(1, 3)):
             prefix, key = rng.choice(PREFIXES), rng.choice(KEYS)
-            overrides.append(f"~{key}" if prefix == "~" and rng.random() < 0.5 else f"{prefix}{key}={rng.choice(VALUES)}")
+            overrides.append(
+                f"~{key}" if prefix == "~" and rng.random() < 0.5 else f"{prefix}{key}={rng.choice(VALUES)}"
+            )
         lines.append([*rng.choice(FLAGS), *overrides])
     return lines
 
@@ -138,8 +242,13 @@ FUZZ = generated_command_lines(520)
 FAST_SHARE = 100  # lines checked in the fast tier; the rest (420) in the slow tier: 520 in the suite
 
 
-@pytest.mark.parametrize("lines", [pytest.param(slice(0, FAST_SHARE), id="fast"),
-                                   pytest.param(slice(FAST_SHARE, None), id="rest", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "lines",
+    [
+        pytest.param(slice(0, FAST_SHARE), id="fast"),
+        pytest.param(slice(FAST_SHARE, None), id="rest", marks=pytest.mark.slow),
+    ],
+)
 def test_no_generated_command_line_crashes_the_check(lines, private_store) -> None:
     """Generated lines through the check that runs before Hydra: a one-line refusal or a pass, nothing else."""
     from trainbench.config import ConfigError
@@ -172,7 +281,7 @@ def test_generated_sweeps_that_pass_the_check_are_judged_whole_before_any_run(pr
     from trainbench.config.compose import check_command_line, parse_args
 
     sweeps = []
-    for argv in FUZZ[:FAST_SHARE * 3]:
+    for argv in FUZZ[: FAST_SHARE * 3]:
         if "--cfg" in argv or "--info" in argv or not any("," in a or "(" in a for a in argv):
             continue
         try:

@@ -19,8 +19,16 @@ from typing import Any
 
 EXIT_BAD_INPUT = 2
 EXIT_CTRL_C = 130
-LISTS = {"models": "model", "data": "data", "tasks": "task", "frameworks": "framework", "devices": "device",
-         "precisions": "precision", "presets": "experiment", "optimizers": "optim"}
+LISTS = {
+    "models": "model",
+    "data": "data",
+    "tasks": "task",
+    "frameworks": "framework",
+    "devices": "device",
+    "precisions": "precision",
+    "presets": "experiment",
+    "optimizers": "optim",
+}
 
 
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
@@ -88,9 +96,14 @@ def _discard_adopted_run() -> None:
 
     from trainbench.tracking import resolve_tracking_uri
 
-    subprocess.Popen([sys.executable, "-m", "trainbench.runner.discard", resolve_tracking_uri(None), run_id],
-                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"})
+    subprocess.Popen(
+        [sys.executable, "-m", "trainbench.runner.discard", resolve_tracking_uri(None), run_id],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"},
+    )
 
 
 def console() -> None:

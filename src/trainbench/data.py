@@ -215,8 +215,20 @@ def _load_text(cfg: TextData, seed: int) -> Dataset:
         train, val, classes = synthetic_text(cfg, seed)
     train, val = train.first(cfg.num_samples), val.first(cfg.num_val_samples)
     padded = bool((train.inputs == PAD_ID).any() or (val.inputs == PAD_ID).any())
-    return Dataset(cfg.name, train, val, classes, [], [], 0, 0, kind="text",
-                   seq_len=cfg.seq_len, vocab_size=cfg.vocab_size, padded=padded)
+    return Dataset(
+        cfg.name,
+        train,
+        val,
+        classes,
+        [],
+        [],
+        0,
+        0,
+        kind="text",
+        seq_len=cfg.seq_len,
+        vocab_size=cfg.vocab_size,
+        padded=padded,
+    )
 
 
 def synthetic_text(cfg: SyntheticText, seed: int) -> tuple[Split, Split, int]:
@@ -269,8 +281,10 @@ def tokenize(sentences: list[str], seq_len: int, vocab_size: int) -> np.ndarray:
     span = vocab_size - FIRST_WORD_ID
     for row, sentence in enumerate(sentences):
         words = re.findall(r"[\w']+|[^\w\s]", sentence.lower())[: seq_len - 2]
-        hashed = [FIRST_WORD_ID + int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "big") % span
-                  for w in words]
+        hashed = [
+            FIRST_WORD_ID + int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "big") % span
+            for w in words
+        ]
         tokens = [CLS_ID, *hashed, SEP_ID]
         ids[row, : len(tokens)] = tokens
     return ids
@@ -357,7 +371,12 @@ def mnist(root: Path, download: bool) -> tuple[Split, Split, int]:
         if path(name) is None:
             if not download:
                 raise DatasetMissing(_missing("MNIST", folder, names, MNIST_URL, "data.download=true"))
-            _download(f"{MNIST_URL}{name}.gz", folder / f"{name}.gz", None, lambda why: _missing("MNIST", folder, names, MNIST_URL, why))
+            _download(
+                f"{MNIST_URL}{name}.gz",
+                folder / f"{name}.gz",
+                None,
+                lambda why: _missing("MNIST", folder, names, MNIST_URL, why),
+            )
 
     def found(name: str) -> Path:
         located = path(name)
@@ -418,8 +437,14 @@ def _download(url: str, target: Path, md5: str | None, explain: Any) -> None:
             total = int(response.headers.get("Content-Length") or 0)
             from tqdm import tqdm
 
-            with tqdm(total=total, unit="B", unit_scale=True, desc=target.name, file=sys.stdout,
-                      disable=not sys.stdout.isatty()) as bar:
+            with tqdm(
+                total=total,
+                unit="B",
+                unit_scale=True,
+                desc=target.name,
+                file=sys.stdout,
+                disable=not sys.stdout.isatty(),
+            ) as bar:
                 for block in iter(lambda: response.read(1 << 20), b""):
                     out.write(block)
                     bar.update(len(block))

@@ -170,8 +170,12 @@ def _nvidia(label: str) -> Peak | None:
     return None
 
 
-def cpu_peak_tflops(host: dict[str, str], dtype: str, cpuinfo_path: str = "/proc/cpuinfo",
-                    max_freq_path: str = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") -> tuple[float | None, str | None]:
+def cpu_peak_tflops(
+    host: dict[str, str],
+    dtype: str,
+    cpuinfo_path: str = "/proc/cpuinfo",
+    max_freq_path: str = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+) -> tuple[float | None, str | None]:
     """An fp32 peak for an x86/Arm Linux CPU: physical cores x max clock x FMA FLOPs per cycle per core.
 
     Vendors publish no single TFLOPS figure for CPUs, so this is the textbook estimate, and the returned

@@ -1,7 +1,7 @@
 """The runs of a store as a table in the terminal (markdown, what results/*.md files are made of).
 
-    trainbench results                                     # this machine's store, experiment trainbench
-    trainbench results --uri sqlite:///path/to/mlflow.db --experiment trainbench --sweep RUN_ID
+trainbench results                                     # this machine's store, experiment trainbench
+trainbench results --uri sqlite:///path/to/mlflow.db --experiment trainbench --sweep RUN_ID
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def _number(value: float | None, digits: int = 1) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trainbench results", description=__doc__.splitlines()[0])
-    parser.add_argument("--uri", default=None, help="tracking store (default: $MLFLOW_TRACKING_URI, else this project's)")
+    parser.add_argument(
+        "--uri", default=None, help="tracking store (default: $MLFLOW_TRACKING_URI, else this project's)"
+    )
     parser.add_argument("--experiment", default="trainbench")
     parser.add_argument("--sweep", default=None, help="only the cells of this sweep run")
     args = parser.parse_args(argv)

@@ -68,7 +68,7 @@ def resolve_tracking_uri(configured: str | None) -> str:
     """
     uri = configured or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
+        return f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
     if "://" not in uri:
         return str(Path(uri).resolve())
     return uri
@@ -152,7 +152,7 @@ def open_store(uri: str, *, mid_sweep: bool = False) -> Any:
 def _local_problem(uri: str) -> str | None:
     """What is wrong with a local store before MLflow tries it (MLflow's own errors take minutes or mislead)."""
     if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+        path = Path(uri[len("sqlite:///") :].split("?", 1)[0])
         if path.is_dir():
             return f"{redact_paths(str(path))} is a folder, not a database file: name a file, e.g. sqlite:///{path}/mlflow.db"
         if not path.parent.is_dir():
@@ -166,9 +166,11 @@ def _local_problem(uri: str) -> str | None:
         if not os.access(path.parent, os.W_OK):
             return f"the folder {redact_paths(str(path.parent))} is not writable"
     elif "://" not in uri or uri.startswith("file://"):
-        folder = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
+        folder = Path(uri[len("file://") :] if uri.startswith("file://") else uri)
         if folder.exists() and not folder.is_dir():
-            return f"{redact_paths(str(folder))} is a file, not a folder of runs: name a folder or a sqlite:/// database"
+            return (
+                f"{redact_paths(str(folder))} is a file, not a folder of runs: name a folder or a sqlite:/// database"
+            )
     elif not uri.startswith(("http://", "https://", "databricks", "postgresql", "mysql", "mssql", "sqlite")):
         return "unknown kind of URI: use http(s)://host:port, sqlite:///path/mlflow.db or a folder"
     return None
@@ -190,9 +192,14 @@ def _check_server(uri: str) -> None:
 def _network_reason(error: BaseException) -> str:
     """What went wrong on the network, in words (requests' own message is a nested repr)."""
     text = str(error)
-    for needle, words in (("Connection refused", "connection refused"), ("timed out", "no answer in 5 s"),
-                          ("Name or service not known", "unknown host"), ("Temporary failure in name", "unknown host"),
-                          ("No route to host", "no route to host"), ("SSL", "TLS handshake failed")):
+    for needle, words in (
+        ("Connection refused", "connection refused"),
+        ("timed out", "no answer in 5 s"),
+        ("Name or service not known", "unknown host"),
+        ("Temporary failure in name", "unknown host"),
+        ("No route to host", "no route to host"),
+        ("SSL", "TLS handshake failed"),
+    ):
         if needle in text:
             return words
     return _reason(error)
@@ -207,7 +214,7 @@ class _creation_lock:  # noqa: N801  (used as a context manager)
         if uri.startswith("sqlite:///"):
             from filelock import FileLock
 
-            self.lock = FileLock(uri[len("sqlite:///"):].split("?", 1)[0] + ".lock", timeout=120)
+            self.lock = FileLock(uri[len("sqlite:///") :].split("?", 1)[0] + ".lock", timeout=120)
 
     def __enter__(self) -> None:
         if self.lock is not None:
@@ -259,7 +266,9 @@ def quiet_logs() -> None:
 # ----------------------------------------------------------------------------------------- privacy
 
 # Hydra escapes `:` in the overrides it hands to jobs (http\://user\:secret@host): match that spelling too.
-_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*\\?://)(?P<user>[^:@/\s\\]+)(?P<colon>\\?:)(?P<secret>[^@/\s]+)@")
+_CREDENTIALS = re.compile(
+    r"(?P<scheme>[a-zA-Z][\w+.-]*\\?://)(?P<user>[^:@/\s\\]+)(?P<colon>\\?:)(?P<secret>[^@/\s]+)@"
+)
 _SECRET_QUERY = re.compile(r"(?i)([?&](?:password|passwd|pwd|token|secret|api_key|apikey|access_key)=)[^&\s]+")
 
 

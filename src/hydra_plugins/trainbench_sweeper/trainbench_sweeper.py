@@ -6,8 +6,6 @@ trainbench.runner.owner.Sweep runs them through the configured launcher (basic, 
 and owns their runs, summary and exit status. Hydra finds this plugin in the `hydra_plugins` namespace.
 """
 
-
-
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +21,9 @@ class TrainbenchSweeperConf(BasicSweeperConf):
     _target_: str = "hydra_plugins.trainbench_sweeper.trainbench_sweeper.TrainbenchSweeper"
 
 
-ConfigStore.instance().store(group="hydra/sweeper", name="trainbench", node=TrainbenchSweeperConf, provider="trainbench")
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="trainbench", node=TrainbenchSweeperConf, provider="trainbench"
+)
 
 
 class TrainbenchSweeper(BasicSweeper):
@@ -58,5 +58,7 @@ class TrainbenchSweeper(BasicSweeper):
                 results.append(job.return_value)
             else:
                 error = job._return_value  # noqa: SLF001  (the exception; .return_value would raise it)
-                results.append(f"the job failed: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}")
+                results.append(
+                    f"the job failed: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                )
         return results

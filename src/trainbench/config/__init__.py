@@ -33,16 +33,32 @@ from trainbench.config.schema import (
     TrackingConfig,
 )
 
-__all__ = ["CONF_DIR", "PROJECT_ROOT", "CellConfig", "ConfigError", "PlainError", "choices", "config_hash",
-           "from_spec", "need", "params", "to_spec", "validate"]
+__all__ = [
+    "CONF_DIR",
+    "PROJECT_ROOT",
+    "CellConfig",
+    "ConfigError",
+    "PlainError",
+    "choices",
+    "config_hash",
+    "from_spec",
+    "need",
+    "params",
+    "to_spec",
+    "validate",
+]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]  # the checkout (src/trainbench/config/__init__.py)
 # conf/ ships inside the package when installed (`pip install .`); in a checkout it is the top-level conf/.
 _PACKAGED_CONF = Path(__file__).resolve().parents[1] / "conf"
 CONF_DIR = _PACKAGED_CONF if _PACKAGED_CONF.is_dir() else PROJECT_ROOT / "conf"
-SETTING_TYPES = {"tracking": TrackingConfig, "cell": CellLimits, "sweep": SweepSettings, "launch": LaunchInfo,
-                 "debug": DebugConfig}
-
+SETTING_TYPES = {
+    "tracking": TrackingConfig,
+    "cell": CellLimits,
+    "sweep": SweepSettings,
+    "launch": LaunchInfo,
+    "debug": DebugConfig,
+}
 
 
 def choices(group: str) -> list[str]:
@@ -58,8 +74,13 @@ def validate(composed: DictConfig) -> CellConfig:
         cell = to_cell(composed)
     except OmegaConfBaseException as error:  # an interpolation that does not resolve, in any node
         key = getattr(error, "full_key", None) or "config"
-        raise ConfigError(key, OmegaConf.select(composed, key, default=None, throw_on_resolution_failure=False)
-                          if key != "config" else None, first_line(error)) from None
+        raise ConfigError(
+            key,
+            OmegaConf.select(composed, key, default=None, throw_on_resolution_failure=False)
+            if key != "config"
+            else None,
+            first_line(error),
+        ) from None
     judge(cell)
     return cell
 
@@ -79,8 +100,11 @@ def to_cell(composed: DictConfig) -> CellConfig:
         cell = OmegaConf.to_object(plain)
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "config"
-        raise ConfigError(key, OmegaConf.select(plain, key, default=None, throw_on_missing=False)
-                          if key != "config" else None, first_line(error)) from None
+        raise ConfigError(
+            key,
+            OmegaConf.select(plain, key, default=None, throw_on_missing=False) if key != "config" else None,
+            first_line(error),
+        ) from None
     if not isinstance(cell, CellConfig):
         raise PlainError("config", "the composed config is not a trainbench cell (is conf/config.yaml intact?)")
     return cell
@@ -96,9 +120,12 @@ def _check_input_kinds(plain: DictConfig) -> None:
     model_input, data_input = getattr(model_type, "input", None), getattr(data_type, "input", None)
     if model_input and data_input and model_input != data_input:
         fitting = [name for name in choices("data") if _data_input(name) == model_input]
-        raise ConfigError("data", plain.data.get("name"),
-                          f"model `{plain.model.get('name')}` takes {model_input} input but data "
-                          f"`{plain.data.get('name')}` gives {data_input}: choose data={' or data='.join(fitting)}")
+        raise ConfigError(
+            "data",
+            plain.data.get("name"),
+            f"model `{plain.model.get('name')}` takes {model_input} input but data "
+            f"`{plain.data.get('name')}` gives {data_input}: choose data={' or data='.join(fitting)}",
+        )
 
 
 def _data_input(name: str) -> str | None:
@@ -116,8 +143,9 @@ def groups_in_use(cell: CellConfig) -> tuple[str, ...]:
 
 def config_hash(cell: CellConfig) -> str:
     """Identical cells share this hash, wherever and whenever they ran (run settings left out)."""
-    relevant: dict[str, Any] = {g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))}
-                                for g in groups_in_use(cell)}
+    relevant: dict[str, Any] = {
+        g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))} for g in groups_in_use(cell)
+    }
     relevant.update(batch_size=cell.batch_size, seed=cell.seed)
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:12]
 

@@ -44,17 +44,23 @@ def check_command_line(args: Any) -> None:
     overrides = list(args.overrides)
     if args.multirun and is_informational(args):
         flag = next(f"--{flag.replace('_', '-')}" for flag in INFO_FLAGS if getattr(args, flag, None))
-        raise PlainError(flag, f"{flag} prints and runs nothing: leave out -m (to list a sweep's cells, run it "
-                               "with sweep.dry_run=true)")
+        raise PlainError(
+            flag,
+            f"{flag} prints and runs nothing: leave out -m (to list a sweep's cells, run it with sweep.dry_run=true)",
+        )
     for override in overrides:
         if len(override) > 1000:
-            raise PlainError("overrides", f"an override of {len(override):,} characters is not a setting: "
-                                          f"{override[:40]!r}...")
+            raise PlainError(
+                "overrides", f"an override of {len(override):,} characters is not a setting: {override[:40]!r}..."
+            )
     parsed = parse_overrides(OverridesParser.create(), overrides)
     sweeps = [o.input_line for o in parsed if o.is_sweep_override()]
     if sweeps and args.cfg:
-        raise PlainError("--cfg", f"--cfg shows one cell's config, but {sweeps[0]} is a sweep: give one value per "
-                                  "key, or list a sweep's cells with sweep.dry_run=true")
+        raise PlainError(
+            "--cfg",
+            f"--cfg shows one cell's config, but {sweeps[0]} is a sweep: give one value per "
+            "key, or list a sweep's cells with sweep.dry_run=true",
+        )
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     config_dir = str(CONF_DIR if args.config_dir is None else args.config_dir)
     GlobalHydra.instance().clear()
@@ -62,7 +68,8 @@ def check_command_line(args: Any) -> None:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
             composed = compose_or_explain(
                 lambda job: compose(config_name=args.config_name or "config", overrides=job, return_hydra_config=True),
-                fixed)
+                fixed,
+            )
             if not sweeps:
                 validate(composed)
     finally:
@@ -76,8 +83,11 @@ def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:
         key, _, value = override.lstrip("+~").partition("=")
         group, _, field = key.partition(".")
         if field == "name" and group in choices_groups():
-            raise PlainError(key, f"`{key}` is the choice itself: choose it with {group}={value or '<name>'} "
-                                  f"(one of {', '.join(choices(group))})")
+            raise PlainError(
+                key,
+                f"`{key}` is the choice itself: choose it with {group}={value or '<name>'} "
+                f"(one of {', '.join(choices(group))})",
+            )
         if key in choices_groups() and value.strip().lower() in ("null", "none", "~") and "=" in override:
             raise PlainError(key, f"`{key}` must be chosen: {key}=<one of {', '.join(choices(key))}>")
     try:
@@ -85,7 +95,9 @@ def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:
     except OverrideParseException as error:
         text = first_line(error)
         culprit = next((o for o in overrides if o.split("=", 1)[0] in text or o in text), " ".join(overrides))
-        raise ConfigError("overrides", culprit, f"{text} (Hydra's override syntax: key=value, or key=a,b for a sweep)") from None
+        raise ConfigError(
+            "overrides", culprit, f"{text} (Hydra's override syntax: key=value, or key=a,b for a sweep)"
+        ) from None
     except OSError as error:
         raise PlainError("overrides", f"could not read the overrides: {error}") from None
     for override in parsed:
@@ -111,8 +123,9 @@ def _check_group_values(group: str, override: Any) -> None:
             raise ConfigError(group, shown, f"choose one of {', '.join(choices(group))}")
 
 
-def expand_and_judge(parser: Any, overrides: list[str], compose: Callable[[list[str]], DictConfig]) \
-        -> tuple[list[list[str]], list[CellConfig]]:
+def expand_and_judge(
+    parser: Any, overrides: list[str], compose: Callable[[list[str]], DictConfig]
+) -> tuple[list[list[str]], list[CellConfig]]:
     """Expand a sweep the way Hydra's basic sweeper does (comma lists, glob, range, choice), then compose and
     judge every job. Returns (each job's overrides, each job's cell); raises ConfigError."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -121,9 +134,12 @@ def expand_and_judge(parser: Any, overrides: list[str], compose: Callable[[list[
     parsed = parse_overrides(parser, overrides)
     for override in parsed:
         if override.is_sweep_override() and not override.is_discrete_sweep():
-            raise ConfigError(override.get_key_element(), override.input_line.split("=", 1)[-1],
-                              "interval() is a range for optimizing sweepers; trainbench runs discrete cells: "
-                              "use a,b,c, range(start,stop,step) or choice(...)")
+            raise ConfigError(
+                override.get_key_element(),
+                override.input_line.split("=", 1)[-1],
+                "interval() is a range for optimizing sweepers; trainbench runs discrete cells: "
+                "use a,b,c, range(start,stop,step) or choice(...)",
+            )
     try:
         batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
     except (HydraException, ValueError, OSError) as error:
@@ -163,15 +179,17 @@ def explain(error: BaseException, overrides: list[str]) -> ConfigError:
     if "Could not delete" in message or (override or "").startswith("~"):
         group = key.split(".", 1)[0]
         if group in choices_groups():
-            return PlainError(key, f"`{key}` cannot be removed: every cell needs a {group}; choose one of "
-                                   f"{', '.join(choices(group))}")
+            return PlainError(
+                key, f"`{key}` cannot be removed: every cell needs a {group}; choose one of {', '.join(choices(group))}"
+            )
         return PlainError(key, f"`{key}` cannot be removed (it is not in the config, or a cell needs it)")
     if "An item is already at" in message or "Could not append to config" in message:
         return PlainError(key, f"`{key}` already exists: set it with {key}=... (`+` adds only keys that do not exist)")
     if "Could not override" in message or "not in" in message or "Key '" in message:
         return unknown_key(key, known_keys(), lambda group: describe_group(group, overrides), choices_having)
-    if "Value '" in message and ("could not be converted" in message or "is not a valid" in message
-                                 or "Invalid type" in message):
+    if "Value '" in message and (
+        "could not be converted" in message or "is not a valid" in message or "Invalid type" in message
+    ):
         value = OmegaConf.to_container(OmegaConf.create({"v": _value_in(override)}))["v"] if override else None
         return ConfigError(key or "config", value, first_line(error))
     if "Missing mandatory value" in message:
@@ -221,8 +239,10 @@ def describe_group(group: str, overrides: list[str]) -> str | None:
     """`model `resnet50` (a vision model; its settings: torchvision, keras, ...)`, for a group key."""
     if group not in choices_groups():
         return None
-    chosen = next((o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == group and "=" in o),
-                  default_choice(group))
+    chosen = next(
+        (o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == group and "=" in o),
+        default_choice(group),
+    )
     if chosen is None or chosen not in choices(group):
         return f"the {group} group"
     cls = schema_of(group, chosen)
@@ -250,5 +270,8 @@ def schema_of(group: str, choice: str) -> type | None:
 def choices_having(group: str, field: str) -> list[str]:
     """The choices of `group` whose schema has `field` (e.g. the vision models for model.pretrained)."""
     top = field.split(".", 1)[0]
-    return [c for c in choices(group) if (cls := schema_of(group, c)) is not None
-            and top in {f.name for f in dataclasses.fields(cls)}]
+    return [
+        c
+        for c in choices(group)
+        if (cls := schema_of(group, c)) is not None and top in {f.name for f in dataclasses.fields(cls)}
+    ]

@@ -46,8 +46,12 @@ MOVED_KEYS = {
 }
 
 
-def unknown_key(key: str, known_keys: Iterable[str], describe_group: Callable[[str], str | None],
-                choices_having: Callable[[str, str], list[str]] = lambda group, field: []) -> ConfigError:
+def unknown_key(
+    key: str,
+    known_keys: Iterable[str],
+    describe_group: Callable[[str], str | None],
+    choices_having: Callable[[str, str], list[str]] = lambda group, field: [],
+) -> ConfigError:
     """`key` is not a setting anywhere: say where it moved, or which keys are close, never "use +key"."""
     bare = key.lstrip("+~")
     if bare in MOVED_KEYS:

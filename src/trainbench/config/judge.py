@@ -32,10 +32,13 @@ def judge(cell: CellConfig) -> None:
         getattr(cell, group).check(group)
     for setting in SETTINGS:
         getattr(cell, setting).check(setting)
-    need(cell.batch_size == "max" or (whole(cell.batch_size) and 1 <= cell.batch_size <= cell.cell.max_batch_size),
-         "batch_size", cell.batch_size,
-         f"must be a whole number from 1 to cell.max_batch_size ({cell.cell.max_batch_size:,}), e.g. batch_size=32, "
-         "or max (the largest that fits)")
+    need(
+        cell.batch_size == "max" or (whole(cell.batch_size) and 1 <= cell.batch_size <= cell.cell.max_batch_size),
+        "batch_size",
+        cell.batch_size,
+        f"must be a whole number from 1 to cell.max_batch_size ({cell.cell.max_batch_size:,}), e.g. batch_size=32, "
+        "or max (the largest that fits)",
+    )
     need(whole(cell.seed) and 0 <= cell.seed < 2**32, "seed", cell.seed, "must be a whole number from 0 to 2**32-1")
     if getattr(cell.task, "uses_model", True):
         _model_and_data(cell)
@@ -54,35 +57,59 @@ def _model_and_data(cell: CellConfig) -> None:
         given = data.channels_given()
         if isinstance(model, VisionModel) and given != model.channels:
             fix = " data.grayscale_to_rgb=true" if isinstance(data, ImageFiles) and given == 1 else ""
-            raise ConfigError("data", data.name, f"model `{model.name}` takes {model.channels}-channel images but data "
-                              f"`{data.name}` gives {given}-channel ones" + (f": add{fix}" if fix else ""))
+            raise ConfigError(
+                "data",
+                data.name,
+                f"model `{model.name}` takes {model.channels}-channel images but data "
+                f"`{data.name}` gives {given}-channel ones" + (f": add{fix}" if fix else ""),
+            )
         if len(data.mean) not in (1, given):
             raise ConfigError("data.mean", data.mean, f"needs 1 or {given} values (one per channel)")
         if isinstance(model, VisionModel):
-            need(data.image_size >= model.min_image_size, "data.image_size", data.image_size,
-                 f"{model.name} needs images of at least {model.min_image_size} px, e.g. data.image_size=224")
+            need(
+                data.image_size >= model.min_image_size,
+                "data.image_size",
+                data.image_size,
+                f"{model.name} needs images of at least {model.min_image_size} px, e.g. data.image_size=224",
+            )
         if isinstance(data, SyntheticImages) and data.num_samples is not None:
             _fits_in_memory(data.num_samples + (data.num_val_samples or 0), data.channels * data.image_size**2)
     if isinstance(model, TransformerModel) and isinstance(data, TextData):
-        need(data.seq_len <= model.max_position_embeddings, "data.seq_len", data.seq_len,
-             f"must be <= model.max_position_embeddings ({model.max_position_embeddings})")
-        need(data.vocab_size <= model.vocab_size, "data.vocab_size", data.vocab_size,
-             f"must be <= model.vocab_size ({model.vocab_size}): the model embeds only that many ids")
+        need(
+            data.seq_len <= model.max_position_embeddings,
+            "data.seq_len",
+            data.seq_len,
+            f"must be <= model.max_position_embeddings ({model.max_position_embeddings})",
+        )
+        need(
+            data.vocab_size <= model.vocab_size,
+            "data.vocab_size",
+            data.vocab_size,
+            f"must be <= model.vocab_size ({model.vocab_size}): the model embeds only that many ids",
+        )
     if isinstance(model, MlpModel) and isinstance(data, ImageData):
         widths = [data.channels_given() * data.image_size**2, *model.layers(), 2]
         weights = sum(a * b for a, b in zip(widths, widths[1:], strict=False))
         # fp32 weights, gradients and two optimizer slots
-        need(weights * 16 <= _host_memory(), "model", model.name,
-             f"{weights:,} weights would need {weights * 16 / 2**30:,.1f} GiB with their gradients and optimizer "
-             "state: choose fewer or narrower layers, or a smaller data.image_size")
+        need(
+            weights * 16 <= _host_memory(),
+            "model",
+            model.name,
+            f"{weights:,} weights would need {weights * 16 / 2**30:,.1f} GiB with their gradients and optimizer "
+            "state: choose fewer or narrower layers, or a smaller data.image_size",
+        )
 
 
 def _fits_in_memory(samples: int, bytes_per_sample: int) -> None:
     """Synthetic data is generated in host memory: refuse what no machine here could ever hold."""
     total = _host_memory()
-    need(samples * bytes_per_sample <= total, "data.num_samples", samples,
-         f"{samples:,} samples of {bytes_per_sample:,} bytes would need {samples * bytes_per_sample / 2**30:,.1f} GiB; "
-         f"this machine has {total / 2**30:,.1f} GiB: choose fewer samples or a smaller data.image_size")
+    need(
+        samples * bytes_per_sample <= total,
+        "data.num_samples",
+        samples,
+        f"{samples:,} samples of {bytes_per_sample:,} bytes would need {samples * bytes_per_sample / 2**30:,.1f} GiB; "
+        f"this machine has {total / 2**30:,.1f} GiB: choose fewer samples or a smaller data.image_size",
+    )
 
 
 def _host_memory() -> int:
@@ -98,13 +125,20 @@ def _model_and_framework(cell: CellConfig) -> None:
         from trainbench.config.registry import SCHEMAS
 
         able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).builds(model) is not None]
-        raise PlainError("model", f"`framework`={framework.name!r} cannot build model `{model.name}`: "
-                                  f"choose framework={' or framework='.join(able) or '(none has a builder)'}, "
-                                  f"or another model")
+        raise PlainError(
+            "model",
+            f"`framework`={framework.name!r} cannot build model `{model.name}`: "
+            f"choose framework={' or framework='.join(able) or '(none has a builder)'}, "
+            f"or another model",
+        )
     if isinstance(model, VisionModel) and model.pretrained:
-        need(framework.name == "pytorch", "model.pretrained", True,
-             f"pretrained weights are torchvision's (framework=pytorch only); framework={framework.name} starts "
-             "from random weights: use model.pretrained=false")
+        need(
+            framework.name == "pytorch",
+            "model.pretrained",
+            True,
+            f"pretrained weights are torchvision's (framework=pytorch only); framework={framework.name} starts "
+            "from random weights: use model.pretrained=false",
+        )
 
 
 def _framework_named(name: str, schemas: dict[str, dict[str, type]]) -> FrameworkConfig:
@@ -119,8 +153,11 @@ def _precision(cell: CellConfig) -> None:
     if device.name == "cpu":
         allowed = framework.precisions("cpu")
         if precision.name not in allowed:
-            why = ("TF32 is an NVIDIA tensor-core mode (Ampere and newer); a CPU computes fp32"
-                   if precision.tf32 and precision.autocast is None else f"{framework.name} on a CPU runs {', '.join(allowed)}")
+            why = (
+                "TF32 is an NVIDIA tensor-core mode (Ampere and newer); a CPU computes fp32"
+                if precision.tf32 and precision.autocast is None
+                else f"{framework.name} on a CPU runs {', '.join(allowed)}"
+            )
             raise ConfigError("precision", precision.name, f"{why}: use precision={' or precision='.join(allowed)}")
     elif precision.name not in framework.precisions("gpu"):
         allowed = framework.precisions("gpu")
@@ -133,15 +170,23 @@ def _devices(cell: CellConfig) -> None:
     if count != 1 and not getattr(cell.task, "data_parallel", False):
         raise ConfigError("device.count", count, f"task={cell.task.name} runs on one device: use device.count=1")
     if count != "all" and limit is not None:
-        need(count <= limit, "device.count", count,
-             f"framework={cell.framework.name} runs a cell on at most {limit} device(s) here")
+        need(
+            count <= limit,
+            "device.count",
+            count,
+            f"framework={cell.framework.name} runs a cell on at most {limit} device(s) here",
+        )
 
 
 def _memory(cell: CellConfig) -> None:
     limit = cell.cell.memory_limit_mb
     if limit is not None:
         least = cell.framework.min_memory_mb()
-        need(limit >= least, "cell.memory_limit_mb", limit,
-             f"{cell.framework.name} needs at least {least} MB to import and run a tiny step (the floor measured by "
-             "benchmarks/memory_floor.py, +25%; each thread's stack counts too, so machines with many cores need "
-             "more): use null or a larger limit")
+        need(
+            limit >= least,
+            "cell.memory_limit_mb",
+            limit,
+            f"{cell.framework.name} needs at least {least} MB to import and run a tiny step (the floor measured by "
+            "benchmarks/memory_floor.py, +25%; each thread's stack counts too, so machines with many cores need "
+            "more): use null or a larger limit",
+        )

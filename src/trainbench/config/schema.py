@@ -48,8 +48,12 @@ def need_count(value: Any, key: str, low: int, high: int, example: str) -> None:
 
 
 def need_optional_count(value: Any, key: str, low: int, high: int) -> None:
-    need(value is None or (whole(value) and low <= value <= high), key, value,
-         f"must be null or a whole number from {low} to {high:,}")
+    need(
+        value is None or (whole(value) and low <= value <= high),
+        key,
+        value,
+        f"must be null or a whole number from {low} to {high:,}",
+    )
 
 
 # ----------------------------------------------------------------------------------------------------- base
@@ -85,7 +89,11 @@ class FrameworkConfig(Choice):
 
     def precisions(self, backend_kind: str) -> tuple[str, ...]:
         """Precisions this framework can run on a `cpu` or `gpu` device."""
-        return ("fp32", "mixed_bf16", "mixed_fp16") if backend_kind == "cpu" else ("fp32", "tf32", "mixed_bf16", "mixed_fp16")
+        return (
+            ("fp32", "mixed_bf16", "mixed_fp16")
+            if backend_kind == "cpu"
+            else ("fp32", "tf32", "mixed_bf16", "mixed_fp16")
+        )
 
     def max_devices(self) -> int | None:
         """How many devices one cell of this framework can use (None: as many as there are)."""
@@ -117,8 +125,12 @@ class DeviceConfig(Choice):
 
     def check(self, at: str) -> None:
         need(self.name in DEVICE_NAMES, at, self.name, f"choose one of {', '.join(DEVICE_NAMES)}")
-        need(self.count == "all" or (whole(self.count) and 1 <= self.count <= 1024), f"{at}.count", self.count,
-             "must be a whole number >= 1 or all, e.g. device.count=2")
+        need(
+            self.count == "all" or (whole(self.count) and 1 <= self.count <= 1024),
+            f"{at}.count",
+            self.count,
+            "must be a whole number >= 1 or all, e.g. device.count=2",
+        )
 
 
 # -------------------------------------------------------------------------------------------------- model
@@ -150,14 +162,31 @@ class MlpModel(ModelConfig):
     def check(self, at: str) -> None:
         if self.depth is not None:
             need_count(self.depth, f"{at}.depth", 1, 1000, "e.g. model.depth=5")
-            need(self.width is not None, f"{at}.depth", self.depth,
-                 "builds depth x width layers: set model.width too (e.g. model.width=1024), or use model=mlp_deep")
+            need(
+                self.width is not None,
+                f"{at}.depth",
+                self.depth,
+                "builds depth x width layers: set model.width too (e.g. model.width=1024), or use model=mlp_deep",
+            )
             need_count(self.width, f"{at}.width", 1, MAX_LAYER_UNITS, "e.g. model.width=1024")
-        need(all(whole(units) and 1 <= units <= MAX_LAYER_UNITS for units in self.hidden_sizes),
-             f"{at}.hidden_sizes", self.hidden_sizes, f"every layer needs 1 to {MAX_LAYER_UNITS:,} units, e.g. [3000,1000]")
-        need(self.activation in ACTIVATIONS, f"{at}.activation", self.activation, f"choose one of {', '.join(ACTIVATIONS)}")
-        need(self.output_activation in OUTPUT_ACTIVATIONS, f"{at}.output_activation", self.output_activation,
-             "null (logits) or sigmoid")
+        need(
+            all(whole(units) and 1 <= units <= MAX_LAYER_UNITS for units in self.hidden_sizes),
+            f"{at}.hidden_sizes",
+            self.hidden_sizes,
+            f"every layer needs 1 to {MAX_LAYER_UNITS:,} units, e.g. [3000,1000]",
+        )
+        need(
+            self.activation in ACTIVATIONS,
+            f"{at}.activation",
+            self.activation,
+            f"choose one of {', '.join(ACTIVATIONS)}",
+        )
+        need(
+            self.output_activation in OUTPUT_ACTIVATIONS,
+            f"{at}.output_activation",
+            self.output_activation,
+            "null (logits) or sigmoid",
+        )
         need(self.init in ("torch", "glorot"), f"{at}.init", self.init, "torch or glorot")
 
 
@@ -177,9 +206,13 @@ class VisionModel(ModelConfig):
 
     def check(self, at: str) -> None:
         need_count(self.channels, f"{at}.channels", 1, 3, "")
-        need(not self.pretrained or (self.weights_file is not None and self.head is not None), f"{at}.pretrained",
-             self.pretrained, f"model `{self.name}` has no pretrained weights file or classifier head in its YAML: "
-             "use model.pretrained=false")
+        need(
+            not self.pretrained or (self.weights_file is not None and self.head is not None),
+            f"{at}.pretrained",
+            self.pretrained,
+            f"model `{self.name}` has no pretrained weights file or classifier head in its YAML: "
+            "use model.pretrained=false",
+        )
 
 
 @schema("model", "transformer")
@@ -205,12 +238,21 @@ class TransformerModel(ModelConfig):
             need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
         for key in ("hidden_size", "intermediate_size"):
             need_count(getattr(self, key), f"{at}.{key}", 1, MAX_LAYER_UNITS, "")
-        need(self.hidden_size % self.num_heads == 0, f"{at}.num_heads", self.num_heads,
-             f"must divide model.hidden_size ({self.hidden_size})")
+        need(
+            self.hidden_size % self.num_heads == 0,
+            f"{at}.num_heads",
+            self.num_heads,
+            f"must divide model.hidden_size ({self.hidden_size})",
+        )
         need_count(self.vocab_size, f"{at}.vocab_size", 1100, 10**7, "(ids below 1000 are BERT's special tokens)")
         need_count(self.max_position_embeddings, f"{at}.max_position_embeddings", 2, MAX_SEQ_LEN, "")
-        need_count(self.seq_len, f"{at}.seq_len", 2, self.max_position_embeddings,
-                   "(a [CLS] token and at least one more, at most model.max_position_embeddings)")
+        need_count(
+            self.seq_len,
+            f"{at}.seq_len",
+            2,
+            self.max_position_embeddings,
+            "(a [CLS] token and at least one more, at most model.max_position_embeddings)",
+        )
         need_count(self.num_labels, f"{at}.num_labels", 2, 100_000, "")
 
 
@@ -295,8 +337,12 @@ class ImageFiles(ImageData):
     def check(self, at: str) -> None:
         super().check(at)
         need(self.loader in IMAGE_DATASETS, f"{at}.loader", self.loader, f"choose one of {', '.join(IMAGE_DATASETS)}")
-        need(finite(self.val_fraction) and 0 < self.val_fraction < 1, f"{at}.val_fraction", self.val_fraction,
-             "must be between 0 and 1")
+        need(
+            finite(self.val_fraction) and 0 < self.val_fraction < 1,
+            f"{at}.val_fraction",
+            self.val_fraction,
+            "must be between 0 and 1",
+        )
 
     def channels_given(self) -> int:
         stored = IMAGE_DATASETS[self.loader][0]
@@ -367,9 +413,13 @@ class TaskConfig(Choice):
     def check_cell(self, cell: CellConfig) -> None:
         """Raise ConfigError for what this task cannot do with the cell's other groups (judged at compose time)."""
         if self.uses_model and not self.input_pipeline:
-            need(cell.data.pipeline == "device", "data.pipeline", cell.data.pipeline,
-                 f"task={self.name} times steps on batches already on the device, so no input pipeline is "
-                 "timed: use data.pipeline=device, or task=train to time a loader")
+            need(
+                cell.data.pipeline == "device",
+                "data.pipeline",
+                cell.data.pipeline,
+                f"task={self.name} times steps on batches already on the device, so no input pipeline is "
+                "timed: use data.pipeline=device, or task=train to time a loader",
+            )
 
     def prepared(self, cell: CellConfig) -> CellConfig:
         """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
@@ -380,8 +430,13 @@ class TaskConfig(Choice):
         before the backend is known, the device asked for."""
         from trainbench.runs import run_name
 
-        return run_name(framework=cell.framework.name, backend=backend, task=self.name, model=cell.model.name,
-                        batch_size=cell.batch_size)
+        return run_name(
+            framework=cell.framework.name,
+            backend=backend,
+            task=self.name,
+            model=cell.model.name,
+            batch_size=cell.batch_size,
+        )
 
     def tags(self, cell: CellConfig) -> dict[str, Any]:
         """trainbench.* tags of the things that change the measured quantity (the report never merges
@@ -396,12 +451,14 @@ class TaskConfig(Choice):
         if self.sync_every_step:  # a study's setting that slows fast GPUs: visible wherever the figure is
             tags["trainbench.sync_every_step"] = "true"
         if self.uses_model:
-            tags.update({
-                "trainbench.model": cell.model.name,
-                "trainbench.data": cell.data.name,
-                "trainbench.batch_size": cell.batch_size,
-                "trainbench.pipeline": cell.data.pipeline,
-            })
+            tags.update(
+                {
+                    "trainbench.model": cell.model.name,
+                    "trainbench.data": cell.data.name,
+                    "trainbench.batch_size": cell.batch_size,
+                    "trainbench.pipeline": cell.data.pipeline,
+                }
+            )
             if cell.data.pipeline == "loader":
                 tags["trainbench.loader"] = f"{cell.framework.input_pipeline()}, {cell.data.loader_workers} workers"
             if isinstance(cell.data, ImageData):
@@ -439,8 +496,12 @@ class OptimConfig(Choice):
 
     def check(self, at: str) -> None:
         need(finite(self.lr) and 0 < self.lr <= 100, f"{at}.lr", self.lr, "must be a finite number > 0 (and <= 100)")
-        need(finite(self.weight_decay) and 0 <= self.weight_decay <= 10, f"{at}.weight_decay", self.weight_decay,
-             "must be a finite number >= 0")
+        need(
+            finite(self.weight_decay) and 0 <= self.weight_decay <= 10,
+            f"{at}.weight_decay",
+            self.weight_decay,
+            "must be a finite number >= 0",
+        )
 
 
 @schema("optim", "sgd")
@@ -486,8 +547,12 @@ class OptimizeConfig(Choice):
     capture: bool = False  # PyTorch on CUDA: capture the whole train step as one CUDA graph (small static models)
 
     def check(self, at: str) -> None:
-        need(self.compile_mode in COMPILE_MODES, f"{at}.compile_mode", self.compile_mode,
-             f"choose one of {', '.join(COMPILE_MODES)}")
+        need(
+            self.compile_mode in COMPILE_MODES,
+            f"{at}.compile_mode",
+            self.compile_mode,
+            f"choose one of {', '.join(COMPILE_MODES)}",
+        )
 
 
 # ------------------------------------------------------------------------------------------ run settings
@@ -500,12 +565,24 @@ class TrackingConfig:
     system_metrics_interval_s: float = 10.0  # MLflow system metrics every N seconds; 0 turns them off
 
     def check(self, at: str) -> None:
-        need(bool(self.experiment.strip()) and len(self.experiment) <= 200 and self.experiment.isprintable(),
-             f"{at}.experiment", self.experiment, "must be a printable name of 1 to 200 characters")
-        need(self.uri is None or (bool(self.uri.strip()) and len(self.uri) <= 2000), f"{at}.uri", self.uri,
-             "null or a tracking URI, e.g. http://host:5000 or sqlite:///path/mlflow.db")
-        need(finite(self.system_metrics_interval_s) and 0 <= self.system_metrics_interval_s <= 3600,
-             f"{at}.system_metrics_interval_s", self.system_metrics_interval_s, "must be 0 (off) or seconds up to 3600")
+        need(
+            bool(self.experiment.strip()) and len(self.experiment) <= 200 and self.experiment.isprintable(),
+            f"{at}.experiment",
+            self.experiment,
+            "must be a printable name of 1 to 200 characters",
+        )
+        need(
+            self.uri is None or (bool(self.uri.strip()) and len(self.uri) <= 2000),
+            f"{at}.uri",
+            self.uri,
+            "null or a tracking URI, e.g. http://host:5000 or sqlite:///path/mlflow.db",
+        )
+        need(
+            finite(self.system_metrics_interval_s) and 0 <= self.system_metrics_interval_s <= 3600,
+            f"{at}.system_metrics_interval_s",
+            self.system_metrics_interval_s,
+            "must be 0 (off) or seconds up to 3600",
+        )
 
 
 @dataclass
@@ -516,8 +593,12 @@ class CellLimits:
     cpus: int | None = None  # pin the cell to this many cores (cells running side by side get different ones)
 
     def check(self, at: str) -> None:
-        need(self.timeout_s is None or (finite(self.timeout_s) and 0 < self.timeout_s <= 10**7), f"{at}.timeout_s",
-             self.timeout_s, "must be null or seconds > 0")
+        need(
+            self.timeout_s is None or (finite(self.timeout_s) and 0 < self.timeout_s <= 10**7),
+            f"{at}.timeout_s",
+            self.timeout_s,
+            "must be null or seconds > 0",
+        )
         need_optional_count(self.memory_limit_mb, f"{at}.memory_limit_mb", 1, 2**24)
         need_count(self.max_batch_size, f"{at}.max_batch_size", 1, MAX_BATCH_SIZE, "")
         need_optional_count(self.cpus, f"{at}.cpus", 1, 4096)
@@ -535,10 +616,18 @@ class SweepSettings:
 
     def check(self, at: str) -> None:
         need(self.resume in RESUME, f"{at}.resume", self.resume, "false, true or failed")
-        need(finite(self.heartbeat_s) and 0.5 <= self.heartbeat_s <= 3600, f"{at}.heartbeat_s", self.heartbeat_s,
-             "must be seconds from 0.5 to 3600")
-        need(finite(self.lost_after_s) and self.lost_after_s >= 2 * self.heartbeat_s, f"{at}.lost_after_s",
-             self.lost_after_s, "must be at least twice sweep.heartbeat_s")
+        need(
+            finite(self.heartbeat_s) and 0.5 <= self.heartbeat_s <= 3600,
+            f"{at}.heartbeat_s",
+            self.heartbeat_s,
+            "must be seconds from 0.5 to 3600",
+        )
+        need(
+            finite(self.lost_after_s) and self.lost_after_s >= 2 * self.heartbeat_s,
+            f"{at}.lost_after_s",
+            self.lost_after_s,
+            "must be at least twice sweep.heartbeat_s",
+        )
 
 
 @dataclass
@@ -560,8 +649,12 @@ class DebugConfig:
     fault_rank: int | None = None  # data-parallel cells: only this rank injects the fault (null: the cell's process)
 
     def check(self, at: str) -> None:
-        need(self.inject_fault in (None, "abort", "raise", "sleep", "exit"), f"{at}.inject_fault", self.inject_fault,
-             "null or one of abort, raise, sleep, exit")
+        need(
+            self.inject_fault in (None, "abort", "raise", "sleep", "exit"),
+            f"{at}.inject_fault",
+            self.inject_fault,
+            "null or one of abort, raise, sleep, exit",
+        )
         need_optional_count(self.fault_rank, f"{at}.fault_rank", 0, 1023)
 
 

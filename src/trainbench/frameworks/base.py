@@ -146,5 +146,3 @@ class Framework(Protocol):
         """One product in the cell's precision: n x n @ n x n (square) or 1 x n @ n x 1 (vector)."""
 
     def matmul_element_bytes(self) -> int: ...
-
-

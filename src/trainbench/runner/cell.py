@@ -151,8 +151,9 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
     }
     if store.parent_run_id:
         tags["mlflow.parentRunId"] = store.parent_run_id
-    run = store.client.create_run(store.experiment_id, run_name=name,
-                                  tags={k: tracking.private(str(v)) for k, v in tags.items() if v is not None})
+    run = store.client.create_run(
+        store.experiment_id, run_name=name, tags={k: tracking.private(str(v)) for k, v in tags.items() if v is not None}
+    )
     run_id = str(run.info.run_id)
     tracking.log_params(store.client, run_id, params(cell))
     spec = to_spec(cell)
@@ -186,8 +187,11 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
     if best == 0:
         tracking.set_tags(store.client, run_id, {"trainbench.failure": "oom"})
         raise SearchFailed(f"batch_size=max: not even batch 1 fits ({probes[0].reason})")
-    print(f"  batch_size=max: {best} fits" + (f" ({best + 1} does not)" if best < limit
-                                               else f" (the limit, cell.max_batch_size={limit})"), flush=True)
+    print(
+        f"  batch_size=max: {best} fits"
+        + (f" ({best + 1} does not)" if best < limit else f" (the limit, cell.max_batch_size={limit})"),
+        flush=True,
+    )
     tracking.log_metrics(store.client, run_id, {"max_batch_size": best, "batch_size_probes": len(probes)})
     tracking.set_tags(store.client, run_id, {"trainbench.batch_size": best, "trainbench.batch_size_search": "max"})
     return replace(cell, batch_size=best)
@@ -197,36 +201,57 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
     """Run `cell` in a worker process (recording into run_id; None: a probe that records nothing), on the
     GPUs and cores it may use; return (its result, its stderr tail)."""
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
-    with (slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
-          slots.take("cpu", cell.cell.cpus, [str(c) for c in sorted(os.sched_getaffinity(0))]) as cores,
-          tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch):
+    with (
+        slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
+        slots.take("cpu", cell.cell.cpus, [str(c) for c in sorted(os.sched_getaffinity(0))]) as cores,
+        tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch,
+    ):
         result_path = Path(scratch) / "result.json"
         spec_path = Path(scratch) / "spec.json"
         events_read, events_write = os.pipe() if run_id else (None, None)
-        spec_path.write_text(json.dumps({
-            "cell": to_spec(cell), "run_id": run_id, "tracking_uri": store.uri, "result_path": str(result_path),
-            "parent_pid": os.getpid(), "name_suffix": name_suffix, "events_fd": events_write,
-            "cpus": [int(c) for c in cores] if cores else None,
-        }))
+        spec_path.write_text(
+            json.dumps(
+                {
+                    "cell": to_spec(cell),
+                    "run_id": run_id,
+                    "tracking_uri": store.uri,
+                    "result_path": str(result_path),
+                    "parent_pid": os.getpid(),
+                    "name_suffix": name_suffix,
+                    "events_fd": events_write,
+                    "cpus": [int(c) for c in cores] if cores else None,
+                }
+            )
+        )
         env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
         writer = None
         if run_id and events_read is not None and events_write is not None:
             writer = RunWriter(store.client, run_id, os.fdopen(events_read, encoding="utf-8")).start()
         try:
-            returncode, stderr_tail = _run_child(spec_path, cell.cell.timeout_s, env, events_write, cell.cell.memory_limit_mb)
+            returncode, stderr_tail = _run_child(
+                spec_path, cell.cell.timeout_s, env, events_write, cell.cell.memory_limit_mb
+            )
         finally:
             if writer is not None:
                 writer.finish()
         result = read_result(result_path, returncode, cell.cell.timeout_s, cell.cell.memory_limit_mb)
         lost = writer.lost() if writer is not None else 0
         if lost and result["outcome"] == "finished":  # its figures are not in the store: not a result
-            result = {**result, "outcome": "failed",
-                      "reason": f"{lost} of the cell's records could not be written to the tracking store"}
+            result = {
+                **result,
+                "outcome": "failed",
+                "reason": f"{lost} of the cell's records could not be written to the tracking store",
+            }
         return result, stderr_tail
 
 
-def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, str],
-               events_fd: int | None, memory_limit_mb: int | None = None) -> tuple[int, str]:
+def _run_child(
+    spec_path: Path,
+    timeout_s: float | None,
+    extra_env: dict[str, str],
+    events_fd: int | None,
+    memory_limit_mb: int | None = None,
+) -> tuple[int, str]:
     """Start the cell's process, echo its stderr while keeping the tail; return (exit status, tail)."""
     env = {**os.environ, **extra_env}
     # The child logs by run id; an inherited MLFLOW_RUN_ID (set by `mlflow run`) must not redirect it.
@@ -237,8 +262,14 @@ def _run_child(spec_path: Path, timeout_s: float | None, extra_env: dict[str, st
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
     mark("job: starting the cell's process")
     passed = (events_fd,) if events_fd is not None else ()
-    child = subprocess.Popen([sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
-                             env=env, stderr=subprocess.PIPE, text=True, errors="replace", pass_fds=passed)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        pass_fds=passed,
+    )
     if events_fd is not None:
         os.close(events_fd)  # the child holds the only writing end: its exit ends the stream
     try:
@@ -312,10 +343,12 @@ class _CapWatch:
 
 # Lines TensorFlow's C++ runtime prints before its logging is set up (so TF_CPP_MIN_LOG_LEVEL cannot
 # silence them): not echoed unless hydra.verbose is given; a failed cell's stderr_tail.txt still has them.
-_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
-                    r"[IW]\d{4} [\d:.]+ +\d+ cudart_stub\.cc|"
-                    r"[IW]\d{4} [\d:.]+ +\d+ cpu_feature_guard\.cc|"
-                    r"To enable the following instructions: |oneDNN custom operations are on)")
+_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
+    r"[IW]\d{4} [\d:.]+ +\d+ cudart_stub\.cc|"
+    r"[IW]\d{4} [\d:.]+ +\d+ cpu_feature_guard\.cc|"
+    r"To enable the following instructions: |oneDNN custom operations are on)"
+)
 
 
 @contextlib.contextmanager
@@ -327,8 +360,9 @@ def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[No
         try:
             from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-            monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, samples_before_logging=1,
-                                           tracking_uri=store.uri)
+            monitor = SystemMetricsMonitor(
+                run_id, sampling_interval=interval_s, samples_before_logging=1, tracking_uri=store.uri
+            )
             monitor.start()
         except Exception as error:  # optional: a cell must not fail because monitoring could not start
             sys.stderr.write(f"trainbench: system metrics off: {tracking.private(str(error))[:200]}\n")
@@ -372,19 +406,25 @@ def read_result(path: Path, returncode: int, timeout_s: float | None, memory_lim
     if returncode == TIMED_OUT:
         return {"outcome": "failed", "reason": f"timed out after {timeout_s:g} s (cell.timeout_s) and was stopped"}
     if returncode == STUCK_AT_CAP:
-        return {"outcome": "failed", "failure": "oom",
-                "reason": f"stopped after {_CapWatch.STUCK_WINDOW_S} s stuck at cell.memory_limit_mb={memory_limit_mb}, "
-                          "retrying an allocation that cannot succeed: raise the limit"}
+        return {
+            "outcome": "failed",
+            "failure": "oom",
+            "reason": f"stopped after {_CapWatch.STUCK_WINDOW_S} s stuck at cell.memory_limit_mb={memory_limit_mb}, "
+            "retrying an allocation that cannot succeed: raise the limit",
+        }
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = ""
         if name == "SIGKILL":
             hint = " (most often the kernel's out-of-memory killer: try a smaller batch_size)"
-        return _blame_memory_limit({"outcome": "failed", "reason": f"cell process killed by {name}{hint}"},
-                                   memory_limit_mb, died=True)
-    return _blame_memory_limit({"outcome": "failed",
-                                "reason": f"cell process exited with status {returncode} without a result"},
-                               memory_limit_mb, died=True)
+        return _blame_memory_limit(
+            {"outcome": "failed", "reason": f"cell process killed by {name}{hint}"}, memory_limit_mb, died=True
+        )
+    return _blame_memory_limit(
+        {"outcome": "failed", "reason": f"cell process exited with status {returncode} without a result"},
+        memory_limit_mb,
+        died=True,
+    )
 
 
 def _blame_memory_limit(result: dict[str, Any], limit_mb: int | None, died: bool = False) -> dict[str, Any]:
@@ -394,11 +434,25 @@ def _blame_memory_limit(result: dict[str, Any], limit_mb: int | None, died: bool
         return result
     reason = (result.get("reason") or "").lower()
     # A thread's stack counts against the cap too: "can't start new thread", pthread_create's EAGAIN.
-    allocation = any(word in reason for word in ("memory", "alloc", "mmap", "importerror", "cannot map", "oserror",
-                                                 "new thread", "resource temporarily unavailable"))
+    allocation = any(
+        word in reason
+        for word in (
+            "memory",
+            "alloc",
+            "mmap",
+            "importerror",
+            "cannot map",
+            "oserror",
+            "new thread",
+            "resource temporarily unavailable",
+        )
+    )
     if died or allocation or result.get("failure") == "oom":
-        result = {**result, "failure": "oom",
-                  "reason": f"{result.get('reason')} (over cell.memory_limit_mb={limit_mb}, most likely)"}
+        result = {
+            **result,
+            "failure": "oom",
+            "reason": f"{result.get('reason')} (over cell.memory_limit_mb={limit_mb}, most likely)",
+        }
     return result
 
 

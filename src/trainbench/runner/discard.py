@@ -20,8 +20,9 @@ def main(uri: str, run_id: str) -> int:
     while time.time() < deadline:
         run = store.get_run(run_id)
         if run.info.status != "RUNNING":
-            children = store.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'",
-                                         max_results=1)
+            children = store.search_runs(
+                [run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'", max_results=1
+            )
             if not run.data.metrics and not children:
                 store.delete_run(run_id)
             return 0

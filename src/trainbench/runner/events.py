@@ -101,8 +101,10 @@ class RunWriter:
                 self._apply(event)
             except Exception as error:  # after MLflow's own retries: say so, go on with the next event
                 self.failures += 1
-                sys.stderr.write(f"trainbench: could not record {sorted(event)[0]} in the run: "
-                                 f"{self.tracking.private(str(error))[:200]}\n")
+                sys.stderr.write(
+                    f"trainbench: could not record {sorted(event)[0]} in the run: "
+                    f"{self.tracking.private(str(error))[:200]}\n"
+                )
 
     def _apply(self, event: dict[str, Any]) -> None:
         tracking, store, run_id = self.tracking, self.store, self.run_id

@@ -22,12 +22,22 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
     cell = validate(composed)  # judged again where it runs: it may be another machine
     launch = cell.launch
     if launch.tracking_uri is None or launch.experiment_id is None:
-        raise PlainError("launch", "a cell job needs its sweep's store: run trainbench through its own sweeper "
-                                   "(hydra/sweeper=trainbench, the default in conf/config.yaml)")
+        raise PlainError(
+            "launch",
+            "a cell job needs its sweep's store: run trainbench through its own sweeper "
+            "(hydra/sweeper=trainbench, the default in conf/config.yaml)",
+        )
     overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+").startswith("launch.")]
-    store = Store(tracking.open_store(launch.tracking_uri, mid_sweep=True), launch.tracking_uri, launch.experiment_id,
-                  launch.parent_run_id, launch.sweep_id)
+    store = Store(
+        tracking.open_store(launch.tracking_uri, mid_sweep=True),
+        launch.tracking_uri,
+        launch.experiment_id,
+        launch.parent_run_id,
+        launch.sweep_id,
+    )
     name = cell.task.run_name(cell.task.prepared(cell), cell.device.name) + launch.name_suffix
-    print(f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",
-          flush=True)
+    print(
+        f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",
+        flush=True,
+    )
     return run_cell(cell, store, overrides).to_dict()

@@ -37,14 +37,15 @@ Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
 
 
 class Sweep:
-    def __init__(self, cells: list[CellConfig], jobs: list[list[str]], launch: Launch,
-                 command_line: list[str] | None = None) -> None:
+    def __init__(
+        self, cells: list[CellConfig], jobs: list[list[str]], launch: Launch, command_line: list[str] | None = None
+    ) -> None:
         self.cells, self.jobs, self.launch = cells, jobs, launch
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
         base = [cell.task.run_name(cell.task.prepared(cell), cell.device.name) for cell in cells]
         self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
-        self.suffixes = [n[len(b):] for n, b in zip(self.names, base, strict=True)]
+        self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
         self.started = time.time()
 
     def run(self) -> int:
@@ -75,8 +76,16 @@ class Sweep:
         sweep_id = parent or sweep_name
         return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
 
-    def _run_cells(self, store: Any, uri: str, experiment_id: str, parent: str | None, sweep_id: str,
-                   decisions: list[resume.Decision], adopted: bool) -> int:
+    def _run_cells(
+        self,
+        store: Any,
+        uri: str,
+        experiment_id: str,
+        parent: str | None,
+        sweep_id: str,
+        decisions: list[resume.Decision],
+        adopted: bool,
+    ) -> int:
         results: dict[int, CellResult] = {}
         job_errors: dict[int, str] = {}
         stopped: Stopped | None = None
@@ -102,8 +111,12 @@ class Sweep:
                 rows = self._rows(results, job_errors, stopped)
                 table = summary_table(rows)
                 print(table, flush=True)
-                print(f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
-                      + (f", sweep run {parent}" if parent else "") + f")  -- {browse_hint(uri)}", flush=True)
+                print(
+                    f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
+                    + (f", sweep run {parent}" if parent else "")
+                    + f")  -- {browse_hint(uri)}",
+                    flush=True,
+                )
                 print(f"Compare: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
                 if parent:
                     self._close_parent(store, parent, rows, table, stopped, adopted)
@@ -125,29 +138,54 @@ class Sweep:
             return [why] * len(jobs)
 
     def _launch_overrides(self, uri: str, experiment_id: str, parent: str | None, sweep_id: str, i: int) -> list[str]:
-        values = {"tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": parent, "sweep_id": sweep_id,
-                  "index": i + 1, "total": len(self.cells), "name_suffix": self.suffixes[i]}
+        values = {
+            "tracking_uri": uri,
+            "experiment_id": experiment_id,
+            "parent_run_id": parent,
+            "sweep_id": sweep_id,
+            "index": i + 1,
+            "total": len(self.cells),
+            "name_suffix": self.suffixes[i],
+        }
         return [f"++launch.{key}={_hydra_value(value)}" for key, value in values.items()]
 
-    def _record_skipped(self, store: Any, experiment_id: str, parent: str | None, sweep_id: str, i: int,
-                        decision: resume.Decision) -> CellResult:
+    def _record_skipped(
+        self, store: Any, experiment_id: str, parent: str | None, sweep_id: str, i: int, decision: resume.Decision
+    ) -> CellResult:
         prior = decision.prior_run
-        tags = {"trainbench.kind": "cell", "trainbench.sweep_id": sweep_id, "trainbench.cell_index": i + 1,
-                "trainbench.result_run_id": prior.info.run_id if prior else None,
-                **{k: v for k, v in (prior.data.tags.items() if prior else ()) if k.startswith(("trainbench.", "hw."))
-                   and k not in ("trainbench.outcome", "trainbench.reason", "trainbench.sweep_id",
-                                 "trainbench.cell_index", "trainbench.process", "trainbench.heartbeat")}}
+        tags = {
+            "trainbench.kind": "cell",
+            "trainbench.sweep_id": sweep_id,
+            "trainbench.cell_index": i + 1,
+            "trainbench.result_run_id": prior.info.run_id if prior else None,
+            **{
+                k: v
+                for k, v in (prior.data.tags.items() if prior else ())
+                if k.startswith(("trainbench.", "hw."))
+                and k
+                not in (
+                    "trainbench.outcome",
+                    "trainbench.reason",
+                    "trainbench.sweep_id",
+                    "trainbench.cell_index",
+                    "trainbench.process",
+                    "trainbench.heartbeat",
+                )
+            },
+        }
         if parent:
             tags["mlflow.parentRunId"] = parent
-        run = store.create_run(experiment_id, run_name=self.names[i],
-                               tags={k: str(v) for k, v in tags.items() if v is not None})
+        run = store.create_run(
+            experiment_id, run_name=self.names[i], tags={k: str(v) for k, v in tags.items() if v is not None}
+        )
         tracking.close(store, run.info.run_id, "skipped", decision.reason)
         speed = prior.data.metrics.get("samples_per_s") if prior else None
         print(f"[cell {i + 1}/{len(self.cells)}] {self.names[i]}: skipped, {decision.reason}", flush=True)
         return CellResult(i + 1, self.names[i], "skipped", speed, decision.reason, run.info.run_id)
 
-    def _recorded(self, store: Any, experiment_id: str, sweep_id: str,
-                  known: dict[int, CellResult]) -> dict[int, CellResult]:
+    def _recorded(
+        self, store: Any, experiment_id: str, sweep_id: str, known: dict[int, CellResult]
+    ) -> dict[int, CellResult]:
         """Outcomes of this sweep's cells as the store has them: for launchers that lost their results
         (a Ctrl-C in the middle of a batch) or cells run on other machines."""
         try:
@@ -159,16 +197,25 @@ class Sweep:
             tags, index = run.data.tags, int(run.data.tags.get("trainbench.cell_index", "0")) - 1
             if index < 0 or index in known:
                 continue
-            found[index] = CellResult(index + 1, run.info.run_name, tags.get("trainbench.outcome", "running"),
-                                      run.data.metrics.get("samples_per_s"), tags.get("trainbench.reason"),
-                                      run.info.run_id, run.data.metrics.get("peak_tflops"))
+            found[index] = CellResult(
+                index + 1,
+                run.info.run_name,
+                tags.get("trainbench.outcome", "running"),
+                run.data.metrics.get("samples_per_s"),
+                tags.get("trainbench.reason"),
+                run.info.run_id,
+                run.data.metrics.get("peak_tflops"),
+            )
         return found
 
     def _close_left_open(self, store: Any, experiment_id: str, sweep_id: str, stopped: Stopped | None) -> None:
         """A cell whose launcher died without closing its run (a killed joblib worker): close it now."""
         try:
-            runs = store.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}' and "
-                                                      "attributes.status = 'RUNNING'", max_results=10_000)
+            runs = store.search_runs(
+                [experiment_id],
+                f"tags.`trainbench.sweep_id` = '{sweep_id}' and attributes.status = 'RUNNING'",
+                max_results=10_000,
+            )
         except Exception:
             return
         for run in runs:
@@ -179,15 +226,25 @@ class Sweep:
             except Exception:  # noqa: S112  (the next invocation closes it as lost)
                 continue
 
-    def _rows(self, results: dict[int, CellResult], job_errors: dict[int, str],
-              stopped: Stopped | None) -> list[CellResult]:
+    def _rows(
+        self, results: dict[int, CellResult], job_errors: dict[int, str], stopped: Stopped | None
+    ) -> list[CellResult]:
         rows = []
         for i, name in enumerate(self.names):
             if i in results:
                 found = results[i]
                 outcome = "killed" if found.outcome == "running" else found.outcome
-                rows.append(CellResult(i + 1, name if found.outcome == "skipped" else found.name or name, outcome,
-                                       found.samples_per_s, found.reason, found.run_id, found.peak_tflops))
+                rows.append(
+                    CellResult(
+                        i + 1,
+                        name if found.outcome == "skipped" else found.name or name,
+                        outcome,
+                        found.samples_per_s,
+                        found.reason,
+                        found.run_id,
+                        found.peak_tflops,
+                    )
+                )
             elif i in job_errors:
                 rows.append(CellResult(i + 1, name, "failed", None, job_errors[i], None))
             else:
@@ -214,15 +271,24 @@ class Sweep:
             **liveness.alive_tags(),
         }
 
-    def _close_parent(self, store: Any, parent: str, rows: list[CellResult], table: str, stopped: Stopped | None,
-                      adopted: bool) -> None:
+    def _close_parent(
+        self, store: Any, parent: str, rows: list[CellResult], table: str, stopped: Stopped | None, adopted: bool
+    ) -> None:
         done = [r for r in rows if r.outcome in ("finished", "skipped")]
         outcome = "killed" if stopped else "finished" if len(done) == len(rows) else "failed"
-        reason = stopped.reason if stopped else None if outcome == "finished" else \
-            f"{len(rows) - len(done)} of {len(rows)} cells did not finish"
+        reason = (
+            stopped.reason
+            if stopped
+            else None
+            if outcome == "finished"
+            else f"{len(rows) - len(done)} of {len(rows)} cells did not finish"
+        )
         try:
-            tracking.log_metrics(store, parent, {"cells": len(rows), "cells_finished": len(done),
-                                                 "sweep_time_s": time.time() - self.started})
+            tracking.log_metrics(
+                store,
+                parent,
+                {"cells": len(rows), "cells_finished": len(done), "sweep_time_s": time.time() - self.started},
+            )
             store.log_text(parent, table + "\n", "summary.txt")
             if adopted:  # `mlflow run` closes its own run from our exit status
                 tracking.set_tags(store, parent, {"trainbench.outcome": outcome, "trainbench.reason": reason})
@@ -248,16 +314,21 @@ def fetch_or_refuse_missing_files(cells: list[CellConfig]) -> None:
             what, folder, files, url = missing
             if getattr(cell.data, "download", False):
                 try:
-                    print(f"trainbench: {what} is not in {tracking.private(str(folder))}: downloading it once for the "
-                          "whole sweep", flush=True)
+                    print(
+                        f"trainbench: {what} is not in {tracking.private(str(folder))}: downloading it once for the "
+                        "whole sweep",
+                        flush=True,
+                    )
                     datasets.download(cell.data)
                     continue
                 except datasets.DatasetMissing as error:
                     problems.append(str(error))
                     continue
-            problems.append(f"{what} not found: expected {', '.join(files)} in {tracking.private(str(folder))} "
-                            f"(data.download=false); download with `trainbench download data={cell.data.name}` "
-                            f"or from {url}")
+            problems.append(
+                f"{what} not found: expected {', '.join(files)} in {tracking.private(str(folder))} "
+                f"(data.download=false); download with `trainbench download data={cell.data.name}` "
+                f"or from {url}"
+            )
         weights = _missing_weights(cell)
         if weights and weights not in problems:
             problems.append(weights)
@@ -276,9 +347,11 @@ def _missing_weights(cell: CellConfig) -> str | None:
     folder = Path(os.environ.get("TORCH_HOME", cache / "torch")) / "hub" / "checkpoints"
     if (folder / str(model.weights_file)).exists():
         return None
-    return (f"pretrained weights for {model.name} not found: expected {model.weights_file} in "
-            f"{tracking.private(str(folder))}; download https://download.pytorch.org/models/{model.weights_file} "
-            "there once when online, or set model.pretrained=false")
+    return (
+        f"pretrained weights for {model.name} not found: expected {model.weights_file} in "
+        f"{tracking.private(str(folder))}; download https://download.pytorch.org/models/{model.weights_file} "
+        "there once when online, or set model.pretrained=false"
+    )
 
 
 # ----------------------------------------------------------------------------------------- signals
@@ -334,8 +407,11 @@ def _hydra_value(value: Any) -> str:
 
 def browse_hint(uri: str) -> str:
     if uri == tracking.default_tracking_uri():
-        return "browse with `mlflow ui` from the project root" if tracking.default_store_folder() == PROJECT_ROOT \
+        return (
+            "browse with `mlflow ui` from the project root"
+            if tracking.default_store_folder() == PROJECT_ROOT
             else "browse with `mlflow ui` from this folder"
+        )
     if uri.startswith(("http://", "https://")):
         return "the server's own UI"
     return f"browse with `mlflow ui --backend-store-uri {tracking.private(uri)}`"
@@ -362,9 +438,9 @@ def summary_table(results: list[CellResult]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = []
     for i, row in enumerate(rows):
-        lines.append("  ".join(
-            [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3]]
-        ).rstrip())
+        lines.append(
+            "  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3]]).rstrip()
+        )
         if i == 0:
             lines.append("  ".join("-" * w for w in widths) + "  ------")
     return "\n".join(lines)
@@ -373,5 +449,8 @@ def summary_table(results: list[CellResult]) -> str:
 def plan_table(cell_names: list[str], jobs: list[list[str]]) -> str:
     width = max(len(n) for n in cell_names)
     lines = [f"{'cell'.ljust(width)}  overrides", f"{'-' * width}  ---------"]
-    lines += [f"{n.ljust(width)}  {tracking.private(' '.join(j)) or '(defaults)'}" for n, j in zip(cell_names, jobs, strict=True)]
+    lines += [
+        f"{n.ljust(width)}  {tracking.private(' '.join(j)) or '(defaults)'}"
+        for n, j in zip(cell_names, jobs, strict=True)
+    ]
     return "\n".join(lines)

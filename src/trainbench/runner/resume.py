@@ -36,13 +36,20 @@ def decide(cells: list[CellConfig], store: Any, experiment_id: str, mode: Any) -
 def _decide(cell: CellConfig, store: Any, experiment_id: str, mode: Any, host: dict[str, str]) -> Decision:
     prepared = cell.task.prepared(cell)
     digest = config_hash(prepared)
-    runs = store.search_runs([experiment_id], f"tags.`trainbench.config_hash` = '{digest}' and "
-                                              "tags.`trainbench.kind` = 'cell'", order_by=["attributes.start_time DESC"],
-                             max_results=200)
+    runs = store.search_runs(
+        [experiment_id],
+        f"tags.`trainbench.config_hash` = '{digest}' and tags.`trainbench.kind` = 'cell'",
+        order_by=["attributes.start_time DESC"],
+        max_results=200,
+    )
     labels = hardware.labels_for(cell.device.name, host)
     installed = _public(_installed(cell.framework.package))
-    comparable = [r for r in runs if r.data.tags.get("hw.label") in labels
-                  and _public(r.data.tags.get("trainbench.framework_version", "")) == installed]
+    comparable = [
+        r
+        for r in runs
+        if r.data.tags.get("hw.label") in labels
+        and _public(r.data.tags.get("trainbench.framework_version", "")) == installed
+    ]
     finished = [r for r in comparable if r.data.tags.get("trainbench.outcome") == "finished"]
     if mode == "failed":
         latest = next((r for r in comparable if r.data.tags.get("trainbench.outcome") != "skipped"), None)

@@ -43,8 +43,11 @@ def _record(client: Any, run_id: str, cell: CellConfig, result: dict[str, Any], 
         tracking.set_tags(client, run_id, {"trainbench.scaling_reason": reason})
         return
     single = baseline.data.metrics["samples_per_s"]
-    tracking.log_metrics(client, run_id, {"scaling_efficiency": efficiency(rate, devices, single),
-                                          "scaling_baseline_samples_per_s": single})
+    tracking.log_metrics(
+        client,
+        run_id,
+        {"scaling_efficiency": efficiency(rate, devices, single), "scaling_baseline_samples_per_s": single},
+    )
     tracking.set_tags(client, run_id, {"trainbench.scaling_baseline_run_id": baseline.info.run_id})
 
 

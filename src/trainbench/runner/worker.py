@@ -136,26 +136,33 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
     mark("cell: hardware probed")
     label = hardware.label(backend, host)
     task = cell.task
-    log.tags({
-        **host,
-        "mlflow.runName": task.run_name(cell, backend) + name_suffix,
-        "trainbench.backend": backend,
-        "hw.label": label,
-        "trainbench.framework_version": framework.version(),
-        # which GPUs the cell's process could see (set per cell when cells share a machine: runner/slots.py)
-        "trainbench.visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "all"),
-        **framework.versions(),
-        **framework.flags(),
-    })
+    log.tags(
+        {
+            **host,
+            "mlflow.runName": task.run_name(cell, backend) + name_suffix,
+            "trainbench.backend": backend,
+            "hw.label": label,
+            "trainbench.framework_version": framework.version(),
+            # which GPUs the cell's process could see (set per cell when cells share a machine: runner/slots.py)
+            "trainbench.visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "all"),
+            **framework.versions(),
+            **framework.flags(),
+        }
+    )
     devices = framework.num_devices()  # the count that ran (device.count=all resolved), and how they are linked
     log.tags({"trainbench.num_devices": devices, **hardware_links(backend, framework.device_indices())})
     summary = task.run(framework, cell, log, DeviceInfo(backend, label, host, devices))
     summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
     summary["peak_host_memory_mb"] = peak_host_memory_mb()
     log.metrics(summary)
-    return {"backend": backend, "samples_per_s": summary.get("samples_per_s"),
-            "peak_tflops": summary.get("peak_tflops"), "num_devices": devices, "hw_label": label,
-            "framework_version": framework.version()}
+    return {
+        "backend": backend,
+        "samples_per_s": summary.get("samples_per_s"),
+        "peak_tflops": summary.get("peak_tflops"),
+        "num_devices": devices,
+        "hw_label": label,
+        "framework_version": framework.version(),
+    }
 
 
 def hardware_links(backend: str, gpu_indices: list[int]) -> dict[str, str]:
@@ -176,8 +183,16 @@ def write_atomically(path: Path, text: str) -> None:
 
 # How each backend says it ran out of memory: CUDA and MPS (torch.OutOfMemoryError or "out of memory"),
 # TensorFlow (ResourceExhaustedError), JAX/XLA (RESOURCE_EXHAUSTED), the host (MemoryError, allocators).
-_OOM_TEXT = ("out of memory", "resource_exhausted", "resourceexhausted", "can't allocate memory",
-             "cannot allocate memory", "failed to allocate", "oom when allocating", "bad_alloc")
+_OOM_TEXT = (
+    "out of memory",
+    "resource_exhausted",
+    "resourceexhausted",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "failed to allocate",
+    "oom when allocating",
+    "bad_alloc",
+)
 
 
 def failure_kind(error: BaseException) -> str:

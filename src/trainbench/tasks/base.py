@@ -33,7 +33,9 @@ class DeviceInfo:
     count: int = 1  # devices the cell runs on (data-parallel): its figures are for all of them together
 
 
-def model_and_data(framework: Framework, cell: CellConfig, log: RunLog, training: bool = True) -> tuple[Any, Dataset, float | None]:
+def model_and_data(
+    framework: Framework, cell: CellConfig, log: RunLog, training: bool = True
+) -> tuple[Any, Dataset, float | None]:
     """Load the data, build the model, log its size and FLOPs; return (model, data, flops per sample)."""
     from trainbench import data as datasets
     from trainbench.timeline import mark
@@ -78,8 +80,12 @@ def utilisation(achieved_tflops: float, device: DeviceInfo, precision: str, log:
         peak = peaks.peak_tflops(device.label, precision, int(cores) if cores and cores.isdigit() else None)
         source = "published dense peak" if peak else None
     if not peak:
-        log.tags({"mfu.reason": peaks.why_no_peak(device.label, precision)
-                  or f"no peak known for {device.label} at {precision}"})
+        log.tags(
+            {
+                "mfu.reason": peaks.why_no_peak(device.label, precision)
+                or f"no peak known for {device.label} at {precision}"
+            }
+        )
         return {"achieved_tflops": achieved_tflops}
     log.tags({"mfu.peak_source": source})
     # Data-parallel ranks on a CPU share its one peak; on GPUs each brings its own.
@@ -87,8 +93,14 @@ def utilisation(achieved_tflops: float, device: DeviceInfo, precision: str, log:
     return {"achieved_tflops": achieved_tflops, "device_peak_tflops": peak, "mfu": achieved_tflops / (peak * devices)}
 
 
-def throughput_extras(summary: dict[str, Any], data: Dataset, flops_per_sample: float | None, device: DeviceInfo,
-                      cell: CellConfig, log: RunLog) -> None:
+def throughput_extras(
+    summary: dict[str, Any],
+    data: Dataset,
+    flops_per_sample: float | None,
+    device: DeviceInfo,
+    cell: CellConfig,
+    log: RunLog,
+) -> None:
     """tokens_per_s for text, achieved TFLOPS and MFU where FLOPs are known, and the per-device figures of a
     data-parallel cell: added to `summary`."""
     rate = summary.get("samples_per_s")

@@ -49,27 +49,51 @@ class BenchmarkTask(TaskConfig):
     sync_every_step: bool = False  # type: ignore[misc]  # fit: read the loss back after every step (tf.keras 2's progress bar)
 
     def check(self, at: str) -> None:
-        need(self.timed_region in TIMED_REGIONS, f"{at}.timed_region", self.timed_region,
-             f"choose one of {', '.join(TIMED_REGIONS)}")
-        need(not self.sync_every_step or self.timed_region == "fit", f"{at}.sync_every_step", self.sync_every_step,
-             "reproduces the per-step read-back inside Keras' fit: use it with task.timed_region=fit")
+        need(
+            self.timed_region in TIMED_REGIONS,
+            f"{at}.timed_region",
+            self.timed_region,
+            f"choose one of {', '.join(TIMED_REGIONS)}",
+        )
+        need(
+            not self.sync_every_step or self.timed_region == "fit",
+            f"{at}.sync_every_step",
+            self.sync_every_step,
+            "reproduces the per-step read-back inside Keras' fit: use it with task.timed_region=fit",
+        )
         need_count(self.warmup_steps, f"{at}.warmup_steps", 0, 10**6, "e.g. task.warmup_steps=5")
         need_count(self.steps, f"{at}.steps", 1, 10**7, "e.g. task.steps=20")
         need_count(self.repeats, f"{at}.repeats", 1, 1000, "e.g. task.repeats=5")
-        need(self.settle_cv_pct is None or (finite(self.settle_cv_pct) and self.settle_cv_pct > 0),
-             f"{at}.settle_cv_pct", self.settle_cv_pct, "must be null or a percentage > 0")
+        need(
+            self.settle_cv_pct is None or (finite(self.settle_cv_pct) and self.settle_cv_pct > 0),
+            f"{at}.settle_cv_pct",
+            self.settle_cv_pct,
+            "must be null or a percentage > 0",
+        )
         need_count(self.max_warmup_steps, f"{at}.max_warmup_steps", 1, 10**6, "")
-        need(finite(self.drift_threshold_pct) and self.drift_threshold_pct > 0, f"{at}.drift_threshold_pct",
-             self.drift_threshold_pct, "must be a percentage > 0")
+        need(
+            finite(self.drift_threshold_pct) and self.drift_threshold_pct > 0,
+            f"{at}.drift_threshold_pct",
+            self.drift_threshold_pct,
+            "must be a percentage > 0",
+        )
 
     def check_cell(self, cell: CellConfig) -> None:
         super().check_cell(cell)
         if self.timed_region == "fit":
-            need(cell.framework.fit() == "model.fit", "task.timed_region", "fit",
-                 f"times Keras' model.fit, which framework={cell.framework.name} does not have: use framework="
-                 "tensorflow or jax, or task.timed_region=steps")
-            need(cell.device.count == 1, "device.count", cell.device.count,
-                 "task.timed_region=fit runs on one device: use device.count=1")
+            need(
+                cell.framework.fit() == "model.fit",
+                "task.timed_region",
+                "fit",
+                f"times Keras' model.fit, which framework={cell.framework.name} does not have: use framework="
+                "tensorflow or jax, or task.timed_region=steps",
+            )
+            need(
+                cell.device.count == 1,
+                "device.count",
+                cell.device.count,
+                "task.timed_region=fit runs on one device: use device.count=1",
+            )
 
     def prepared(self, cell: CellConfig) -> CellConfig:
         """Synthetic data: generate the one batch the steps use, not a whole dataset (fit: the batches fit
@@ -103,8 +127,10 @@ class BenchmarkTask(TaskConfig):
             step()
 
         warm = warm_up(indexed, sync, self.warmup_steps, self.settle_cv_pct, self.max_warmup_steps)
-        progress.line(f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then "
-                      f"{self.repeats} x {self.steps} timed steps")
+        progress.line(
+            f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then "
+            f"{self.repeats} x {self.steps} timed steps"
+        )
         clock = framework.step_clock()
         blocks = []
         meter = energy_meter(framework, device)
@@ -124,12 +150,22 @@ class BenchmarkTask(TaskConfig):
         tags = {"trainbench.step_time_source": source, **meter.tags()}
         if drift is not None:
             tags["trainbench.drift"] = str(drift > self.drift_threshold_pct).lower()
-        log.tags({**tags, **noise_tags("step times", stats.cv_pct, "task.repeats=5, task.settle_cv_pct=2, more "
-                                       "task.steps, or a quiet machine")})
+        log.tags(
+            {
+                **tags,
+                **noise_tags(
+                    "step times",
+                    stats.cv_pct,
+                    "task.repeats=5, task.settle_cv_pct=2, more task.steps, or a quiet machine",
+                ),
+            }
+        )
         timed_s = sum(b.seconds for b in blocks)
         steady_step_s = timed_s / sum(b.steps for b in blocks)
-        progress.line(f"benchmark: {steady_step_s * 1000:.2f} ms/step (p90 {stats.p90_ms:.2f}), "
-                      f"{samples_per_s:,.0f} samples/s" + (f" +/- {ci95:,.0f} (95% CI)" if ci95 is not None else ""))
+        progress.line(
+            f"benchmark: {steady_step_s * 1000:.2f} ms/step (p90 {stats.p90_ms:.2f}), "
+            f"{samples_per_s:,.0f} samples/s" + (f" +/- {ci95:,.0f} (95% CI)" if ci95 is not None else "")
+        )
         summary: dict[str, Any] = {
             "warmup_time_s": warm.seconds,
             "warmup_steps_run": warm.steps,
@@ -155,17 +191,22 @@ class BenchmarkTask(TaskConfig):
             if self.warmup_steps:
                 trainer.fit(1, self.sync_every_step, samples=min(batch * self.warmup_steps, available))
         samples = min(batch * self.steps, available)
-        progress.line(f"benchmark: a warm-up fit of {self.warmup_steps} steps ({warm.seconds:.2f} s), then a fit of "
-                      f"{self.repeats} epoch(s) x {self.steps} steps, timed as a whole")
+        progress.line(
+            f"benchmark: a warm-up fit of {self.warmup_steps} steps ({warm.seconds:.2f} s), then a fit of "
+            f"{self.repeats} epoch(s) x {self.steps} steps, timed as a whole"
+        )
         meter = energy_meter(framework, device)
         with meter, Timer(framework.synchronize) as timed:
             epochs = trainer.fit(self.repeats, self.sync_every_step, samples=samples)
         trained = samples * self.repeats
         steps = -(-samples // batch) * self.repeats
         _, ci95 = mean_ci95([samples / seconds for seconds, _ in epochs])
-        log.tags({"trainbench.step_time_source": "fit wall clock / steps (fit gives no per-step times)",
-                  **meter.tags()})
-        progress.line(f"benchmark: {timed.seconds * 1000 / steps:.2f} ms/step, {trained / timed.seconds:,.0f} samples/s")
+        log.tags(
+            {"trainbench.step_time_source": "fit wall clock / steps (fit gives no per-step times)", **meter.tags()}
+        )
+        progress.line(
+            f"benchmark: {timed.seconds * 1000 / steps:.2f} ms/step, {trained / timed.seconds:,.0f} samples/s"
+        )
         summary: dict[str, Any] = {
             "warmup_time_s": warm.seconds,
             "warmup_steps_run": self.warmup_steps,
@@ -178,6 +219,7 @@ class BenchmarkTask(TaskConfig):
         }
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
+
 
 def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
     """The one line to print when `what` varied too much to quote (cv_pct above NOISY_CV_PCT), else None."""

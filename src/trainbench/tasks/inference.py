@@ -75,11 +75,19 @@ class InferenceTask(TaskConfig):
         with meter:
             block = time_block(passes, self.steps, sync)
         samples_per_s = batch * block.steps / block.seconds
-        log.tags({"trainbench.latency_source": source, **meter.tags(),
-                  **noise_tags("latencies", latency.cv_pct, "more task.warmup_steps, more task.latency_steps, "
-                               "or a quiet machine")})
-        progress.line(f"inference: batch 1 p50 {latency.p50_ms:.3f} ms (p99 {latency.p99_ms:.3f}); "
-                      f"batch {batch}: {samples_per_s:,.0f} samples/s")
+        log.tags(
+            {
+                "trainbench.latency_source": source,
+                **meter.tags(),
+                **noise_tags(
+                    "latencies", latency.cv_pct, "more task.warmup_steps, more task.latency_steps, or a quiet machine"
+                ),
+            }
+        )
+        progress.line(
+            f"inference: batch 1 p50 {latency.p50_ms:.3f} ms (p99 {latency.p99_ms:.3f}); "
+            f"batch {batch}: {samples_per_s:,.0f} samples/s"
+        )
         summary: dict[str, Any] = {
             **latency.metrics("latency"),
             "samples_per_s": samples_per_s,

@@ -44,16 +44,25 @@ class MatmulTask(TaskConfig):
         need(self.shape in SHAPES, f"{at}.shape", self.shape, f"choose one of {', '.join(SHAPES)}")
         if self.sizes is not None:
             largest = MAX_SIZE.get(self.shape, 1)
-            need(bool(self.sizes) and all(whole(n) and 1 <= n <= largest for n in self.sizes), f"{at}.sizes",
-                 self.sizes, f"a list of sizes from 1 to {largest:,} (no device holds larger {self.shape} products)")
+            need(
+                bool(self.sizes) and all(whole(n) and 1 <= n <= largest for n in self.sizes),
+                f"{at}.sizes",
+                self.sizes,
+                f"a list of sizes from 1 to {largest:,} (no device holds larger {self.shape} products)",
+            )
         need_count(self.warmup_steps, f"{at}.warmup_steps", 0, 10**5, "")
         need_count(self.steps, f"{at}.steps", 1, 10**6, "")
 
     def run_name(self, cell: CellConfig, backend: str) -> str:
         from trainbench.runs import run_name
 
-        return run_name(framework=cell.framework.name, backend=backend, task=self.name, matmul_shape=self.shape,
-                        precision=cell.precision.name)
+        return run_name(
+            framework=cell.framework.name,
+            backend=backend,
+            task=self.name,
+            matmul_shape=self.shape,
+            precision=cell.precision.name,
+        )
 
     def tags(self, cell: CellConfig) -> dict[str, Any]:
         return {**super().tags(cell), "trainbench.model": "matmul", "trainbench.matmul_shape": self.shape}
@@ -62,8 +71,11 @@ class MatmulTask(TaskConfig):
         from trainbench import progress
         from trainbench.timing import Timer, time_block
 
-        sizes = self.sizes or [n for n in DEFAULT_SIZES[self.shape]
-                               if self.shape == "vector" or device.backend != "cpu" or n <= CPU_SQUARE_LIMIT]
+        sizes = self.sizes or [
+            n
+            for n in DEFAULT_SIZES[self.shape]
+            if self.shape == "vector" or device.backend != "cpu" or n <= CPU_SQUARE_LIMIT
+        ]
         element_bytes = framework.matmul_element_bytes()
         sync = framework.synchronize
         points: list[tuple[int, float]] = []
@@ -79,7 +91,11 @@ class MatmulTask(TaskConfig):
                     metrics["gbytes_per_s"] = (2 * n + 1) * element_bytes / seconds / 1e9
                 log.metrics(metrics, step=n)
                 points.append((n, metrics["tflops"]))
-                rate = f"{metrics['gbytes_per_s']:.2f} GB/s" if self.shape == "vector" else f"{metrics['tflops']:.3f} TFLOPS"
+                rate = (
+                    f"{metrics['gbytes_per_s']:.2f} GB/s"
+                    if self.shape == "vector"
+                    else f"{metrics['tflops']:.3f} TFLOPS"
+                )
                 progress.line(f"matmul {self.shape} n={n}: {seconds * 1000:.3f} ms, {rate}")
         log.figure(_figure(points, cell, device.backend, self.shape), "matmul.png")
         # peak_tflops: the best this device reached here (device_peak_tflops is the datasheet's figure).

@@ -77,28 +77,52 @@ class TrainTask(TaskConfig):
 
     def check(self, at: str) -> None:
         need_count(self.epochs, f"{at}.epochs", 0, 100_000, "e.g. task.epochs=3 (0 builds the model only)")
-        need(self.timed_region in TIMED_REGIONS, f"{at}.timed_region", self.timed_region,
-             f"choose one of {', '.join(TIMED_REGIONS)}")
-        need(not self.sync_every_step or self.timed_region != "epoch", f"{at}.sync_every_step", self.sync_every_step,
-             "reproduces the per-step read-back inside a framework's fit: use it with task.timed_region=fit or "
-             "build_fit (the epoch region never synchronizes inside its block)")
+        need(
+            self.timed_region in TIMED_REGIONS,
+            f"{at}.timed_region",
+            self.timed_region,
+            f"choose one of {', '.join(TIMED_REGIONS)}",
+        )
+        need(
+            not self.sync_every_step or self.timed_region != "epoch",
+            f"{at}.sync_every_step",
+            self.sync_every_step,
+            "reproduces the per-step read-back inside a framework's fit: use it with task.timed_region=fit or "
+            "build_fit (the epoch region never synchronizes inside its block)",
+        )
 
     def check_cell(self, cell: CellConfig) -> None:
         super().check_cell(cell)
         framework, count = cell.framework, cell.device.count
         if cell.data.pipeline == "loader":
-            need(self.timed_region == "epoch", "task.timed_region", self.timed_region,
-                 "data.pipeline=loader is timed per epoch: use task.timed_region=epoch (fit and build_fit time the "
-                 "framework's own fit on arrays prepared on the host)")
-            need(framework.input_pipeline() is not None, "data.pipeline", "loader",
-                 f"framework={framework.name} has no loader pipeline yet: use data.pipeline=device, or framework="
-                 "pytorch, tensorflow or jax")
+            need(
+                self.timed_region == "epoch",
+                "task.timed_region",
+                self.timed_region,
+                "data.pipeline=loader is timed per epoch: use task.timed_region=epoch (fit and build_fit time the "
+                "framework's own fit on arrays prepared on the host)",
+            )
+            need(
+                framework.input_pipeline() is not None,
+                "data.pipeline",
+                "loader",
+                f"framework={framework.name} has no loader pipeline yet: use data.pipeline=device, or framework="
+                "pytorch, tensorflow or jax",
+            )
             need(count == 1, "device.count", count, "data.pipeline=loader runs on one device: use device.count=1")
         if self.timed_region != "epoch":
-            need(framework.fit() is not None, "task.timed_region", self.timed_region,
-                 f"framework={framework.name} has no fit to time: use task.timed_region=epoch")
-            need(count == 1, "device.count", count,
-                 f"task.timed_region={self.timed_region} runs on one device: use device.count=1")
+            need(
+                framework.fit() is not None,
+                "task.timed_region",
+                self.timed_region,
+                f"framework={framework.name} has no fit to time: use task.timed_region=epoch",
+            )
+            need(
+                count == 1,
+                "device.count",
+                count,
+                f"task.timed_region={self.timed_region} runs on one device: use device.count=1",
+            )
 
     def tags(self, cell: CellConfig) -> dict[str, Any]:
         return {**super().tags(cell), "trainbench.epochs": self.epochs}
@@ -130,8 +154,16 @@ class TrainTask(TaskConfig):
                 bar.close()
                 result = trainer.end_epoch()
                 val_loss, val_accuracy = trainer.evaluate()
-                stats = EpochStats(epoch, block.seconds, trainer.samples_per_epoch, result.train_loss,
-                                   result.train_accuracy, val_loss, val_accuracy, result.input_wait_s)
+                stats = EpochStats(
+                    epoch,
+                    block.seconds,
+                    trainer.samples_per_epoch,
+                    result.train_loss,
+                    result.train_accuracy,
+                    val_loss,
+                    val_accuracy,
+                    result.input_wait_s,
+                )
                 epochs.append(stats)
                 log.metrics(stats.metrics(), step=epoch)
                 _epoch_line(stats, self.epochs)
@@ -170,8 +202,15 @@ class TrainTask(TaskConfig):
         epochs = []
         for epoch, (seconds, result) in enumerate(results, start=1):
             last = epoch == len(results)
-            stats = EpochStats(epoch, seconds, trainer.samples_per_epoch, result.train_loss, result.train_accuracy,
-                               val_loss if last else None, val_accuracy if last else None)
+            stats = EpochStats(
+                epoch,
+                seconds,
+                trainer.samples_per_epoch,
+                result.train_loss,
+                result.train_accuracy,
+                val_loss if last else None,
+                val_accuracy if last else None,
+            )
             epochs.append(stats)
             log.metrics(stats.metrics(), step=epoch)
             _epoch_line(stats, self.epochs)
@@ -200,7 +239,9 @@ class TrainTask(TaskConfig):
         return summary
 
 
-def fit_epochs(framework: Framework, trainer: Trainer, epochs: int, sync_every_step: bool) -> list[tuple[float, EpochResult]]:
+def fit_epochs(
+    framework: Framework, trainer: Trainer, epochs: int, sync_every_step: bool
+) -> list[tuple[float, EpochResult]]:
     """The training call of timed_region=fit / build_fit: (seconds, result) per epoch. A trainer with a fit of
     its own (Keras' model.fit) runs it; otherwise trainbench's epoch loop, each epoch between synchronizations."""
     from trainbench.timing import time_block
@@ -216,8 +257,9 @@ def fit_epochs(framework: Framework, trainer: Trainer, epochs: int, sync_every_s
     results = []
     for epoch in range(1, epochs + 1):
         trainer.begin_epoch(epoch)
-        block = time_block(read_back if sync_every_step else trainer.step, trainer.steps_per_epoch,
-                           framework.synchronize)
+        block = time_block(
+            read_back if sync_every_step else trainer.step, trainer.steps_per_epoch, framework.synchronize
+        )
         results.append((block.seconds, trainer.end_epoch()))
     return results
 
@@ -233,5 +275,7 @@ def _epoch_line(stats: EpochStats, epochs: int) -> None:
 
     val = "" if stats.val_accuracy is None else f", val_accuracy {stats.val_accuracy:.3f}"
     wait = "" if stats.input_wait_s is None else f", waited {stats.input_wait_s:.2f} s for input"
-    progress.line(f"epoch {stats.epoch}/{epochs}: {stats.seconds:.2f} s, "
-                  f"{stats.samples / stats.seconds:,.0f} samples/s, train_loss {stats.train_loss:.4f}{val}{wait}")
+    progress.line(
+        f"epoch {stats.epoch}/{epochs}: {stats.seconds:.2f} s, "
+        f"{stats.samples / stats.seconds:,.0f} samples/s, train_loss {stats.train_loss:.4f}{val}{wait}"
+    )

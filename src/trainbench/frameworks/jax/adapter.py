@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig
     from trainbench.data import Dataset
 
-JAX_ALWAYS_JITS = "Keras on JAX always compiles the train step with XLA (jax.jit): optimize.compile=false does not apply"
+JAX_ALWAYS_JITS = (
+    "Keras on JAX always compiles the train step with XLA (jax.jit): optimize.compile=false does not apply"
+)
 
 
 class Adapter(KerasAdapter):
@@ -93,8 +95,11 @@ class Adapter(KerasAdapter):
         # or the last product or prediction).
         # Buffers donated to a later step (or to Keras' evaluate) are gone; the ones that replaced them
         # are newer, so waiting on what is still alive is enough.
-        alive = [leaf for leaf in self.jax.tree_util.tree_leaves(self.pending)
-                 if hasattr(leaf, "is_deleted") and not leaf.is_deleted()]
+        alive = [
+            leaf
+            for leaf in self.jax.tree_util.tree_leaves(self.pending)
+            if hasattr(leaf, "is_deleted") and not leaf.is_deleted()
+        ]
         if alive:
             self.jax.block_until_ready(alive)
 
@@ -186,16 +191,24 @@ class Trainer(KerasTrainer):
     def _take_state(self) -> None:
         """The model's variables as the step's state, the way Keras' fit takes them (and purges them)."""
         if self.state is None:
-            self.state = self.model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
-                                                   optimizer_variables=True, metrics_variables=True,
-                                                   purge_model_variables=True)
+            self.state = self.model._get_jax_state(
+                trainable_variables=True,
+                non_trainable_variables=True,
+                optimizer_variables=True,
+                metrics_variables=True,
+                purge_model_variables=True,
+            )
 
     def sync_state(self) -> None:
         if self.state is None:
             return
         trainable, non_trainable, optimizer_state, metrics = self.state
-        self.model._jax_state = {"trainable_variables": trainable, "non_trainable_variables": non_trainable,
-                                 "optimizer_variables": optimizer_state, "metrics_variables": metrics}
+        self.model._jax_state = {
+            "trainable_variables": trainable,
+            "non_trainable_variables": non_trainable,
+            "optimizer_variables": optimizer_state,
+            "metrics_variables": metrics,
+        }
         self.model._jax_state_synced = False
         self.model.jax_state_sync()
         self.model._jax_state = None
@@ -313,9 +326,15 @@ class LoaderTrainer(HostBatches, Trainer):
 def _no_jax_gpu_reason(jax: Any) -> str:
     platforms = sorted({device.platform for device in jax.devices()})
     plugin = [name for name in ("jax-cuda13-plugin", "jax-cuda12-plugin") if installed(name)]
-    build = f"{plugin[0]} {installed(plugin[0])} is installed" if plugin else "no CUDA plugin installed: pip install 'jax[cuda12]'"
-    return (f"no GPU visible to JAX {jax.__version__} (jax.devices('gpu') found none; platforms: "
-            f"{', '.join(platforms)}; {build}); Keras on JAX runs on CUDA GPUs only here")
+    build = (
+        f"{plugin[0]} {installed(plugin[0])} is installed"
+        if plugin
+        else "no CUDA plugin installed: pip install 'jax[cuda12]'"
+    )
+    return (
+        f"no GPU visible to JAX {jax.__version__} (jax.devices('gpu') found none; platforms: "
+        f"{', '.join(platforms)}; {build}); Keras on JAX runs on CUDA GPUs only here"
+    )
 
 
 def _jax_cuda_version(jax: Any) -> str:

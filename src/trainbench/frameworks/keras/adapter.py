@@ -60,8 +60,10 @@ class KerasAdapter:
         self.backend = self.bind_device(device)
         precision = self.cell.precision
         if precision.tf32 and precision.autocast is None and self.backend != "cuda":
-            raise DeviceUnavailable(f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got "
-                                    f"{self.backend}, which computes fp32: use precision=fp32")
+            raise DeviceUnavailable(
+                f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got "
+                f"{self.backend}, which computes fp32: use precision=fp32"
+            )
         import keras
 
         keras.config.set_dtype_policy(self.policy)
@@ -121,8 +123,8 @@ class KerasAdapter:
         self._seed(keras)
         if data.kind == "text":
             with self.tensorflow_refused():
-                return models.text_classifier(model, data.seq_len, data.num_classes,  # type: ignore[arg-type]
-                                              mask_padding=data.padded)
+                text_model: Any = model  # a TransformerModel: data.kind is text only for text models
+                return models.text_classifier(text_model, data.seq_len, data.num_classes, mask_padding=data.padded)
         return models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
 
     def num_parameters(self, model: Any) -> int:
@@ -134,8 +136,8 @@ class KerasAdapter:
         from trainbench.frameworks.keras import models
 
         if data.kind == "text":
-            return models.transformer_flops_per_sample(self.cell.model, data.seq_len, data.num_classes,  # type: ignore[arg-type]
-                                                       training)
+            text_model: Any = self.cell.model  # a TransformerModel, as above
+            return models.transformer_flops_per_sample(text_model, data.seq_len, data.num_classes, training)
         return models.flops_per_sample(model, training)
 
     # -- matmul -------------------------------------------------------------------------------
@@ -167,9 +169,12 @@ class KerasAdapter:
         else:
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # mixed_float16: Keras wraps the optimizer in a LossScaleOptimizer (dynamic loss scaling) itself.
-        model.compile(optimizer=optimizer(keras, self.cell.optim), loss=loss,
-                      metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                      jit_compile=self.jit_compile())
+        model.compile(
+            optimizer=optimizer(keras, self.cell.optim),
+            loss=loss,
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            jit_compile=self.jit_compile(),
+        )
 
     def prepared_split(self, split: Split, data: Dataset) -> tuple[Any, Any, bool]:
         """(inputs, labels, prepared) on the device: images scaled, resized, normalised and NHWC once when
@@ -186,8 +191,9 @@ class KerasAdapter:
         if prepared_bytes > PREPARED_SHARE * self.memory_bytes():
             return self.on_device(split.inputs), labels, False
         preprocess = preprocess_layer(models, data)
-        chunks = [preprocess(self.on_device(split.inputs[start : start + 1024]))
-                  for start in range(0, len(split), 1024)]
+        chunks = [
+            preprocess(self.on_device(split.inputs[start : start + 1024])) for start in range(0, len(split), 1024)
+        ]
         import keras
 
         return (keras.ops.concatenate(chunks, axis=0) if len(chunks) > 1 else chunks[0]), labels, True
@@ -259,8 +265,15 @@ class FitTrainer:
         callbacks = [clock, _step_read_back(keras)] if sync_every_step else [clock]
         count = self.samples_per_epoch if samples is None else samples
         self.adapter.pending = None
-        self.model.fit(self.inputs[:count], self.labels[:count], batch_size=self.batch_size, epochs=epochs,
-                       shuffle=True, verbose=0, callbacks=callbacks)
+        self.model.fit(
+            self.inputs[:count],
+            self.labels[:count],
+            batch_size=self.batch_size,
+            epochs=epochs,
+            shuffle=True,
+            verbose=0,
+            callbacks=callbacks,
+        )
         return list(clock.epochs)
 
     def evaluate(self) -> tuple[float | None, float | None]:
@@ -420,8 +433,9 @@ def optimizer(keras: Any, optim: Any) -> Any:
     """
     lr, decay = optim.lr, optim.weight_decay
     if optim.name == "adamw":
-        return keras.optimizers.AdamW(learning_rate=lr, weight_decay=decay, beta_1=optim.beta1, beta_2=optim.beta2,
-                                      epsilon=optim.eps)
+        return keras.optimizers.AdamW(
+            learning_rate=lr, weight_decay=decay, beta_1=optim.beta1, beta_2=optim.beta2, epsilon=optim.eps
+        )
     if optim.name == "sgd":
         base, options = keras.optimizers.SGD, {"momentum": optim.momentum}
     else:

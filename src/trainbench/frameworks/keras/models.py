@@ -78,8 +78,13 @@ def _torch_bias(fan_in: int) -> keras.initializers.Initializer:
 
 def _linear(units: int, fan_in: int, activation: str | None = None, name: str | None = None) -> layers.Dense:
     """torch.nn.Linear(fan_in, units) with its default initialisation."""
-    return layers.Dense(units, activation=activation, kernel_initializer=_torch_default_kernel(),
-                        bias_initializer=_torch_bias(fan_in), name=name)
+    return layers.Dense(
+        units,
+        activation=activation,
+        kernel_initializer=_torch_default_kernel(),
+        bias_initializer=_torch_bias(fan_in),
+        name=name,
+    )
 
 
 # -- MLP -----------------------------------------------------------------------------------------
@@ -190,8 +195,9 @@ def _without_input_scaling(model: keras.Model, inputs: Any) -> keras.Model:
 
 
 # -- torchvision's ResNet-18 -----------------------------------------------------------------------
-def _conv(x: Any, filters: int, kernel: int, stride: int, name: str, *, bias: bool = False,
-          activation: str | None = None) -> Any:
+def _conv(
+    x: Any, filters: int, kernel: int, stride: int, name: str, *, bias: bool = False, activation: str | None = None
+) -> Any:
     """nn.Conv2d(kernel, stride, padding=kernel // 2): torch pads both sides equally, which Keras'
     padding="same" does only at stride 1."""
     pad = kernel // 2
@@ -202,9 +208,17 @@ def _conv(x: Any, filters: int, kernel: int, stride: int, name: str, *, bias: bo
         if pad:
             x = layers.ZeroPadding2D(pad, name=f"{name}.pad")(x)
     fan_in = kernel * kernel * x.shape[-1]
-    return layers.Conv2D(filters, kernel, stride, padding=padding, use_bias=bias, activation=activation,
-                         kernel_initializer=_torch_kaiming_fan_out(),
-                         bias_initializer=_torch_bias(fan_in) if bias else "zeros", name=name)(x)
+    return layers.Conv2D(
+        filters,
+        kernel,
+        stride,
+        padding=padding,
+        use_bias=bias,
+        activation=activation,
+        kernel_initializer=_torch_kaiming_fan_out(),
+        bias_initializer=_torch_bias(fan_in) if bias else "zeros",
+        name=name,
+    )(x)
 
 
 def _batchnorm(x: Any, name: str) -> Any:
@@ -247,8 +261,16 @@ def alexnet(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
             x = layers.ZeroPadding2D(pad)(x)
         padding = "same" if pad and stride == 1 else "valid"
         fan_in = kernel * kernel * x.shape[-1]
-        return layers.Conv2D(filters, kernel, stride, padding=padding, activation="relu", name=name,
-                             kernel_initializer=_torch_default_kernel(), bias_initializer=_torch_bias(fan_in))(x)
+        return layers.Conv2D(
+            filters,
+            kernel,
+            stride,
+            padding=padding,
+            activation="relu",
+            name=name,
+            kernel_initializer=_torch_default_kernel(),
+            bias_initializer=_torch_bias(fan_in),
+        )(x)
 
     x = conv(inputs, 64, 11, 4, 2, "features.0")
     x = layers.MaxPooling2D(3, 2)(x)
@@ -318,8 +340,11 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
     family = model.keras_hub
     hidden = model.hidden_size
     dimensions = {
-        "vocabulary_size": model.vocab_size, "num_layers": model.num_layers, "num_heads": model.num_heads,
-        "hidden_dim": hidden, "intermediate_dim": model.intermediate_size,
+        "vocabulary_size": model.vocab_size,
+        "num_layers": model.num_layers,
+        "num_heads": model.num_heads,
+        "hidden_dim": hidden,
+        "intermediate_dim": model.intermediate_size,
         "max_sequence_length": model.max_position_embeddings,
     }
     token_ids = keras.Input((seq_len,), dtype="int32", name="token_ids")
@@ -341,8 +366,9 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
             sequence = backbone({"token_ids": token_ids, "padding_mask": padding_mask})
         else:
             sequence = _unmasked(backbone, {"token_ids": token_ids})
-        x = layers.Dense(hidden, activation="relu", kernel_initializer=_transformers_kernel(),
-                         name="pre_classifier")(sequence[:, 0, :])
+        x = layers.Dense(hidden, activation="relu", kernel_initializer=_transformers_kernel(), name="pre_classifier")(
+            sequence[:, 0, :]
+        )
         x = layers.Dropout(0.2)(x)
     else:
         raise ValueError(f"model.keras_hub={family!r}: trainbench builds BertBackbone and DistilBertBackbone")
@@ -357,16 +383,19 @@ def _unmasked(backbone: keras.Model, inputs: dict[str, Any]) -> Any:
     try:
         if hasattr(backbone, "segment_embedding"):  # BERT: token + position + segment embeddings
             tokens = backbone.token_embedding(inputs["token_ids"])
-            x = backbone.embeddings_add((tokens, backbone.position_embedding(tokens),
-                                         backbone.segment_embedding(inputs["segment_ids"])))
+            x = backbone.embeddings_add(
+                (tokens, backbone.position_embedding(tokens), backbone.segment_embedding(inputs["segment_ids"]))
+            )
         else:  # DistilBERT: token and position embeddings in one layer
             x = backbone.embeddings(inputs["token_ids"])
         x = backbone.embeddings_dropout(backbone.embeddings_layer_norm(x))
         for layer in backbone.transformer_layers:
             x = layer(x)
     except AttributeError as error:
-        raise RuntimeError(f"keras-hub's {type(backbone).__name__} no longer has the layer trainbench calls to run "
-                           f"it without a padding mask ({error}): update trainbench.frameworks.keras.models") from None
+        raise RuntimeError(
+            f"keras-hub's {type(backbone).__name__} no longer has the layer trainbench calls to run "
+            f"it without a padding mask ({error}): update trainbench.frameworks.keras.models"
+        ) from None
     return x
 
 
@@ -399,8 +428,13 @@ class Preprocess(layers.Layer):
     def call(self, images: Any) -> Any:
         x = ops.transpose(ops.cast(images, "float32") / 255.0, (0, 2, 3, 1))
         if (x.shape[1], x.shape[2]) != (self.image_size, self.image_size):
-            x = ops.image.resize(x, (self.image_size, self.image_size), interpolation="bilinear",
-                                 antialias=False, data_format="channels_last")
+            x = ops.image.resize(
+                x,
+                (self.image_size, self.image_size),
+                interpolation="bilinear",
+                antialias=False,
+                data_format="channels_last",
+            )
         if x.shape[-1] != self.channels:
             x = ops.repeat(x, self.channels, axis=-1)
         mean = ops.convert_to_tensor(np.asarray(self.mean, dtype="float32"))
@@ -411,8 +445,13 @@ class Preprocess(layers.Layer):
         return (input_shape[0], self.image_size, self.image_size, self.channels)
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "image_size": self.image_size, "channels": self.channels,
-                "mean": self.mean, "std": self.std}
+        return {
+            **super().get_config(),
+            "image_size": self.image_size,
+            "channels": self.channels,
+            "mean": self.mean,
+            "std": self.std,
+        }
 
 
 def sigmoid_categorical_crossentropy(labels: Any, logits: Any) -> Any:

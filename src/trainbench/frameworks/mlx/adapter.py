@@ -60,13 +60,16 @@ class Adapter:
             raise DeviceUnavailable(
                 f"no GPU for MLX {self.version()}: Metal is not available (Apple silicon macOS with `pip install "
                 "mlx`), and this MLX build has no CUDA backend (NVIDIA: `pip uninstall -y mlx-cpu && pip install "
-                "'mlx[cuda13]'`)")
+                "'mlx[cuda13]'`)"
+            )
         else:
             backend = "cpu"
         precision = self.cell.precision
         if precision.tf32 and precision.autocast is None and backend != "cuda":
-            raise DeviceUnavailable(f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got {backend}, "
-                                    "which computes fp32: use precision=fp32")
+            raise DeviceUnavailable(
+                f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got {backend}, "
+                "which computes fp32: use precision=fp32"
+            )
         mx.set_default_device(mx.cpu if backend == "cpu" else mx.gpu)
         mx.random.seed(self.cell.seed)
         self.backend = backend
@@ -191,7 +194,9 @@ class Trainer:
         self.optimizer = _optimizer(cell.optim)
         # torch.amp.GradScaler's defaults: start at 2^16, halve on a non-finite gradient (and skip that step),
         # double after 2000 finite steps in a row. Kept on the device: no step waits for the host.
-        self.loss_scale = {"scale": mx.array(2.0**16), "finite_steps": mx.array(0)} if cell.precision.autocast == "float16" else {}
+        self.loss_scale = (
+            {"scale": mx.array(2.0**16), "finite_steps": mx.array(0)} if cell.precision.autocast == "float16" else {}
+        )
         self.order = mx.arange(self.samples_per_epoch)
         self._losses: list[Any] = []
         self._predictions: list[Any] = []
@@ -250,8 +255,9 @@ class Trainer:
             (_, loss, predicted), grads = gradient(self._working(master), x, y)
             scale = scaler.get("scale")
             if self.dtype is not None:  # back to fp32 (and unscaled) for the master copy
-                grads = tree_map(lambda g: g.astype(mx.float32) if scale is None else g.astype(mx.float32) / scale,
-                                 grads)
+                grads = tree_map(
+                    lambda g: g.astype(mx.float32) if scale is None else g.astype(mx.float32) / scale, grads
+                )
             if decay:  # torch's Adam: L2 added to the gradient (MLX's Adam has no weight_decay)
                 grads = tree_map(lambda g, p: g + decay * p, grads, master)
             if not scaler:
@@ -301,8 +307,10 @@ class Trainer:
         from trainbench.frameworks.base import EpochResult
 
         mx = self.mx
-        sizes = mx.array([min(self.batch_size, self.samples_per_epoch - i * self.batch_size)
-                          for i in range(self.steps_per_epoch)], dtype=mx.float32)
+        sizes = mx.array(
+            [min(self.batch_size, self.samples_per_epoch - i * self.batch_size) for i in range(self.steps_per_epoch)],
+            dtype=mx.float32,
+        )
         loss_sum = (mx.stack(self._losses) * sizes).sum()
         correct = (mx.concatenate(self._predictions) == self.labels[self.order]).sum()
         return EpochResult(loss_sum.item() / self.samples_per_epoch, correct.item() / self.samples_per_epoch)
@@ -357,8 +365,9 @@ def _optimizer(optim: Any) -> Any:
         return optimizers.SGD(learning_rate=optim.lr, momentum=optim.momentum, weight_decay=optim.weight_decay)
     betas = [optim.beta1, optim.beta2]
     if optim.name == "adamw":
-        return optimizers.AdamW(learning_rate=optim.lr, betas=betas, eps=optim.eps, weight_decay=optim.weight_decay,
-                                bias_correction=True)
+        return optimizers.AdamW(
+            learning_rate=optim.lr, betas=betas, eps=optim.eps, weight_decay=optim.weight_decay, bias_correction=True
+        )
     return optimizers.Adam(learning_rate=optim.lr, betas=betas, eps=optim.eps, bias_correction=True)
 
 

@@ -342,9 +342,7 @@ class TextEncoder(nn.Module):
         self.embedding_norm = nn.LayerNorm(hidden, eps=TRANSFORMERS_LAYER_NORM_EPS)
         self.dropout = nn.Dropout(dropout)
         self.layers = [
-            EncoderLayer(
-                hidden, model_cfg.num_heads, model_cfg.intermediate_size, dropout, attention_output_dropout
-            )
+            EncoderLayer(hidden, model_cfg.num_heads, model_cfg.intermediate_size, dropout, attention_output_dropout)
             for _ in range(model_cfg.num_layers)
         ]
         self.mask_padding = mask_padding
@@ -399,7 +397,9 @@ TEXT_BUILDERS: dict[str, type[BertClassifier | DistilBertClassifier]] = {
 }
 
 
-def text_classifier(model_cfg: TransformerModel, seq_len: int, num_classes: int, mask_padding: bool = True) -> nn.Module:
+def text_classifier(
+    model_cfg: TransformerModel, seq_len: int, num_classes: int, mask_padding: bool = True
+) -> nn.Module:
     """A randomly initialised sequence classifier: (N, seq_len) int token ids in, (N, num_classes) logits out."""
     family = model_cfg.family
     if family not in TEXT_BUILDERS:

@@ -79,8 +79,10 @@ class Adapter:
             self.device = distributed.join(torch, backend, self.world)
         precision = self.cell.precision
         if precision.tf32 and precision.autocast is None and backend != "cuda":
-            raise DeviceUnavailable(f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got {backend}, "
-                                    "which computes fp32: use precision=fp32")
+            raise DeviceUnavailable(
+                f"precision=tf32 needs an NVIDIA GPU (Ampere or newer); this cell got {backend}, "
+                "which computes fp32: use precision=fp32"
+            )
         tf32 = bool(precision.tf32) and backend == "cuda"
         # "fp32" means true fp32: PyTorch would otherwise use TF32 for cuDNN convolutions by default.
         torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -189,8 +191,9 @@ class Adapter:
         torch = self.torch
         inputs, labels = self._resident(data.train.first(2))
         model.eval()
-        counter = FlopCounterMode(display=False, custom_mapping={
-            torch.ops.aten.convolution_backward: models.convolution_backward_flops})
+        counter = FlopCounterMode(
+            display=False, custom_mapping={torch.ops.aten.convolution_backward: models.convolution_backward_flops}
+        )
         with counter:
             if training:
                 models.loss_function(self.cell.model)(model(self.prepare(inputs, data)).float(), labels).backward()
@@ -254,8 +257,9 @@ class Adapter:
         torch = self.torch
         x = inputs.float().div_(255.0)
         if data.needs_resize:
-            x = torch.nn.functional.interpolate(x, size=(data.image_size, data.image_size), mode="bilinear",
-                                                align_corners=False)
+            x = torch.nn.functional.interpolate(
+                x, size=(data.image_size, data.image_size), mode="bilinear", align_corners=False
+            )
         if x.shape[1] != data.channels:
             x = x.expand(-1, data.channels, -1, -1)
         shape = (1, -1, 1, 1)
@@ -300,8 +304,13 @@ class Adapter:
         from trainbench.config.schema import MlpModel
 
         torch = self.torch
-        return (bool(self.cell.optimize.capture) and self.device.type == "cuda" and self.world.size == 1
-                and isinstance(self.cell.model, MlpModel) and self.autocast != torch.float16)
+        return (
+            bool(self.cell.optimize.capture)
+            and self.device.type == "cuda"
+            and self.world.size == 1
+            and isinstance(self.cell.model, MlpModel)
+            and self.autocast != torch.float16
+        )
 
     def fused(self) -> bool:
         # Fused optimizers: CUDA for SGD/Adam/AdamW; MPS for Adam/AdamW only.
@@ -452,8 +461,10 @@ class Trainer:
             loss_sum, correct = loss_sum + captured_loss, correct + captured_correct
         if self._losses:
             first = self.steps_per_epoch - len(self._losses)  # the batches run eagerly (all, or the tail)
-            sizes = [min(self.batch_size, self.samples_per_epoch - i * self.batch_size)
-                     for i in range(first, self.steps_per_epoch)]
+            sizes = [
+                min(self.batch_size, self.samples_per_epoch - i * self.batch_size)
+                for i in range(first, self.steps_per_epoch)
+            ]
             weights = torch.tensor(sizes, device=self.device, dtype=torch.float32)
             loss_sum = loss_sum + (torch.stack([loss.float() for loss in self._losses]) * weights).sum()
             labels = self.labels[self.order[first * self.batch_size :]]
@@ -532,9 +543,14 @@ class LoaderTrainer(Trainer):
         workers = cell.data.loader_workers
         self.pinned = self.device.type == "cuda"
         self.loader = torch.utils.data.DataLoader(
-            HostSamples(data.train, data), batch_size=self.batch_size, shuffle=True, num_workers=workers,
-            generator=torch.Generator().manual_seed(cell.seed), pin_memory=self.pinned,
-            persistent_workers=workers > 0)
+            HostSamples(data.train, data),
+            batch_size=self.batch_size,
+            shuffle=True,
+            num_workers=workers,
+            generator=torch.Generator().manual_seed(cell.seed),
+            pin_memory=self.pinned,
+            persistent_workers=workers > 0,
+        )
         self._batches: Any = None
         self._labels: list[Any] = []
         self.input_wait_s = 0.0

@@ -67,15 +67,27 @@ def transformer_classifier(model: TransformerModel, num_classes: int, mask_paddi
     """A randomly initialised *ForSequenceClassification built from a config object (no hub access)."""
     import transformers
 
-    common = {"vocab_size": model.vocab_size, "max_position_embeddings": model.max_position_embeddings,
-              "num_labels": num_classes}
+    common = {
+        "vocab_size": model.vocab_size,
+        "max_position_embeddings": model.max_position_embeddings,
+        "num_labels": num_classes,
+    }
     if model.family == "distilbert":
-        config = transformers.DistilBertConfig(dim=model.hidden_size, n_layers=model.num_layers,
-                                               n_heads=model.num_heads, hidden_dim=model.intermediate_size, **common)
+        config = transformers.DistilBertConfig(
+            dim=model.hidden_size,
+            n_layers=model.num_layers,
+            n_heads=model.num_heads,
+            hidden_dim=model.intermediate_size,
+            **common,
+        )
         return LogitsOnly(transformers.DistilBertForSequenceClassification(config), mask_padding)
-    config = transformers.BertConfig(hidden_size=model.hidden_size, num_hidden_layers=model.num_layers,
-                                     num_attention_heads=model.num_heads, intermediate_size=model.intermediate_size,
-                                     **common)
+    config = transformers.BertConfig(
+        hidden_size=model.hidden_size,
+        num_hidden_layers=model.num_layers,
+        num_attention_heads=model.num_heads,
+        intermediate_size=model.intermediate_size,
+        **common,
+    )
     return LogitsOnly(transformers.BertForSequenceClassification(config), mask_padding)
 
 
@@ -90,7 +102,8 @@ def torchvision_model(model: VisionModel, num_classes: int) -> nn.Module:
         raise FileNotFoundError(
             f"pretrained weights for {model.name} are not in the local cache: expected {cached} (download "
             f"https://download.pytorch.org/models/{model.weights_file} there once when online, or set "
-            "model.pretrained=false)")
+            "model.pretrained=false)"
+        )
     network = constructor(weights=None)
     network.load_state_dict(torch.load(cached, map_location="cpu", weights_only=True))
     if num_classes != _num_outputs(network):
@@ -116,9 +129,21 @@ def replace_head(network: nn.Module, path: str, num_classes: int) -> None:
         setattr(parent, last, new)
 
 
-def convolution_backward_flops(grad_out_shape: Any, x_shape: Any, w_shape: Any, _bias: Any, _stride: Any,
-                               _padding: Any, _dilation: Any, transposed: bool, _output_padding: Any, _groups: Any,
-                               output_mask: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def convolution_backward_flops(
+    grad_out_shape: Any,
+    x_shape: Any,
+    w_shape: Any,
+    _bias: Any,
+    _stride: Any,
+    _padding: Any,
+    _dilation: Any,
+    transposed: bool,
+    _output_padding: Any,
+    _groups: Any,
+    output_mask: Any,
+    out_shape: Any = None,
+    **kwargs: Any,
+) -> int:
     """FLOPs of a convolution's backward pass: each gradient asked for (input, weight) costs one forward
     convolution. torch's own formula ignores `groups` and overcounts depthwise convolutions (MobileNetV2,
     EfficientNet) by the channel count."""

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from trainbench.data import Dataset
 
 METAL_NO_XLA = "XLA (jit_compile) is not supported by tensorflow-metal: compiled as a plain tf.function graph"
-SPLIT_CPU_NO_XLA = ("XLA cannot place a replica's variables on TensorFlow's logical CPUs (Keras' own fit fails the "
-                    "same way): MirroredStrategy on a split CPU runs plain tf.function graphs")
+SPLIT_CPU_NO_XLA = (
+    "XLA cannot place a replica's variables on TensorFlow's logical CPUs (Keras' own fit fails the "
+    "same way): MirroredStrategy on a split CPU runs plain tf.function graphs"
+)
 
 
 class Adapter(KerasAdapter):
@@ -162,8 +164,10 @@ class Trainer(KerasTrainer):
         self._steps: dict[int, Any] = {}
         self.strategy = adapter.strategy
         if self.strategy is not None:  # every replica gathers from its own copy of the split
-            self.replica_data = (data_parallel.per_replica(self.strategy, tf, self.inputs),
-                                 data_parallel.per_replica(self.strategy, tf, self.labels))
+            self.replica_data = (
+                data_parallel.per_replica(self.strategy, tf, self.inputs),
+                data_parallel.per_replica(self.strategy, tf, self.labels),
+            )
 
     def _step_for(self, size: int) -> Any:
         if size not in self._steps:
@@ -222,9 +226,12 @@ class Trainer(KerasTrainer):
         tf, model = self.tf, self.model
         if self.strategy is not None:  # the first batch_size samples on every replica
             per_device = self.batch_size // self.adapter.replicas
-            inputs, labels = (data_parallel.per_replica(self.strategy, tf, part[:per_device])
-                              for part in (self.inputs, self.labels))
-            compiled = tf.function(lambda x, y: model.train_step((x, y))["loss"], jit_compile=self.adapter.jit_compile())
+            inputs, labels = (
+                data_parallel.per_replica(self.strategy, tf, part[:per_device]) for part in (self.inputs, self.labels)
+            )
+            compiled = tf.function(
+                lambda x, y: model.train_step((x, y))["loss"], jit_compile=self.adapter.jit_compile()
+            )
             replicated = tf.function(lambda: data_parallel.run_step(self.strategy, compiled, inputs, labels))
 
             def replicated_step() -> None:
@@ -310,9 +317,14 @@ def _no_tensorflow_gpu_reason(tf: Any) -> str:
         build += f"; CUDA_VISIBLE_DEVICES={hidden!r}"
     if sys.platform == "darwin":
         metal = installed("tensorflow-metal")
-        hint = (f"tensorflow-metal {metal} is installed but found no Metal GPU" if metal
-                else "Metal needs tensorflow-metal (pip install tensorflow-metal) on Apple silicon")
+        hint = (
+            f"tensorflow-metal {metal} is installed but found no Metal GPU"
+            if metal
+            else "Metal needs tensorflow-metal (pip install tensorflow-metal) on Apple silicon"
+        )
     else:
         hint = "Metal needs tensorflow-metal on Apple silicon"
-    return (f"no GPU visible to TensorFlow {tf.__version__} "
-            f"(tf.config.list_physical_devices('GPU') is empty; {build}); {hint}")
+    return (
+        f"no GPU visible to TensorFlow {tf.__version__} "
+        f"(tf.config.list_physical_devices('GPU') is empty; {build}); {hint}"
+    )
