@@ -158,9 +158,52 @@ def test_a_published_row_without_a_local_run_says_how_to_measure_one() -> None:
     (row,) = one_table(build_tables([depth], None, []), "train", "mlp_deep", "total_time_s").rows
     assert row.commands == [
         "python src/run.py framework=tensorflow device=gpu model=mlp_deep data=cifar10 task=train batch_size=32 "
-        "precision=fp32 model.depth=10 model.width=1024 task.epochs=3 data.image_size=32"
-        "  # published figure: timed_region=build_fit"
+        "precision=fp32 model.depth=10 model.width=1024 task.epochs=3 data.image_size=32 task.timed_region=build_fit"
     ]
+    assert_runnable(row.commands[0])
+
+
+@pytest.mark.parametrize(("framework", "region"), [("tensorflow", "fit"), ("pytorch", "steps")])
+def test_the_command_for_a_published_row_times_what_it_timed_and_composes(framework: str, region: str) -> None:
+    """An NHWC ResNet-50 row (the tf-metal study's Keras fit; a PyTorch channels_last benchmark): the command
+    asks for the same timed region and layout, and the sweep would accept it."""
+    published = make_entry(
+        "ref",
+        "Apple M1 Max GPU",
+        "metal",
+        {"samples_per_s": 135.0},
+        reference="published",
+        framework=framework,
+        **{
+            **MOBILENET,
+            "trainbench.model": "resnet50",
+            "trainbench.data": "synthetic_imagenet",
+            "trainbench.image_size": "224",
+            "trainbench.batch_size": "64",
+            "trainbench.timed_region": region,
+            "trainbench.channels_last": "true",
+        },
+    )
+    (row,) = one_table(build_tables([published], None, []), "benchmark", "resnet50", "samples_per_s").rows
+    (command,) = row.commands
+    assert ("task.timed_region=fit" in command) == (region == "fit")
+    assert ("optimize.channels_last=true" in command) == (framework == "pytorch")  # Keras is always NHWC
+    cell = assert_runnable(command)
+    assert cell.task.tags(cell)["trainbench.timed_region"] == region
+
+
+def assert_runnable(command: str) -> Any:
+    """The command's cell, composed and judged as the sweep would judge it (a ConfigError fails the test)."""
+    import shlex
+
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, validate
+
+    prefix = "python src/run.py "
+    assert command.startswith(prefix) and "#" not in command, command
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return validate(compose("config", overrides=shlex.split(command[len(prefix) :])))
 
 
 # ------------------------------------------------------------------------- one real store, slow

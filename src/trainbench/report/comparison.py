@@ -200,11 +200,12 @@ def command_for(e: Entry, device: str) -> str:
     if task == "train" and s["trainbench.epochs"] not in ("", UNKNOWN):
         parts.append(f"task.epochs={s['trainbench.epochs']}")
     parts += _data_overrides(s, p)
-    if s["trainbench.optimize"] == "fast" or s["trainbench.compile"] == "true":
+    fast = s["trainbench.optimize"] == "fast" or s["trainbench.compile"] == "true"
+    if fast:
         parts.append("optimize=fast")
-    if s["trainbench.channels_last"] == "true":
-        parts.append("channels_last=true")
-    return "python src/run.py " + " ".join(parts) + _timing_caveat(s)
+    if s["trainbench.channels_last"] == "true" and framework == "pytorch" and not fast:
+        parts.append("optimize.channels_last=true")  # the fast mode sets it; Keras and MLX are always NHWC
+    return "python src/run.py " + " ".join(parts) + _timing(task, s)
 
 
 def _model_overrides(params: dict[str, str]) -> list[str]:
@@ -227,14 +228,16 @@ def _data_overrides(settings: dict[str, str], params: dict[str, str]) -> list[st
     return parts
 
 
-def _timing_caveat(settings: dict[str, str]) -> str:
-    """A published figure timed another region or fed data another way: a local run matches it only if it did too."""
-    differs = [
-        f"{name}={settings['trainbench.' + name]}"
-        for name in ("timed_region", "pipeline")
-        if settings["trainbench." + name] not in ("steps", "epoch", "device", "")
-    ]
-    return f"  # published figure: {', '.join(differs)}" if differs else ""
+def _timing(task: str, settings: dict[str, str]) -> str:
+    """What the published figure timed, where that is not the task's default: the timed region (Keras fit,
+    build + fit) and the input pipeline (a loader with workers), as overrides."""
+    parts = []
+    region = settings["trainbench.timed_region"]
+    if region not in ("", UNKNOWN, "epoch" if task == "train" else "steps"):
+        parts.append(f" task.timed_region={region}")
+    if settings["trainbench.pipeline"] not in ("", UNKNOWN, "device"):
+        parts.append(f" data.pipeline={settings['trainbench.pipeline']}")
+    return "".join(parts)
 
 
 # Rows read best grouped by what was run and how it was timed, then precision, model shape and batch size.
