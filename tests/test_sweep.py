@@ -157,7 +157,7 @@ def test_an_exception_names_its_class_and_a_hang_is_stopped_by_the_timeout(train
     assert "timed out after 8 s" in hung.data.tags["trainbench.reason"]
 
 
-@pytest.mark.parametrize(("stop", "exit_status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("stop", "exit_status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_stopped_sweep_records_the_running_cell_killed_and_lists_what_never_started(tmp_path, stop, exit_status):
     sweep, uri = start_sweep(tmp_path, "seed=0,1,2", *LONG_CELL)
     wait_for(

@@ -22,6 +22,10 @@ from typing import IO, Any
 DRAIN_TIMEOUT_S = 300  # at the end of a cell: how long the queue may take to reach the store
 
 
+class LauncherGone(BrokenPipeError):
+    """The pipe to the launcher broke: the launcher died (its death signal may not have arrived yet)."""
+
+
 class PipeLog:
     """The cell's side (a trainbench.frameworks.base.RunLog): each call is one JSON line."""
 
@@ -30,8 +34,11 @@ class PipeLog:
         self._figures = 0
 
     def _send(self, event: dict[str, Any]) -> None:
-        self.stream.write(json.dumps(event, default=_plain) + "\n")
-        self.stream.flush()
+        try:
+            self.stream.write(json.dumps(event, default=_plain) + "\n")
+            self.stream.flush()
+        except BrokenPipeError as error:  # its only reader, the process that launched the cell, is gone
+            raise LauncherGone(str(error)) from error
 
     def metrics(self, values: Mapping[str, float | None], step: int = 0) -> None:
         self._send({"metrics": {k: v for k, v in values.items() if v is not None}, "step": step})

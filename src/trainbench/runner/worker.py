@@ -80,10 +80,10 @@ def main(spec_path: str) -> int:
     except Exception as error:
         _stop_listening()
         from trainbench.frameworks.base import DeviceUnavailable
+        from trainbench.runner.events import LauncherGone
         from trainbench.tracking import private
 
-        # A broken events pipe: its only reader, the launcher, is gone (maybe before the death signal arrives)
-        parent_died = isinstance(error, BrokenPipeError) or os.getppid() != parent_pid
+        parent_died = isinstance(error, LauncherGone) or os.getppid() != parent_pid
         if parent_died:
             pass  # recorded as killed below
         elif isinstance(error, DeviceUnavailable):
