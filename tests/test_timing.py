@@ -70,6 +70,48 @@ def test_a_block_with_a_clock_times_each_step_without_synchronizing_between_them
     assert sum(block.step_times_s) <= block.seconds
 
 
+class HostEvent:
+    """torch.cuda.Event's interface on the host clock (no GPU here), counting how many were created."""
+
+    created = 0
+
+    def __init__(self, enable_timing: bool) -> None:
+        HostEvent.created += 1
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, later: HostEvent) -> float:
+        assert self.at is not None and later.at is not None
+        return (later.at - self.at) * 1000.0  # milliseconds, as CUDA reports
+
+
+def test_device_events_are_made_before_the_block_and_reused_by_the_next() -> None:
+    """Inside a block a mark only records an event: creating one there is host work a bare loop doesn't do."""
+    from trainbench.frameworks.pytorch.adapter import EventClock
+
+    clock = EventClock(HostEvent, "host events")
+    created_in_block = []
+
+    def step(index: int) -> None:
+        created_in_block.append(HostEvent.created)
+        time.sleep(0.002 * (index + 1))
+
+    HostEvent.created = 0
+    first = time_block(step, 3, lambda: None, clock)
+    second = time_block(step, 3, lambda: None, clock)
+    assert HostEvent.created == 4 and set(created_in_block) == {4}  # steps + 1 events, made once, before
+    for block in (first, second):
+        assert block.step_times_s is not None and len(block.step_times_s) == 3
+        assert all(t >= 0.002 * (i + 1) for i, t in enumerate(block.step_times_s))
+    longer = time_block(step, 5, lambda: None, clock)  # a longer block adds only what it lacks
+    assert HostEvent.created == 6 and longer.step_times_s is not None and len(longer.step_times_s) == 5
+
+
 def test_synchronized_step_times_bracket_every_step() -> None:
     calls = Recorder()
     durations = synchronized_step_times(calls.step, 3, calls.sync)

@@ -57,6 +57,9 @@ class HostClock:
     def __init__(self) -> None:
         self._marks: list[float] = []
 
+    def reserve(self, marks: int) -> None:
+        pass  # a float per mark: nothing worth preparing
+
     def mark(self) -> None:
         self._marks.append(time.perf_counter())
 
@@ -77,6 +80,8 @@ class Block:
 
 def time_block(step: Step, steps: int, synchronize: Callable[[], None], clock: StepClock | None = None) -> Block:
     """Run step(0) ... step(steps-1) back to back between one synchronization at each end."""
+    if clock is not None:
+        clock.reserve(steps + 1)
     synchronize()
     start = time.perf_counter()
     if clock is not None:

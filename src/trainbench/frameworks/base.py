@@ -52,6 +52,11 @@ class StepClock(Protocol):
 
     source: str  # what the timestamps are, for the `trainbench.step_time_source` tag
 
+    def reserve(self, marks: int) -> None:
+        """Called before a block's opening synchronization: have `marks` timestamps ready, so that taking one
+        inside the block costs no allocation."""
+        ...
+
     def mark(self) -> None: ...
 
     def durations_s(self) -> list[float]: ...

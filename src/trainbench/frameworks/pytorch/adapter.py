@@ -332,19 +332,26 @@ class Adapter:
 
 
 class EventClock:
-    """Device events recorded between steps on the current stream; elapsed times read after the block."""
+    """Device events recorded between steps on the current stream; elapsed times read after the block. The
+    events are created before the block (reserve) and reused by later blocks: inside the block a mark is one
+    record() call, as in a hand-written loop that times its steps."""
 
     def __init__(self, event_type: Any, source: str) -> None:
         self.event_type, self.source = event_type, source
-        self._events: list[Any] = []
+        self._pool: list[Any] = []
+        self._recorded = 0
+
+    def reserve(self, marks: int) -> None:
+        self._pool += [self.event_type(enable_timing=True) for _ in range(marks - len(self._pool))]
 
     def mark(self) -> None:
-        event = self.event_type(enable_timing=True)
-        event.record()
-        self._events.append(event)
+        if self._recorded == len(self._pool):  # more marks than reserved: still correct, one allocation
+            self._pool.append(self.event_type(enable_timing=True))
+        self._pool[self._recorded].record()
+        self._recorded += 1
 
     def durations_s(self) -> list[float]:
-        events, self._events = self._events, []
+        events, self._recorded = self._pool[: self._recorded], 0
         if events:
             events[-1].synchronize()
         return [earlier.elapsed_time(later) / 1000.0 for earlier, later in zip(events, events[1:], strict=False)]
