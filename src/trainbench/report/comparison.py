@@ -200,12 +200,13 @@ def command_for(e: Entry, device: str) -> str:
     if task == "train" and s["trainbench.epochs"] not in ("", UNKNOWN):
         parts.append(f"task.epochs={s['trainbench.epochs']}")
     parts += _data_overrides(s, p)
+    parts += _timing_overrides(task, s)
     fast = s["trainbench.optimize"] == "fast" or s["trainbench.compile"] == "true"
     if fast:
         parts.append("optimize=fast")
     if s["trainbench.channels_last"] == "true" and framework == "pytorch" and not fast:
         parts.append("optimize.channels_last=true")  # the fast mode sets it; Keras and MLX are always NHWC
-    return "python src/run.py " + " ".join(parts) + _timing(task, s)
+    return "python src/run.py " + " ".join(parts)
 
 
 def _model_overrides(params: dict[str, str]) -> list[str]:
@@ -228,16 +229,16 @@ def _data_overrides(settings: dict[str, str], params: dict[str, str]) -> list[st
     return parts
 
 
-def _timing(task: str, settings: dict[str, str]) -> str:
+def _timing_overrides(task: str, settings: dict[str, str]) -> list[str]:
     """What the published figure timed, where that is not the task's default: the timed region (Keras fit,
     build + fit) and the input pipeline (a loader with workers), as overrides."""
     parts = []
     region = settings["trainbench.timed_region"]
     if region not in ("", UNKNOWN, "epoch" if task == "train" else "steps"):
-        parts.append(f" task.timed_region={region}")
+        parts.append(f"task.timed_region={region}")
     if settings["trainbench.pipeline"] not in ("", UNKNOWN, "device"):
-        parts.append(f" data.pipeline={settings['trainbench.pipeline']}")
-    return "".join(parts)
+        parts.append(f"data.pipeline={settings['trainbench.pipeline']}")
+    return parts
 
 
 # Rows read best grouped by what was run and how it was timed, then precision, model shape and batch size.
