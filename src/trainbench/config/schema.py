@@ -410,6 +410,21 @@ class TaskConfig(Choice):
     data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
     input_pipeline: ClassVar[bool] = False  # true: data.pipeline=loader feeds its timed steps
 
+    def check_timing(self, at: str, regions: tuple[str, ...]) -> None:
+        """For tasks whose timed region is a setting: one of `regions` (the first is the default, which never
+        synchronizes inside its block), and sync_every_step only with one of the others (a framework's fit)."""
+        need(
+            self.timed_region in regions, f"{at}.timed_region", self.timed_region, f"choose one of {', '.join(regions)}"
+        )
+        fits = " or ".join(regions[1:])
+        need(
+            not self.sync_every_step or self.timed_region != regions[0],
+            f"{at}.sync_every_step",
+            self.sync_every_step,
+            f"reproduces the per-step read-back inside a framework's fit: use it with task.timed_region={fits} "
+            f"(task.timed_region={regions[0]} never synchronizes inside its block)",
+        )
+
     def check_cell(self, cell: CellConfig) -> None:
         """Raise ConfigError for what this task cannot do with the cell's other groups (judged at compose time)."""
         if self.uses_model and not self.input_pipeline:

@@ -49,18 +49,7 @@ class BenchmarkTask(TaskConfig):
     sync_every_step: bool = False  # type: ignore[misc]  # fit: read the loss back after every step (tf.keras 2's progress bar)
 
     def check(self, at: str) -> None:
-        need(
-            self.timed_region in TIMED_REGIONS,
-            f"{at}.timed_region",
-            self.timed_region,
-            f"choose one of {', '.join(TIMED_REGIONS)}",
-        )
-        need(
-            not self.sync_every_step or self.timed_region == "fit",
-            f"{at}.sync_every_step",
-            self.sync_every_step,
-            "reproduces the per-step read-back inside Keras' fit: use it with task.timed_region=fit",
-        )
+        self.check_timing(at, TIMED_REGIONS)
         need_count(self.warmup_steps, f"{at}.warmup_steps", 0, 10**6, "e.g. task.warmup_steps=5")
         need_count(self.steps, f"{at}.steps", 1, 10**7, "e.g. task.steps=20")
         need_count(self.repeats, f"{at}.repeats", 1, 1000, "e.g. task.repeats=5")

@@ -77,19 +77,7 @@ class TrainTask(TaskConfig):
 
     def check(self, at: str) -> None:
         need_count(self.epochs, f"{at}.epochs", 0, 100_000, "e.g. task.epochs=3 (0 builds the model only)")
-        need(
-            self.timed_region in TIMED_REGIONS,
-            f"{at}.timed_region",
-            self.timed_region,
-            f"choose one of {', '.join(TIMED_REGIONS)}",
-        )
-        need(
-            not self.sync_every_step or self.timed_region != "epoch",
-            f"{at}.sync_every_step",
-            self.sync_every_step,
-            "reproduces the per-step read-back inside a framework's fit: use it with task.timed_region=fit or "
-            "build_fit (the epoch region never synchronizes inside its block)",
-        )
+        self.check_timing(at, TIMED_REGIONS)
 
     def check_cell(self, cell: CellConfig) -> None:
         super().check_cell(cell)

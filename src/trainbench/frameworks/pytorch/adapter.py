@@ -472,14 +472,21 @@ class Trainer:
                 min(self.batch_size, self.samples_per_epoch - i * self.batch_size)
                 for i in range(first, self.steps_per_epoch)
             ]
-            weights = torch.tensor(sizes, device=self.device, dtype=torch.float32)
-            loss_sum = loss_sum + (torch.stack([loss.float() for loss in self._losses]) * weights).sum()
-            labels = self.labels[self.order[first * self.batch_size :]]
-            predicted = torch.cat(self._predictions)
-            if predicted.dim() == 2:  # the kept logits: one argmax for the whole epoch
-                predicted = predicted.argmax(1)
-            correct = correct + (predicted == labels).sum()
+            eager_loss, eager_correct = self._eager_sums(sizes, self.labels[self.order[first * self.batch_size :]])
+            loss_sum, correct = loss_sum + eager_loss, correct + eager_correct
         return EpochResult(loss_sum.item() / self.samples_per_epoch, correct.item() / self.samples_per_epoch)
+
+    def _eager_sums(self, sizes: list[int], labels: Any, dtype: Any = None) -> tuple[Any, Any]:
+        """(loss sum, correct predictions) of the eagerly run batches of `sizes` samples, from the losses and
+        predictions kept as views during the epoch: the kernels run here, after the timed block."""
+        torch = self.torch
+        dtype = dtype or torch.float32
+        weights = torch.tensor(sizes, device=self.device, dtype=dtype)
+        loss_sum = (torch.stack([loss.to(dtype) for loss in self._losses]) * weights).sum()
+        predicted = torch.cat(self._predictions)
+        if predicted.dim() == 2:  # the kept logits: one argmax for the whole epoch
+            predicted = predicted.argmax(1)
+        return loss_sum, (predicted == labels).sum()
 
     def evaluate(self) -> tuple[float | None, float | None]:
         if len(self.data.val) == 0:
@@ -587,13 +594,7 @@ class LoaderTrainer(Trainer):
     def end_epoch(self) -> Any:
         from trainbench.frameworks.base import EpochResult
 
-        torch = self.torch
-        sizes = torch.tensor([len(y) for y in self._labels], device=self.device, dtype=torch.float32)
-        loss_sum = (torch.stack([loss.float() for loss in self._losses]) * sizes).sum()
-        predicted = torch.cat(self._predictions)
-        if predicted.dim() == 2:
-            predicted = predicted.argmax(1)
-        correct = (predicted == torch.cat(self._labels)).sum()
+        loss_sum, correct = self._eager_sums([len(y) for y in self._labels], self.torch.cat(self._labels))
         count = self.samples_per_epoch
         return EpochResult(loss_sum.item() / count, correct.item() / count, self.input_wait_s)
 

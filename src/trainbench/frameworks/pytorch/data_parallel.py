@@ -73,13 +73,8 @@ class DataParallelTrainer(Trainer):
         from trainbench.frameworks.base import EpochResult
 
         torch = self.torch
-        sizes = torch.tensor([len(y) for y in self._labels], device=self.device, dtype=torch.float64)
-        loss_sum = (torch.stack([loss.double() for loss in self._losses]) * sizes).sum()
-        predicted = torch.cat(self._predictions)
-        if predicted.dim() == 2:  # kept logits (see the single-device Trainer): one argmax for the epoch
-            predicted = predicted.argmax(1)
-        correct = (predicted == torch.cat(self._labels)).sum().double()
-        totals = torch.stack([loss_sum, correct])
+        loss_sum, correct = self._eager_sums([len(y) for y in self._labels], torch.cat(self._labels), torch.float64)
+        totals = torch.stack([loss_sum, correct.double()])
         torch.distributed.all_reduce(totals)  # the epoch's sums over every rank's samples
         loss_total, correct_total = totals.tolist()
         return EpochResult(loss_total / self.samples_per_epoch, correct_total / self.samples_per_epoch)
