@@ -20,6 +20,12 @@ need CUDA: on a CPU they are skipped with the reason printed.
 Timing: warm-up steps, then N steps as ONE block with one synchronization at each end, the cheapest
 measurement there is, so any gap to the harness is the harness's. The MLP times each epoch as one block and
 reports the epochs after the first; matmul times its products as one block, as the harness does.
+
+Where the time goes: `--profile-steps K` (resnet50 and the transformers) runs K more steps after the timed block
+under torch.profiler and emits a second JSON line, "profile": how much of the GPU's timeline those steps kept it
+busy, and its kernel time per step by kind (GEMM, convolution, attention, normalisation, Triton from
+torch.compile, optimizer, other) with the top kernels. A busy fraction near 1 means the host is not the limit:
+the step is as fast as its kernels.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import statistics
 import sys
 import time
@@ -85,7 +92,11 @@ SIZES = {
 # --smoke transformer: 2 layers, hidden 64, 2 heads, feed-forward 128 (compare.py's harness smoke overrides match).
 TINY_TRANSFORMER = {"num_layers": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128}
 VOCAB_SIZE = 30522  # bert-base-uncased WordPiece; token ids are drawn from [1000, VOCAB_SIZE) as in the harness
-DEFAULT_COMPILE_MODE = {"mlp_epoch": "reduce-overhead"}  # everything else: torch.compile's default mode
+DEFAULT_COMPILE_MODE = {  # the harness's optimize.compile_mode=auto picks the same per model (conf/model)
+    "mlp_epoch": "reduce-overhead",
+    "distilbert": "reduce-overhead",
+    "bert_large": "reduce-overhead",
+}  # resnet50: torch.compile's default mode
 
 
 def main() -> int:
@@ -123,7 +134,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--compile-mode",
         help="torch.compile mode: default, max-autotune-no-cudagraphs, "
-        "max-autotune, reduce-overhead (default: reduce-overhead for mlp_epoch, else default)",
+        "max-autotune, reduce-overhead (default: DEFAULT_COMPILE_MODE, reduce-overhead but for resnet50)",
+    )
+    parser.add_argument(
+        "--profile-steps", type=int, default=0, help="resnet50, transformers: profile K steps after the timed block"
     )
     args = parser.parse_args()
     args.variant = args.variant or VARIANTS[args.workload][0]
@@ -261,7 +275,87 @@ def benchmark_steps(
             "notes": notes,
         },
     )
+    if args.profile_steps:
+        emit(args, {"profile": profile(step, args.profile_steps, synchronizer(device))})
     return 0
+
+
+# -- where the time goes -------------------------------------------------------------------------
+
+# Kernel name -> kind, first match wins. Inductor's kernels come first, by prefix: its matmul templates are
+# "triton_tem_*", its fused pointwise and reduction kernels "triton_poi/per/red_*" (their names list the fused
+# ops, "convolution" included, so they are not matched by the words below). cuBLAS on Hopper is "nvjet_*" or
+# "sm90_xmma_*"; cuDNN convolutions carry conv/fprop/dgrad/wgrad in their names.
+KERNEL_KINDS = (
+    ("gemm", re.compile(r"^triton_tem")),
+    ("triton (torch.compile)", re.compile(r"^triton_")),
+    ("attention", re.compile(r"flash|fmha|attention|attn", re.I)),
+    ("convolution", re.compile(r"conv|fprop|dgrad|wgrad|implicit_gemm|implicit_convolve", re.I)),
+    ("gemm", re.compile(r"gemm|nvjet|cutlass|xmma|matmul|cublas|sm\d\d_", re.I)),
+    ("optimizer", re.compile(r"multi_tensor|fused_adam|fused_sgd|adamw?_|sgd_", re.I)),
+    ("normalisation", re.compile(r"batch_?norm|layer_?norm|bn_|welford", re.I)),
+    ("memcpy/memset", re.compile(r"^mem(cpy|set)|Memcpy|Memset", re.I)),
+)
+
+
+def kernel_kind(name: str) -> str:
+    return next((kind for kind, pattern in KERNEL_KINDS if pattern.search(name)), "other")
+
+
+def profile(step: Callable[[], None], steps: int, synchronize: Callable[[], None]) -> dict[str, Any]:
+    """Run `steps` steps under torch.profiler: the device timeline's busy fraction and kernel time by kind."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    if not torch.cuda.is_available():
+        return {"error": "profiles need CUDA: on a CPU the profiler records ops, not device kernels"}
+    synchronize()
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as recorded:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        synchronize()
+        wall_s = time.perf_counter() - start
+    kernels = [
+        (e.name, e.time_range.start, e.time_range.end)
+        for e in recorded.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start
+    ]
+    return summarize_kernels(kernels, steps, wall_s)
+
+
+def summarize_kernels(kernels: list[tuple[str, float, float]], steps: int, wall_s: float) -> dict[str, Any]:
+    """(name, start us, end us) of every device kernel in `steps` steps -> busy fraction, time by kind, top 15."""
+    if not kernels:
+        return {"error": "the profiler recorded no device kernels"}
+    busy_us, reach = 0.0, float("-inf")  # union of [start, end) intervals: overlapping kernels count once
+    for _, begin, end in sorted(kernels, key=lambda k: k[1]):
+        busy_us += max(0.0, end - max(begin, reach))
+        reach = max(reach, end)
+    span_us = max(k[2] for k in kernels) - min(k[1] for k in kernels)
+    by_kind: dict[str, float] = {}
+    by_name: dict[str, float] = {}
+    for name, begin, end in kernels:
+        by_kind[kernel_kind(name)] = by_kind.get(kernel_kind(name), 0.0) + end - begin
+        by_name[name] = by_name.get(name, 0.0) + end - begin
+    kernel_us = sum(by_kind.values())
+    per_step_ms = {kind: round(us / steps / 1e3, 3) for kind, us in sorted(by_kind.items(), key=lambda kv: -kv[1])}
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:15]
+    return {
+        "steps": steps,
+        "wall_ms_per_step": round(wall_s / steps * 1e3, 3),
+        "device_span_ms_per_step": round(span_us / steps / 1e3, 3),
+        "device_busy_ms_per_step": round(busy_us / steps / 1e3, 3),
+        "busy_fraction": round(busy_us / span_us, 4) if span_us else None,
+        "kernels_per_step": round(len(kernels) / steps, 1),
+        "kernel_ms_per_step_by_kind": per_step_ms,
+        "kernel_share_by_kind": {kind: round(by_kind[kind] / kernel_us, 4) for kind in per_step_ms},
+        "top_kernels": [
+            {"name": name[:120], "kind": kernel_kind(name), "ms_per_step": round(us / steps / 1e3, 3)}
+            for name, us in top
+        ],
+        "note": "profiled after the timed block; the profiler itself slows the host side a little",
+    }
 
 
 # -- workloads -----------------------------------------------------------------------------------

@@ -57,3 +57,33 @@ def test_bare_matmul_prints_its_median_as_one_json_line() -> None:
 def test_bare_cuda_graph_variant_says_why_it_cannot_run_on_a_cpu() -> None:
     (line,) = _bare("mlp_epoch", "--variant", "graph", "--device", "cpu", "--smoke")
     assert line["skipped"] == "CUDA graphs need a CUDA device"
+
+
+def _bare_loops() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bare_loops", ROOT / "benchmarks" / "bare_loops.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bare_loops"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kernel_summary_counts_overlapping_kernels_once_and_names_the_gaps() -> None:
+    # Two steps of a profile: a GEMM overlapped by an attention kernel on another stream, then an idle gap
+    # (the host was late), then an Inductor kernel whose name mentions convolution, and a cuDNN convolution.
+    kernels = [
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN", 0.0, 60.0),
+        ("pytorch_flash::flash_fwd_kernel", 40.0, 100.0),
+        ("triton_poi_fused_convolution_relu_3", 150.0, 180.0),
+        ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", 180.0, 200.0),
+    ]
+    summary = _bare_loops().summarize_kernels(kernels, steps=2, wall_s=0.0004)
+    assert summary["device_span_ms_per_step"] == 0.1  # 200 us over 2 steps
+    assert summary["device_busy_ms_per_step"] == 0.075  # 100 + 50 us busy: the overlap counted once
+    assert summary["busy_fraction"] == 0.75
+    assert summary["kernel_ms_per_step_by_kind"] == {
+        "gemm": 0.03,
+        "attention": 0.03,
+        "triton (torch.compile)": 0.015,
+        "convolution": 0.01,
+    }
+    assert [k["kind"] for k in summary["top_kernels"]][:2] == ["gemm", "attention"]

@@ -136,3 +136,14 @@ def test_help_and_cfg_still_reach_hydra(capsys) -> None:
     assert "model: alexnet, bert_base" in capsys.readouterr().out
     assert cli.main(cli.hydra_entry(), ["--cfg", "job", "model=resnet18"]) == 0
     assert "torchvision: resnet18" in capsys.readouterr().out
+
+
+def test_fast_mode_picks_each_models_measured_compile_mode_on_one_cuda_gpu_only() -> None:
+    distilbert = cell("model=distilbert", "data=synthetic_text", "optimize=fast")
+    assert distilbert.optimize.compile_mode == "auto"
+    assert distilbert.optimize.torch_compile_mode(distilbert.model, one_cuda_gpu=True) == "reduce-overhead"
+    assert distilbert.optimize.torch_compile_mode(distilbert.model, one_cuda_gpu=False) == "default"
+    resnet = cell("model=resnet50", "optimize=fast")
+    assert resnet.optimize.torch_compile_mode(resnet.model, one_cuda_gpu=True) == "default"
+    chosen = cell("model=distilbert", "data=synthetic_text", "optimize=fast", "optimize.compile_mode=max-autotune")
+    assert chosen.optimize.torch_compile_mode(chosen.model, one_cuda_gpu=True) == "max-autotune"  # the user's wins

@@ -254,6 +254,7 @@ def test_compile_time_is_logged_and_kept_out_of_samples_per_s(tmp_path: Path) ->
     (cell,) = result.runs()
     metrics, tags = cell.data.metrics, cell.data.tags
     assert tags["trainbench.compile"] == "true"
+    assert tags["torch.compile_mode"] == "default"  # optimize.compile_mode=auto: CUDA graphs only on CUDA
     assert tags["trainbench.step_time_source"].startswith("host clock")
     assert (tmp_path / "inductor").is_dir()  # inductor really compiled
     assert metrics["compile_time_s"] > 0

@@ -143,6 +143,7 @@ KEYS = [
     "optim.weight_decay",
     "optim.eps",
     "optimize.compile_mode",
+    "model.torch_compile_mode",
     "device.count",
     "cell.timeout_s",
     "cell.memory_limit_mb",

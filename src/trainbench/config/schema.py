@@ -139,6 +139,18 @@ class DeviceConfig(Choice):
 @dataclass
 class ModelConfig(Choice):
     input: ClassVar[str] = "image"  # what the model consumes: image | text
+    # PyTorch: the torch.compile mode that measured fastest for this model on a CUDA GPU, used when
+    # optimize.compile_mode=auto (optimize=fast). reduce-overhead adds CUDA graphs: it wins where launches,
+    # not kernels, bound the step.
+    torch_compile_mode: str = "default"
+
+    def check(self, at: str) -> None:
+        need(
+            self.torch_compile_mode in COMPILE_MODES,
+            f"{at}.torch_compile_mode",
+            self.torch_compile_mode,
+            f"choose one of {', '.join(COMPILE_MODES)}",
+        )
 
     def describe(self) -> str:
         return f"model `{self.name}` ({self.schema_kind} model)"  # type: ignore[attr-defined]
@@ -160,6 +172,7 @@ class MlpModel(ModelConfig):
         return [self.width or 0] * self.depth if self.depth is not None else list(self.hidden_sizes)
 
     def check(self, at: str) -> None:
+        super().check(at)
         if self.depth is not None:
             need_count(self.depth, f"{at}.depth", 1, 1000, "e.g. model.depth=5")
             need(
@@ -205,6 +218,7 @@ class VisionModel(ModelConfig):
     head: str | None = None  # path of the last Linear layer, replaced when fine-tuning on other classes
 
     def check(self, at: str) -> None:
+        super().check(at)
         need_count(self.channels, f"{at}.channels", 1, 3, "")
         need(
             not self.pretrained or (self.weights_file is not None and self.head is not None),
@@ -233,6 +247,7 @@ class TransformerModel(ModelConfig):
     num_labels: int = 2  # classes; the synthetic text data follows it
 
     def check(self, at: str) -> None:
+        super().check(at)
         need(self.family in ("distilbert", "bert"), f"{at}.family", self.family, "distilbert or bert")
         for key in ("num_layers", "num_heads"):
             need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
@@ -548,6 +563,8 @@ class AdamConfig(OptimConfig):
 # ----------------------------------------------------------------------------------------------- optimize
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# optimize.compile_mode=auto: the model's torch_compile_mode on one CUDA GPU, torch.compile's default elsewhere.
+OPTIMIZE_COMPILE_MODES = ("auto", *COMPILE_MODES)
 
 
 @schema("optimize", "optimize")
@@ -556,18 +573,25 @@ class OptimizeConfig(Choice):
     """How hard each framework is asked to go: `none` runs models as written, `fast` asks for its best."""
 
     compile: bool = False  # PyTorch: torch.compile; TensorFlow: XLA (jit_compile); JAX always compiles
-    compile_mode: str = "default"  # torch.compile mode
+    compile_mode: str = "auto"  # torch.compile mode; auto: the model's torch_compile_mode (CUDA, one GPU)
     channels_last: bool = False  # PyTorch convolutional models in NHWC (Keras and MLX always are)
     fused_optimizer: bool = False  # PyTorch: fused=True optimizers (one kernel per step, CUDA)
     capture: bool = False  # PyTorch on CUDA: capture the whole train step as one CUDA graph (small static models)
 
     def check(self, at: str) -> None:
         need(
-            self.compile_mode in COMPILE_MODES,
+            self.compile_mode in OPTIMIZE_COMPILE_MODES,
             f"{at}.compile_mode",
             self.compile_mode,
-            f"choose one of {', '.join(COMPILE_MODES)}",
+            f"choose one of {', '.join(OPTIMIZE_COMPILE_MODES)}",
         )
+
+    def torch_compile_mode(self, model: ModelConfig, one_cuda_gpu: bool) -> str:
+        """compile_mode with `auto` resolved: the model's torch_compile_mode on one CUDA GPU, torch.compile's
+        default elsewhere (CUDA graphs need CUDA, and DDP's all-reduce does not run inside them)."""
+        if self.compile_mode != "auto":
+            return self.compile_mode
+        return model.torch_compile_mode if one_cuda_gpu else "default"
 
 
 # ------------------------------------------------------------------------------------------ run settings

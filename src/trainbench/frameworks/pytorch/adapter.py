@@ -15,7 +15,8 @@ copied to the device inside the timed epoch (non_blocking when pinned), and the 
 its batch is the epoch's input_wait_s.
 
 optimize.* selects how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
-`compile_mode`); `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as
+`compile_mode`, by default the model's own: reduce-overhead, i.e. with CUDA graphs, for the launch-bound
+transformers); `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as
 a CUDA graph and replayed per batch; used for the MLPs, whose steps are short and static and where launch
 overhead is most of the time). Every choice in force is tagged.
 """
@@ -39,6 +40,7 @@ _FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
 
 PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this share of device memory
 KEPT_LOGITS_BYTES = 256 * 2**20  # an epoch's logits kept for one argmax after it, when no larger than this
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that record CUDA graphs
 CAPTURE_WARMUP_STEPS = 3  # eager steps on a side stream before capture, as PyTorch's CUDA-graph recipe asks
 
 
@@ -116,7 +118,6 @@ class Adapter:
 
     def flags(self) -> dict[str, str]:
         torch = self.torch
-        optimize = self.cell.optimize
         tags = {
             "trainbench.tf32": str(torch.backends.cuda.matmul.allow_tf32).lower(),
             "trainbench.autocast": str(self.autocast).replace("torch.", "") if self.autocast else "none",
@@ -129,7 +130,7 @@ class Adapter:
             "torch.mps_fallback": os.environ.get(_FALLBACK, ""),
         }
         if self.compiles():
-            tags["torch.compile_mode"] = optimize.compile_mode
+            tags["torch.compile_mode"] = self.compile_mode()
         if self.compile_reason:
             tags["trainbench.compile_reason"] = self.compile_reason
         if self.world.size > 1:
@@ -298,6 +299,15 @@ class Adapter:
     def compiles(self) -> bool:
         return bool(self.cell.optimize.compile) and self.device.type != "mps" and not self.captures()
 
+    def compile_mode(self) -> str:
+        one_cuda_gpu = self.device.type == "cuda" and self.world.size == 1
+        return self.cell.optimize.torch_compile_mode(self.cell.model, one_cuda_gpu)
+
+    def graphs_compiled(self) -> bool:
+        """torch.compile records CUDA graphs (cudagraph trees): the step's outputs live in the graph's memory
+        pool, which the next step overwrites."""
+        return self.compiles() and self.device.type == "cuda" and self.compile_mode() in CUDA_GRAPH_MODES
+
     def captures(self) -> bool:
         """Whole-step CUDA graphs: for the MLPs on CUDA (small, static, launch-bound). Not with fp16, whose
         dynamic loss scaling decides on the host whether to step, nor data-parallel (DDP's all-reduce)."""
@@ -378,6 +388,7 @@ class Trainer:
         self.generator = torch.Generator(device=self.device).manual_seed(cell.seed)
         self.order = torch.arange(self.samples_per_epoch, device=self.device)
         self.keeps_logits = data.num_classes * self.samples_per_epoch * 4 <= KEPT_LOGITS_BYTES
+        self.graphed = adapter.graphs_compiled()
         self._forward = self._forward_function(with_predictions=True)
         self._forward_loss_only: Callable[[Any, Any], tuple[Any, Any]] | None = None
         self._validation: tuple[Any, Any, bool] | None = None
@@ -399,16 +410,20 @@ class Trainer:
         argmax = with_predictions and (adapter.compiles() or not self.keeps_logits)
 
         def forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
-            with adapter.autocast_context(cache):
-                logits = model(x)
-                loss = loss_fn(logits.float() if mixed else logits, y)
+            logits = model(x)
+            loss = loss_fn(logits.float() if mixed else logits, y)
             if not with_predictions:
                 return loss, None
             return loss, (logits.argmax(1) if argmax else logits.detach())  # argmax: integers, no graph
 
-        if adapter.compiles():
-            return self.torch.compile(forward_loss, mode=self.cell.optimize.compile_mode)
-        return forward_loss
+        run = self.torch.compile(forward_loss, mode=adapter.compile_mode()) if adapter.compiles() else forward_loss
+
+        def autocast_forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
+            # Autocast is entered outside the compiled function, as in PyTorch's AMP-with-compile recipe.
+            with adapter.autocast_context(cache):
+                return run(x, y)
+
+        return autocast_forward_loss
 
     def _update(self, loss: Any) -> None:
         if self.scaler is not None:
@@ -421,14 +436,20 @@ class Trainer:
 
     def train_on(self, x: Any, y: Any) -> tuple[Any, Any]:
         self.optimizer.zero_grad(set_to_none=True)
+        if self.graphed:
+            self.torch.compiler.cudagraph_mark_step_begin()
         loss, predicted = self._forward(x, y)
         self._update(loss)
+        if self.graphed:  # kept until the epoch ends, past the replays that reuse the graph's outputs
+            return loss.detach().clone(), predicted.clone()
         return loss, predicted
 
     def _train_without_metrics(self, x: Any, y: Any) -> None:
         if self._forward_loss_only is None:
             self._forward_loss_only = self._forward_function(with_predictions=False)
         self.optimizer.zero_grad(set_to_none=True)
+        if self.graphed:
+            self.torch.compiler.cudagraph_mark_step_begin()
         loss, _ = self._forward_loss_only(x, y)
         self._update(loss)
 
@@ -530,7 +551,7 @@ class Trainer:
         self.model.eval()
         forward = self.model
         if self.adapter.compiles():
-            forward = torch.compile(self.model, mode=self.cell.optimize.compile_mode)
+            forward = torch.compile(self.model, mode=self.adapter.compile_mode())
 
         def predict() -> None:
             with torch.inference_mode(), self.adapter.autocast_context():
