@@ -56,6 +56,20 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def start_multirun(uri: str, folder: Path, *args: str) -> subprocess.Popen[str]:
+    """`python src/run.py -m ARGS...` started from `folder` (created) against the store at `uri`, not waited for:
+    for tests that signal, kill or race the sweep. Its output is piped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, str(RUN_PY), "-m", *args],
+        cwd=folder,
+        text=True,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
 def invoke(folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 900) -> Invocation:
     """`python src/run.py ARGS...` from `folder` with the store at folder/mlflow.db (for module-scoped
     fixtures: one sweep feeding several tests)."""

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in
+from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in, start_multirun
 
 pytestmark = pytest.mark.slow
 EPOCH_METRICS = {"epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"}
@@ -39,15 +39,7 @@ def workers() -> list[psutil.Process]:
 
 def start_sweep(folder: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    sweep = subprocess.Popen(
-        [sys.executable, str(RUN_PY), "-m", *args],
-        cwd=folder,
-        text=True,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    return sweep, uri
+    return start_multirun(uri, folder, *args), uri
 
 
 def wait_for(condition, timeout: float = 180, what: str = "") -> None:

@@ -5,8 +5,6 @@ processes (tests/servers.py), a real SIGKILL; nothing of MLflow is mocked."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import RUN_PY, child_env, runs_in
+from conftest import runs_in, start_multirun
 from servers import MlflowServer
 
 pytestmark = pytest.mark.slow
@@ -49,18 +47,6 @@ SMALL_CELL_METRICS = Counter(
 SWEEP_RUN_METRICS = Counter(["cells", "cells_finished", "sweep_time_s"])
 
 
-def sweep(uri: str, folder: Path, *args: str) -> subprocess.Popen[str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, str(RUN_PY), "-m", *args],
-        cwd=folder,
-        text=True,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
 def points_per_key(client: MlflowClient, run) -> Counter[str]:
     """How many points each metric of `run` has in the store (its whole history, not the latest value)."""
     return Counter({key: len(client.get_metric_history(run.info.run_id, key)) for key in run.data.metrics})
@@ -84,7 +70,7 @@ def stored_points(database: Path, key: str) -> int:
 def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_cell(tmp_path) -> None:
     control_uri = f"sqlite:///{tmp_path / 'control.db'}"
     with MlflowServer(tmp_path / "server") as server:
-        running = sweep(server.uri, tmp_path / "blink", "seed=0,1,2", *BLINK_CELL)
+        running = start_multirun(server.uri, tmp_path / "blink", "seed=0,1,2", *BLINK_CELL)
         deadline = time.monotonic() + 300
         while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:  # cell 1 is in its epochs
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
@@ -92,7 +78,7 @@ def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_
         server.stop(kill=True)  # SIGKILL: a crash, no shutdown handler runs
         down_at = time.time()
         # The control: the same cell on a local store, run while the sweep waits for the server.
-        control = sweep(control_uri, tmp_path / "control", *BLINK_CELL)
+        control = start_multirun(control_uri, tmp_path / "control", *BLINK_CELL)
         time.sleep(10)
         server.start()  # same port, same store; returns once /health answers
         back_at = time.time()
@@ -123,7 +109,7 @@ def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_
 @pytest.mark.parametrize("store", ["sqlite", "mlflow_server_postgres"])
 def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_point(store, request, tmp_path) -> None:
     uri = f"sqlite:///{tmp_path / 'fresh.db'}" if store == "sqlite" else request.getfixturevalue(store).uri
-    sweeps = [sweep(uri, tmp_path / f"sweep{i}", "seed=0,1,2", *SMALL_CELL) for i in range(4)]
+    sweeps = [start_multirun(uri, tmp_path / f"sweep{i}", "seed=0,1,2", *SMALL_CELL) for i in range(4)]
     finished = [s.communicate(timeout=900) for s in sweeps]
 
     errors = "\n".join(err[-2000:] for _, err in finished)
@@ -144,7 +130,7 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
 
 def test_a_server_gone_for_good_fails_the_cell_within_about_a_minute(tmp_path) -> None:
     with MlflowServer(tmp_path / "server") as server:
-        running = sweep(server.uri, tmp_path / "gone", *BLINK_CELL)
+        running = start_multirun(server.uri, tmp_path / "gone", *BLINK_CELL)
         deadline = time.monotonic() + 300
         while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
