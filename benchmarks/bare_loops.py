@@ -11,8 +11,8 @@ reads them, a person can too):
     python benchmarks/bare_loops.py mlp_epoch --variant fast --device cpu --smoke   # tiny sizes, any CPU
 
 Variants: fp32 = TF32 off for matmul and cuDNN; tf32 = TF32 on; bf16 = bf16 autocast (TF32 on for what stays
-fp32); bf16_cl = bf16 + channels_last; fast = bf16 + channels_last (images) + torch.compile (--compile-mode)
-+ fused optimizer. The seed MLP's --precision (tf32 or bf16) holds for all its variants: eager; graph =
+fp32); bf16_cl = bf16 + channels_last; fast = bf16 + channels_last (images) + torch.compile (--compile-mode,
+--coordinate-descent-tuning) + fused optimizer. The seed MLP's --precision (tf32 or bf16) holds for all its variants: eager; graph =
 whole-step CUDA-graph capture (PyTorch's "whole network capture" recipe); compile = the whole step under
 torch.compile(mode="reduce-overhead"); fast = both, reporting the faster. CUDA graphs and fused optimizers
 need CUDA: on a CPU they are skipped with the reason printed.
@@ -106,6 +106,10 @@ def main() -> int:
         emit(args, {"error": "no CUDA device visible to torch: pass --device cpu"})
         return 1
     torch.manual_seed(0)
+    if args.coordinate_descent_tuning:  # read by Inductor when it compiles: set before anything is compiled
+        import torch._inductor.config as inductor_config
+
+        inductor_config.coordinate_descent_tuning = True
     run = {
         "resnet50": resnet50,
         "distilbert": transformer,
@@ -137,6 +141,11 @@ def parse_args() -> argparse.Namespace:
         "max-autotune, reduce-overhead (default: DEFAULT_COMPILE_MODE, reduce-overhead but for resnet50)",
     )
     parser.add_argument(
+        "--coordinate-descent-tuning",
+        action="store_true",
+        help="with torch.compile: Inductor tunes each Triton kernel's launch settings (minutes more compiling)",
+    )
+    parser.add_argument(
         "--profile-steps", type=int, default=0, help="resnet50, transformers: profile K steps after the timed block"
     )
     args = parser.parse_args()
@@ -161,6 +170,7 @@ def emit(args: argparse.Namespace, result: dict[str, Any], variant: str | None =
         "variant": variant or args.variant,
         "device": args.device,
         "smoke": args.smoke,
+        **({"coordinate_descent_tuning": True} if args.coordinate_descent_tuning else {}),
         **result,
         "env": environment(args.device),
     }

@@ -577,6 +577,9 @@ class OptimizeConfig(Choice):
     channels_last: bool = False  # PyTorch convolutional models in NHWC (Keras and MLX always are)
     fused_optimizer: bool = False  # PyTorch: fused=True optimizers (one kernel per step, CUDA)
     capture: bool = False  # PyTorch on CUDA: capture the whole train step as one CUDA graph (small static models)
+    # PyTorch, with compile: Inductor benchmarks each generated Triton (GPU) kernel's launch settings against their
+    # neighbours. Minutes more compiling; max-autotune modes include it.
+    coordinate_descent_tuning: bool = False
 
     def check(self, at: str) -> None:
         need(

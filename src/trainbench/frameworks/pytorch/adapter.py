@@ -16,7 +16,7 @@ its batch is the epoch's input_wait_s.
 
 optimize.* selects how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
 `compile_mode`, by default the model's own: reduce-overhead, i.e. with CUDA graphs, for the launch-bound
-transformers); `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as
+transformers; `coordinate_descent_tuning` has Inductor tune its Triton kernels); `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as
 a CUDA graph and replayed per batch; used for the MLPs, whose steps are short and static and where launch
 overhead is most of the time). Every choice in force is tagged.
 """
@@ -131,6 +131,7 @@ class Adapter:
         }
         if self.compiles():
             tags["torch.compile_mode"] = self.compile_mode()
+            tags["torch.coordinate_descent_tuning"] = str(self.cell.optimize.coordinate_descent_tuning).lower()
         if self.compile_reason:
             tags["trainbench.compile_reason"] = self.compile_reason
         if self.world.size > 1:
@@ -303,6 +304,15 @@ class Adapter:
         one_cuda_gpu = self.device.type == "cuda" and self.world.size == 1
         return self.cell.optimize.torch_compile_mode(self.cell.model, one_cuda_gpu)
 
+    def compiled(self, function: Any) -> Any:
+        """torch.compile in the cell's mode. Inductor reads its tuning switch when it compiles, from a
+        process-wide config: one cell per process makes that safe."""
+        if self.cell.optimize.coordinate_descent_tuning:
+            import torch._inductor.config as inductor_config
+
+            inductor_config.coordinate_descent_tuning = True
+        return self.torch.compile(function, mode=self.compile_mode())
+
     def graphs_compiled(self) -> bool:
         """torch.compile records CUDA graphs (cudagraph trees): the step's outputs live in the graph's memory
         pool, which the next step overwrites."""
@@ -416,7 +426,7 @@ class Trainer:
                 return loss, None
             return loss, (logits.argmax(1) if argmax else logits.detach())  # argmax: integers, no graph
 
-        run = self.torch.compile(forward_loss, mode=adapter.compile_mode()) if adapter.compiles() else forward_loss
+        run = adapter.compiled(forward_loss) if adapter.compiles() else forward_loss
 
         def autocast_forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
             # Autocast around the compiled function, as in PyTorch's AMP recipe: entered inside it, the compiled
@@ -552,7 +562,7 @@ class Trainer:
         self.model.eval()
         forward = self.model
         if self.adapter.compiles():
-            forward = torch.compile(self.model, mode=self.adapter.compile_mode())
+            forward = self.adapter.compiled(self.model)
 
         def predict() -> None:
             with torch.inference_mode(), self.adapter.autocast_context():
