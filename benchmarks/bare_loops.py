@@ -12,10 +12,10 @@ reads them, a person can too):
 
 Variants: fp32 = TF32 off for matmul and cuDNN; tf32 = TF32 on; bf16 = bf16 autocast (TF32 on for what stays
 fp32); bf16_cl = bf16 + channels_last; fast = bf16 + channels_last (images) + torch.compile (--compile-mode,
---coordinate-descent-tuning) + fused optimizer. The seed MLP's --precision (tf32 or bf16) holds for all its variants: eager; graph =
-whole-step CUDA-graph capture (PyTorch's "whole network capture" recipe); compile = the whole step under
-torch.compile(mode="reduce-overhead"); fast = both, reporting the faster. CUDA graphs and fused optimizers
-need CUDA: on a CPU they are skipped with the reason printed.
+--coordinate-descent-tuning) + fused optimizer. The seed MLP's --precision (tf32 or bf16) holds for all its
+variants: eager; graph = whole-step CUDA-graph capture (PyTorch's "whole network capture" recipe); compile =
+the whole step under torch.compile(mode="reduce-overhead"); fast = both, reporting the faster. CUDA graphs and
+fused optimizers need CUDA: on a CPU they are skipped with the reason printed.
 
 Timing: warm-up steps, then N steps as ONE block with one synchronization at each end, the cheapest
 measurement there is, so any gap to the harness is the harness's. The MLP times each epoch as one block and

@@ -16,9 +16,10 @@ its batch is the epoch's input_wait_s.
 
 optimize.* selects how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
 `compile_mode`, by default the model's own: reduce-overhead, i.e. with CUDA graphs, for the launch-bound
-transformers; `coordinate_descent_tuning` has Inductor tune its Triton kernels); `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as
-a CUDA graph and replayed per batch; used for the MLPs, whose steps are short and static and where launch
-overhead is most of the time). Every choice in force is tagged.
+transformers; `coordinate_descent_tuning` has Inductor tune its Triton kernels); `fused_optimizer`; `capture`
+(CUDA: the whole step, batch gather included, recorded once as a CUDA graph and replayed per batch; used for the
+MLPs, whose steps are short and static and where launch overhead is most of the time). Every choice in force is
+tagged.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class Adapter:
         }
         if self.compiles():
             tags["torch.compile_mode"] = self.compile_mode()
-            tags["torch.coordinate_descent_tuning"] = str(self.cell.optimize.coordinate_descent_tuning).lower()
+            tags["torch.coordinate_descent_tuning"] = str(self.tunes_kernels()).lower()
         if self.compile_reason:
             tags["trainbench.compile_reason"] = self.compile_reason
         if self.world.size > 1:
@@ -303,6 +304,10 @@ class Adapter:
     def compile_mode(self) -> str:
         one_cuda_gpu = self.device.type == "cuda" and self.world.size == 1
         return self.cell.optimize.torch_compile_mode(self.cell.model, one_cuda_gpu)
+
+    def tunes_kernels(self) -> bool:
+        """Inductor's coordinate-descent tuning is in force: asked for, or part of a max-autotune mode."""
+        return bool(self.cell.optimize.coordinate_descent_tuning) or self.compile_mode().startswith("max-autotune")
 
     def compiled(self, function: Any) -> Any:
         """torch.compile in the cell's mode. Inductor reads its tuning switch when it compiles, from a
