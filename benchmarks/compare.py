@@ -473,7 +473,12 @@ def harness_flags(tags: dict[str, str]) -> str:
         flags.append("tf32")
     if tags.get("trainbench.autocast", "none") != "none":
         flags.append(tags["trainbench.autocast"])
-    flags += [name for name in ("channels_last", "compile") if tags.get(f"trainbench.{name}") == "true"]
+    if tags.get("trainbench.channels_last") == "true":
+        flags.append("channels_last")
+    if tags.get("trainbench.compile") == "true":  # the mode in force, as the bare loop's JSON names its own
+        flags.append(f"compile={tags.get('torch.compile_mode', 'true')}")
+    if tags.get("torch.coordinate_descent_tuning") == "true":
+        flags.append("coordinate_descent_tuning")
     # Flags the rewritten CLI may add (fused optimizer, CUDA graphs, optimize=fast), shown as the cell tagged them.
     flags += [
         f"{key.split('.', 1)[1]}={value}"

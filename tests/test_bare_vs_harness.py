@@ -37,6 +37,34 @@ def test_a_mismatched_row_is_refused() -> None:
         compare.check_same_settings(row, smoke=False)
 
 
+def test_fast_rows_compile_both_sides_in_the_mode_the_harness_picks_for_the_model() -> None:
+    """A compile-mode change in a model's YAML (optimize.compile_mode=auto) must reach the bare loop too, or the
+    row would compare CUDA graphs against none."""
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, validate
+
+    spec = importlib.util.spec_from_file_location("bare_loops", ROOT / "benchmarks" / "bare_loops.py")
+    bare_loops = importlib.util.module_from_spec(spec)
+    sys.modules["bare_loops"] = bare_loops  # as for compare: its dataclasses resolve through sys.modules
+    spec.loader.exec_module(bare_loops)
+    fast = [w for w in compare.WORKLOADS if "--variant fast" in w.bare and w.family != "mlp_epoch"]
+    assert {w.family for w in fast} == {"resnet50", "distilbert", "bert_large"}
+    for workload in fast:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cell = validate(compose("config", overrides=workload.harness.split()))
+        harness_mode = cell.optimize.torch_compile_mode(cell.model, one_cuda_gpu=True)
+        bare_mode = compare.bare_options(workload, smoke=False).get("--compile-mode") or bare_loops.DEFAULT_COMPILE_MODE
+        assert bare_mode == harness_mode, workload.name
+
+
+def test_the_report_names_the_compile_mode_the_harness_ran() -> None:
+    tags = {"trainbench.autocast": "bfloat16", "trainbench.compile": "true", "torch.compile_mode": "reduce-overhead"}
+    assert compare.harness_flags(tags) == "bfloat16 compile=reduce-overhead"
+    tuned = {**tags, "trainbench.channels_last": "true", "torch.coordinate_descent_tuning": "true"}
+    assert compare.harness_flags(tuned) == "bfloat16 channels_last compile=reduce-overhead coordinate_descent_tuning"
+
+
 def _bare(*args: str) -> list[dict]:
     finished = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bare_loops.py"), *args],

@@ -37,6 +37,26 @@ def test_a_noisy_figure_gets_one_warning_line_saying_what_to_try() -> None:
     assert noisy_warning("latencies", 2.0, "...") is None
 
 
+def test_each_batch_size_runs_a_graph_compiled_for_it() -> None:
+    """The inference task's throughput batch comes after its batch-1 latency pass; a train epoch may end on a
+    partial batch. Neither may leave the timed batches running a graph generic in the batch size."""
+    torch = pytest.importorskip("torch")
+    from hydra import compose, initialize_config_dir
+    from torch._dynamo.utils import counters
+
+    from trainbench.config import CONF_DIR, validate
+    from trainbench.frameworks.pytorch.adapter import Adapter
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cell = validate(compose("config", overrides=["model=mlp", "device=cpu", "optimize.compile=true"]))
+    torch._dynamo.reset()
+    counters.clear()
+    doubled = Adapter(cell).compiled(lambda x: x * 2)
+    for batch in (1, 64, 32):  # by default 64 would compile a dynamic graph, which 32 then reuses
+        assert torch.equal(doubled(torch.ones(batch, 4)), torch.full((batch, 4), 2.0))
+    assert counters["stats"]["unique_graphs"] == 3
+
+
 @pytest.fixture(scope="module")
 def inference_sweep(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One small MLP, forward only, in each framework (about 90 s on two cores)."""

@@ -16,10 +16,10 @@ its batch is the epoch's input_wait_s.
 
 optimize.* selects how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
 `compile_mode`, by default the model's own: reduce-overhead, i.e. with CUDA graphs, for the launch-bound
-transformers; `coordinate_descent_tuning` has Inductor tune its Triton kernels); `fused_optimizer`; `capture`
-(CUDA: the whole step, batch gather included, recorded once as a CUDA graph and replayed per batch; used for the
-MLPs, whose steps are short and static and where launch overhead is most of the time). Every choice in force is
-tagged.
+transformers and for ResNet-50; `coordinate_descent_tuning` has Inductor tune its Triton kernels);
+`fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as a CUDA graph and
+replayed per batch; used for the MLPs, whose steps are short and static and where launch overhead is most of the
+time). Every choice in force is tagged.
 """
 
 from __future__ import annotations
@@ -311,12 +311,18 @@ class Adapter:
 
     def compiled(self, function: Any) -> Any:
         """torch.compile in the cell's mode. Inductor reads its tuning switch when it compiles, from a
-        process-wide config: one cell per process makes that safe."""
+        process-wide config: one cell per process makes that safe.
+
+        dynamic=False: every batch size gets a graph of its own, as a bare loop that sees one size has. By
+        default the second size seen (the inference task's batch after its batch-1 latency pass, an epoch's
+        partial last batch) recompiles into a graph generic in the batch size, which then also serves the
+        timed batches, with kernels not specialised to them and, under CUDA graphs, a new recording in the
+        next epoch."""
         if self.cell.optimize.coordinate_descent_tuning:
             import torch._inductor.config as inductor_config
 
             inductor_config.coordinate_descent_tuning = True
-        return self.torch.compile(function, mode=self.compile_mode())
+        return self.torch.compile(function, mode=self.compile_mode(), dynamic=False)
 
     def graphs_compiled(self) -> bool:
         """torch.compile records CUDA graphs (cudagraph trees): the step's outputs live in the graph's memory
