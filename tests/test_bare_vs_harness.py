@@ -14,15 +14,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compare", ROOT / "benchmarks" / "compare.py")
+def _benchmark_script(name: str) -> ModuleType:
+    """benchmarks/<name>.py as a module (benchmarks/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["compare"] = module  # dataclasses resolve their annotations through sys.modules
+    sys.modules[name] = module  # dataclasses resolve their annotations through sys.modules
     spec.loader.exec_module(module)
     return module
 
 
-compare = _compare()
+compare = _benchmark_script("compare")
 
 
 @pytest.mark.parametrize("smoke", [False, True])
@@ -44,10 +45,7 @@ def test_fast_rows_compile_both_sides_in_the_mode_the_harness_picks_for_the_mode
 
     from trainbench.config import CONF_DIR, validate
 
-    spec = importlib.util.spec_from_file_location("bare_loops", ROOT / "benchmarks" / "bare_loops.py")
-    bare_loops = importlib.util.module_from_spec(spec)
-    sys.modules["bare_loops"] = bare_loops  # as for compare: its dataclasses resolve through sys.modules
-    spec.loader.exec_module(bare_loops)
+    bare_loops = _benchmark_script("bare_loops")
     fast = [w for w in compare.WORKLOADS if "--variant fast" in w.bare and w.family != "mlp_epoch"]
     assert {w.family for w in fast} == {"resnet50", "distilbert", "bert_large"}
     for workload in fast:
