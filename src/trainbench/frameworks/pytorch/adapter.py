@@ -41,7 +41,9 @@ _FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
 
 PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this share of device memory
 KEPT_LOGITS_BYTES = 256 * 2**20  # an epoch's logits kept for one argmax after it, when no larger than this
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that record CUDA graphs
+# torch.compile modes that record CUDA graphs, each with the mode that compiles the same way without them
+MODE_WITHOUT_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+CUDA_GRAPH_MODES = tuple(MODE_WITHOUT_GRAPHS)
 CAPTURE_WARMUP_STEPS = 3  # eager steps on a side stream before capture, as PyTorch's CUDA-graph recipe asks
 
 
@@ -309,9 +311,9 @@ class Adapter:
         """Inductor's coordinate-descent tuning is in force: asked for, or part of a max-autotune mode."""
         return bool(self.cell.optimize.coordinate_descent_tuning) or self.compile_mode().startswith("max-autotune")
 
-    def compiled(self, function: Any) -> Any:
-        """torch.compile in the cell's mode. Inductor reads its tuning switch when it compiles, from a
-        process-wide config: one cell per process makes that safe.
+    def compiled(self, function: Any, graphs: bool = True) -> Any:
+        """torch.compile in the cell's mode (graphs=False: the same mode without CUDA graphs). Inductor reads
+        its tuning switch when it compiles, from a process-wide config: one cell per process makes that safe.
 
         dynamic=False: every batch size gets a graph of its own, as a bare loop that sees one size has. By
         default the second size seen (the inference task's batch after its batch-1 latency pass, an epoch's
@@ -322,7 +324,10 @@ class Adapter:
             import torch._inductor.config as inductor_config
 
             inductor_config.coordinate_descent_tuning = True
-        return self.torch.compile(function, mode=self.compile_mode(), dynamic=False)
+        mode = self.compile_mode()
+        if not graphs:
+            mode = MODE_WITHOUT_GRAPHS.get(mode, mode)
+        return self.torch.compile(function, mode=mode, dynamic=False)
 
     def graphs_compiled(self) -> bool:
         """torch.compile records CUDA graphs (cudagraph trees): the step's outputs live in the graph's memory
@@ -411,6 +416,12 @@ class Trainer:
         self.keeps_logits = data.num_classes * self.samples_per_epoch * 4 <= KEPT_LOGITS_BYTES
         self.graphed = adapter.graphs_compiled()
         self._forward = self._forward_function(with_predictions=True)
+        # An epoch's partial last batch is compiled without CUDA graphs. With them, its graph would run eagerly
+        # in the first epoch and be recorded in the second (cudagraph trees record a graph on its second call),
+        # inside a timed epoch: a capture and two host synchronizations. Without, it costs the first epoch's
+        # compilation only, and once an epoch the launches a graph would save.
+        partial = self.samples_per_epoch % self.batch_size != 0
+        self._partial_forward = self._forward_function(True, graphs=False) if self.graphed and partial else None
         self._forward_loss_only: Callable[[Any, Any], tuple[Any, Any]] | None = None
         self._validation: tuple[Any, Any, bool] | None = None
         self._losses: list[Any] = []
@@ -421,7 +432,7 @@ class Trainer:
         return self.adapter.prepared_split(self.data.train, self.data)
 
     # -- one step -----------------------------------------------------------------------------
-    def _forward_function(self, with_predictions: bool) -> Callable[[Any, Any], tuple[Any, Any]]:
+    def _forward_function(self, with_predictions: bool, graphs: bool = True) -> Callable[[Any, Any], tuple[Any, Any]]:
         """forward + loss (+ what the epoch's accuracy needs): what torch.compile gets when compile is on.
         The accuracy needs either the logits (a view, no kernel: kept when an epoch's logits fit
         KEPT_LOGITS_BYTES, their argmax taken once after the epoch) or, when they do not fit or compile
@@ -437,7 +448,7 @@ class Trainer:
                 return loss, None
             return loss, (logits.argmax(1) if argmax else logits.detach())  # argmax: integers, no graph
 
-        run = adapter.compiled(forward_loss) if adapter.compiles() else forward_loss
+        run = adapter.compiled(forward_loss, graphs) if adapter.compiles() else forward_loss
 
         def autocast_forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
             # Autocast around the compiled function, as in PyTorch's AMP recipe: entered inside it, the compiled
@@ -457,12 +468,14 @@ class Trainer:
             self.optimizer.step()
 
     def train_on(self, x: Any, y: Any) -> tuple[Any, Any]:
+        partial_forward = self._partial_forward if len(y) != self.batch_size else None
+        graphed = self.graphed and partial_forward is None
         self.optimizer.zero_grad(set_to_none=True)
-        if self.graphed:
+        if graphed:
             self.torch.compiler.cudagraph_mark_step_begin()
-        loss, predicted = self._forward(x, y)
+        loss, predicted = (partial_forward or self._forward)(x, y)
         self._update(loss)
-        if self.graphed:  # kept until the epoch ends, past the replays that reuse the graph's outputs
+        if graphed:  # kept until the epoch ends, past the replays that reuse the graph's outputs
             return loss.detach().clone(), predicted.clone()
         return loss, predicted
 
