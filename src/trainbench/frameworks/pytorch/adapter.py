@@ -421,7 +421,9 @@ class Trainer:
         # inside a timed epoch: a capture and two host synchronizations. Without, it costs the first epoch's
         # compilation only, and once an epoch the launches a graph would save.
         partial = self.samples_per_epoch % self.batch_size != 0
-        self._partial_forward = self._forward_function(True, graphs=False) if self.graphed and partial else None
+        self._partial_forward = (
+            self._forward_function(with_predictions=True, graphs=False) if self.graphed and partial else None
+        )
         self._forward_loss_only: Callable[[Any, Any], tuple[Any, Any]] | None = None
         self._validation: tuple[Any, Any, bool] | None = None
         self._losses: list[Any] = []
