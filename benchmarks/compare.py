@@ -18,12 +18,14 @@ tables), a .json of every sample and a .log of every process's output; the .md a
 workload, so an interrupted call keeps what it measured. On the GPU machine: python3, the image's torch and
 transformers, mlflow and hydra-core from wheels on PYTHONPATH.
 
-A device call lasts at most 10 minutes and the whole comparison takes longer (estimated, on an H100: ResNet-50
-rows ~8 min, the other core rows ~7, the A/B ~3.5, the targets ~9), so split it and merge the .json files:
+A device call lasts at most 10 minutes and the whole comparison takes longer (measured on an H100 with 3 repeats,
+2026-11-23: ResNet-50 rows ~8 min, DistilBERT tf32 ~5 and bf16 ~4, BERT-Large 6-8, the MLP epoch 3-4, matmul ~2,
+the A/B ~5, the targets ~9), so split it and merge the .json files:
 
     python3 benchmarks/compare.py --out $OUT --workloads resnet50 --system-metrics-workload '' --time-budget-s 480
-    python3 benchmarks/compare.py --out $OUT --workloads distilbert_tf32,distilbert_bf16,bert_large_bf16,mlp_epoch,\
-matmul_bf16 --system-metrics-workload '' --time-budget-s 480
+    python3 benchmarks/compare.py --out $OUT --workloads distilbert_tf32,distilbert_bf16 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads bert_large_bf16 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads mlp_epoch,matmul_bf16 --system-metrics-workload ''
     python3 benchmarks/compare.py --out $OUT --workloads none                      # the system-metrics A/B alone
     python3 benchmarks/compare.py --out $OUT --workloads targets --system-metrics-workload '' --time-budget-s 480
     python benchmarks/compare.py --merge results/A.json results/B.json ...         # one report of them all
@@ -133,7 +135,8 @@ WORKLOADS = [
         unit="seq/s",
     ),
     # Eager BERT-Large too: 40 steps (3 s) gave 0.738 in one call and 1.022 in the next, the harness's steps varying
-    # 11-31% (cv) within their block (calls 34-35). 200 steps, as for DistilBERT; not yet measured at this length.
+    # 11-31% (cv) within their block (calls 34-35). 200 steps, as for DistilBERT: 0.945 and 0.943 here (calls 36, 40),
+    # 0.994-1.019 per round with the same two commands run outside this script (call 41); the bare side spread 36%.
     Workload(
         "bert_large_bf16",
         "bert_large --variant bf16 --batch-size 32 --warmup 5 --steps 200",
