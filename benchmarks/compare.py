@@ -19,13 +19,13 @@ workload, so an interrupted call keeps what it measured. On the GPU machine: pyt
 transformers, mlflow and hydra-core from wheels on PYTHONPATH.
 
 A device call lasts at most 10 minutes and the whole comparison takes longer (measured on an H100 with 3 repeats,
-2026-11-23: ResNet-50 rows ~8 min, DistilBERT tf32 ~5 and bf16 ~4, BERT-Large 6-8, the MLP epoch 3-4, matmul ~2,
-the A/B ~5, the targets ~9), so split it and merge the .json files:
+2026-11-22/23: ResNet-50 rows ~8 min, DistilBERT tf32 ~5 and bf16 ~4, BERT-Large ~6, the MLP epoch ~3.5, matmul
+~1.5, the A/B ~6, the targets ~9), so split it and merge the .json files:
 
     python3 benchmarks/compare.py --out $OUT --workloads resnet50 --system-metrics-workload '' --time-budget-s 480
-    python3 benchmarks/compare.py --out $OUT --workloads distilbert_tf32,distilbert_bf16 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads distilbert_tf32,matmul_bf16 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads distilbert_bf16,mlp_epoch --system-metrics-workload ''
     python3 benchmarks/compare.py --out $OUT --workloads bert_large_bf16 --system-metrics-workload ''
-    python3 benchmarks/compare.py --out $OUT --workloads mlp_epoch,matmul_bf16 --system-metrics-workload ''
     python3 benchmarks/compare.py --out $OUT --workloads none                      # the system-metrics A/B alone
     python3 benchmarks/compare.py --out $OUT --workloads targets --system-metrics-workload '' --time-budget-s 480
     python benchmarks/compare.py --merge results/A.json results/B.json ...         # one report of them all
