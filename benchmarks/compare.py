@@ -136,7 +136,7 @@ WORKLOADS = [
     ),
     # Eager BERT-Large too: 40 steps (3 s) gave 0.738 in one call and 1.022 in the next, the harness's steps varying
     # 11-31% (cv) within their block (calls 34-35). 200 steps, as for DistilBERT: 0.945 and 0.943 here (calls 36, 40),
-    # 0.994-1.019 per round with the same two commands run outside this script (call 41); the bare side spread 36%.
+    # 0.994-1.019 per round with the same two commands run outside this script (call 41); bare runs spread 280-436.
     Workload(
         "bert_large_bf16",
         "bert_large --variant bf16 --batch-size 32 --warmup 5 --steps 200",
