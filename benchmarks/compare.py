@@ -13,6 +13,10 @@ so a machine that drifts shows as spread rather than as a harness cost. The harn
 script reads each cell back with MLflow's client (samples_per_s; peak_tflops for matmul; epoch_time_s for the
 MLP). Then an A/B of MLflow's system-metrics sampling: the harness with sampling off and at each interval.
 
+Each harness run is also set against the bare runs beside it; the geometric mean of those ratios, with a 95%
+interval, judges the row, and a row whose interval spans 0.98 is marked "within noise": on a shared host a
+launch-bound step moves more between processes than the 2% being judged, and more repeats narrow the interval.
+
 Prints the tables and writes <out>/<date>-<device>.md (date, device, driver, versions, the exact commands, the
 tables), a .json of every sample and a .log of every process's output; the .md and .json are rewritten after each
 workload, so an interrupted call keeps what it measured. On the GPU machine: python3, the image's torch and
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import os
 import platform
 import re
@@ -232,6 +237,20 @@ class Row:
 
     def errors(self, side: str) -> list[str]:
         return [s.error for s in self.samples if s.side == side and s.error]
+
+    def pair_ratios(self) -> list[float]:
+        """Each harness run over the mean of the bare runs on either side of it: the host's drift across a call
+        cancels within a pair, where a ratio of medians would set a fast start against a slow end."""
+        ratios = []
+        for index, sample in enumerate(self.samples):
+            if sample.side != "harness" or sample.value is None:
+                continue
+            beside = [
+                s.value for s in self.samples[max(0, index - 1) : index + 2] if s.side == "bare" and s.value is not None
+            ]
+            if beside:
+                ratios.append(sample.value / statistics.fmean(beside))
+        return ratios
 
 
 def main() -> int:
@@ -660,6 +679,8 @@ def render(records: list[Record]) -> str:
         f"- Order per workload: bare, harness, bare, ... ({first.repeats} harness runs between {first.repeats + 1} "
         "bare runs), each its own process; figures are medians (min-max)"
         + ("; --smoke sizes: plumbing only, not a measurement" if first.smoke else ""),
+        "- Paired: each harness run over the mean of the bare runs beside it; their geometric mean, with a 95% "
+        'interval from their spread. Pass is judged on it: "within noise" where that interval spans the bar',
         *(f"- Invoked: `{' '.join(r.argv)}` at {r.started}, {r.elapsed_s:.0f} s" for r in records),
         "",
         tables(rows, system_metrics),
@@ -688,19 +709,25 @@ def tables(rows: list[Row], system_metrics: SystemMetricsAB | None) -> str:
     lines = [
         "## Harness vs bare",
         "",
-        f"| workload | unit | bare median (min-max) | harness median (min-max) | harness/bare | pass (>= {PASS_RATIO}) "
-        "| harness flags |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | unit | bare median (min-max) | harness median (min-max) | harness/bare medians "
+        f"| paired, geomean (95% CI) | pass (>= {PASS_RATIO}) | harness flags |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     notes = []
     for row in rows:
         bare, harness = row.values("bare"), row.values("harness")
         ratio = statistics.median(harness) / statistics.median(bare) if bare and harness else None
-        verdict = "" if ratio is None else ("yes" if ratio >= PASS_RATIO else "**no**")
+        ratios = row.pair_ratios()
+        estimate = paired_estimate(ratios)
+        paired = (
+            f"{estimate[0]:.3f} ({estimate[1]:.3f}-{estimate[2]:.3f})"
+            if estimate
+            else (f"{ratios[0]:.3f} (one pair)" if ratios else "")
+        )
         flags = next((s.detail["flags"] for s in row.samples if s.detail.get("flags")), "")
         lines.append(
             f"| {row.workload.name} | {row.workload.unit} | {spread(bare)} | {spread(harness)} | "
-            f"{'' if ratio is None else f'{ratio:.3f}'} | {verdict} | {flags} |"
+            f"{'' if ratio is None else f'{ratio:.3f}'} | {paired} | {verdict(estimate, ratio)} | {flags} |"
         )
         notes += [f"- {row.workload.name}: {e}" for e in dict.fromkeys(row.errors("bare") + row.errors("harness"))]
         if row.workload.family == "mlp_epoch":
@@ -724,6 +751,36 @@ def tables(rows: list[Row], system_metrics: SystemMetricsAB | None) -> str:
     if system_metrics:
         lines += ["", *system_metrics_table(system_metrics)]
     return "\n".join(lines)
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (no scipy in this process); beyond 30, ~normal.
+_T95 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}  # fmt: skip
+
+
+def paired_estimate(ratios: list[float]) -> tuple[float, float, float] | None:
+    """Geometric mean of the pair ratios and its 95% interval (t on the logs), or None without two pairs.
+    Neighbouring pairs share a bare run, so the interval is somewhat narrower than the truth."""
+    if len(ratios) < 2:
+        return None
+    logs = [math.log(r) for r in ratios]
+    centre = statistics.fmean(logs)
+    df = len(logs) - 1
+    t = _T95[max(k for k in _T95 if k <= df)] if df <= 30 else 1.96
+    half = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+
+
+def verdict(estimate: tuple[float, float, float] | None, ratio: float | None) -> str:
+    """yes / no when the 95% interval lies on one side of the bar; otherwise the host's noise decides it."""
+    if estimate is None:
+        return "" if ratio is None else ("yes" if ratio >= PASS_RATIO else "**no**")
+    _, low, high = estimate
+    if low >= PASS_RATIO:
+        return "yes"
+    if high < PASS_RATIO:
+        return "**no**"
+    return "yes, within noise" if estimate[0] >= PASS_RATIO else "**no**, within noise"
 
 
 def spread(values: list[float]) -> str:

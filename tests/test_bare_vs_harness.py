@@ -63,6 +63,31 @@ def test_the_report_names_the_compile_mode_the_harness_ran() -> None:
     assert compare.harness_flags(tuned) == "bfloat16 channels_last compile=reduce-overhead coordinate_descent_tuning"
 
 
+def _row(*values: float) -> object:
+    """A row measured in compare.py's order: bare, harness, bare, ..., bare."""
+    sides = ["bare" if index % 2 == 0 else "harness" for index in range(len(values))]
+    samples = [compare.Sample(side, value, 1.0) for side, value in zip(sides, values, strict=True)]
+    return compare.Row(compare.WORKLOADS[0], "", "", samples)
+
+
+def test_each_harness_run_is_judged_against_the_bare_runs_beside_it() -> None:
+    """A host that speeds up across the call: every harness run matches its neighbours, while the medians (the
+    harness lacking the last, fastest bare run) would put it 5% behind."""
+    drifting = _row(100, 101, 102, 103, 104, 105, 106, 107, 108)
+    assert drifting.pair_ratios() == pytest.approx([101 / 101, 103 / 103, 105 / 105, 107 / 107])
+    table = compare.tables([drifting], None)
+    assert "| 1.000 (1.000-1.000) | yes |" in table
+
+
+def test_a_row_the_host_moves_more_than_the_bar_is_marked_within_noise() -> None:
+    steady_cost = _row(100, 95, 100, 95, 100, 95, 100)  # 5% slower every time: a real cost, shown as one
+    noisy = _row(100, 93, 110, 108, 95, 104, 120)  # bare spreading 26%: cannot tell 0.98 from 1.0
+    assert "| **no** |" in compare.tables([steady_cost], None)
+    assert "within noise" in compare.tables([noisy], None)
+    estimate = compare.paired_estimate(noisy.pair_ratios())
+    assert estimate[1] < compare.PASS_RATIO < estimate[2]
+
+
 def _bare(*args: str) -> list[dict]:
     finished = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bare_loops.py"), *args],
