@@ -655,6 +655,8 @@ def render(records: list[Record]) -> str:
     for record in records:
         versions.update(record.versions())
     device = first.device
+    counts = sorted({r.repeats for r in records})
+    repeats = str(counts[0]) if len(counts) == 1 else "-".join(str(c) for c in (counts[0], counts[-1]))
     described = ", ".join(
         [device["name"]]
         + [
@@ -676,12 +678,17 @@ def render(records: list[Record]) -> str:
         f"{first.host['cpu_threads']} CPU threads",
         f"- Device: {described}",
         f"- Software: {software}{cuda}",
-        f"- Order per workload: bare, harness, bare, ... ({first.repeats} harness runs between {first.repeats + 1} "
+        f"- Order per workload: bare, harness, bare, ... ({repeats} harness runs between {repeats} + 1 "
         "bare runs), each its own process; figures are medians (min-max)"
         + ("; --smoke sizes: plumbing only, not a measurement" if first.smoke else ""),
         "- Paired: each harness run over the mean of the bare runs beside it; their geometric mean, with a 95% "
         'interval from their spread. Pass is judged on it: "within noise" where that interval spans the bar',
-        *(f"- Invoked: `{' '.join(r.argv)}` at {r.started}, {r.elapsed_s:.0f} s" for r in records),
+        *(
+            f"- Invoked: `{' '.join(r.argv)}` at {r.started}, {r.elapsed_s:.0f} s, {r.repeats} repeats ("
+            + ", ".join(row.workload.name for row in r.rows)
+            + ")"
+            for r in records
+        ),
         "",
         tables(rows, system_metrics),
         "",
