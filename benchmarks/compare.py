@@ -22,16 +22,21 @@ tables), a .json of every sample and a .log of every process's output; the .md a
 workload, so an interrupted call keeps what it measured. On the GPU machine: python3, the image's torch and
 transformers, mlflow and hydra-core from wheels on PYTHONPATH.
 
-A device call lasts at most 10 minutes and the whole comparison takes longer (measured on an H100 with 3 repeats,
-2026-11-22/23: ResNet-50 rows ~8 min, DistilBERT tf32 ~5 and bf16 ~4, BERT-Large ~6, the MLP epoch ~3.5, matmul
-~1.5, the A/B ~6, the targets ~9), so split it and merge the .json files:
+A device call lasts at most 10 minutes and the whole comparison takes about an hour, so split it and merge the
+.json files. Each row's minutes on an H100 with 3 repeats, 2026-11-23 (a host twice as slow as the day before;
+results/2026-11-23-h100): ResNet-50 fp32 5.0, tf32 4.3, bf16 + channels_last 3.8, fast 5.2 (2 repeats);
+DistilBERT tf32 4.2, bf16 4.3, fast 3.5 (2 repeats); BERT-Large bf16 6.9 (4 repeats), fast ~6.3 (2 repeats);
+the MLP epoch 2.6; matmul 1.6; the system-metrics A/B ~6. Calls of at most 8 minutes each:
 
-    python3 benchmarks/compare.py --out $OUT --workloads resnet50 --system-metrics-workload '' --time-budget-s 480
-    python3 benchmarks/compare.py --out $OUT --workloads distilbert_tf32,matmul_bf16 --system-metrics-workload ''
-    python3 benchmarks/compare.py --out $OUT --workloads distilbert_bf16,mlp_epoch --system-metrics-workload ''
-    python3 benchmarks/compare.py --out $OUT --workloads bert_large_bf16 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads resnet50_fp32,matmul_bf16 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads resnet50_tf32,resnet50_bf16_cl --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads distilbert_tf32,mlp_epoch --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads distilbert_bf16 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads bert_large_bf16 --repeats 4 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads resnet50_fast --repeats 2 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads distilbert_fast,mlp_fast --repeats 2 --system-metrics-workload ''
+    python3 benchmarks/compare.py --out $OUT --workloads bert_large_fast --repeats 2 --system-metrics-workload ''
     python3 benchmarks/compare.py --out $OUT --workloads none                      # the system-metrics A/B alone
-    python3 benchmarks/compare.py --out $OUT --workloads targets --system-metrics-workload '' --time-budget-s 480
     python benchmarks/compare.py --merge results/A.json results/B.json ...         # one report of them all
 """
 
@@ -44,6 +49,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -656,7 +662,11 @@ def render(records: list[Record]) -> str:
         versions.update(record.versions())
     device = first.device
     counts = sorted({r.repeats for r in records})
-    repeats = str(counts[0]) if len(counts) == 1 else "-".join(str(c) for c in (counts[0], counts[-1]))
+    repeats = (
+        f"{counts[0]} harness runs between {counts[0] + 1} bare runs"
+        if len(counts) == 1
+        else f"{counts[0]}-{counts[-1]} harness runs per workload, one bare run more"
+    )
     described = ", ".join(
         [device["name"]]
         + [
@@ -678,13 +688,12 @@ def render(records: list[Record]) -> str:
         f"{first.host['cpu_threads']} CPU threads",
         f"- Device: {described}",
         f"- Software: {software}{cuda}",
-        f"- Order per workload: bare, harness, bare, ... ({repeats} harness runs between {repeats} + 1 "
-        "bare runs), each its own process; figures are medians (min-max)"
-        + ("; --smoke sizes: plumbing only, not a measurement" if first.smoke else ""),
+        f"- Order per workload: bare, harness, bare, ... ({repeats}), each its own process; figures are medians "
+        "(min-max)" + ("; --smoke sizes: plumbing only, not a measurement" if first.smoke else ""),
         "- Paired: each harness run over the mean of the bare runs beside it; their geometric mean, with a 95% "
         'interval from their spread. Pass is judged on it: "within noise" where that interval spans the bar',
         *(
-            f"- Invoked: `{' '.join(r.argv)}` at {r.started}, {r.elapsed_s:.0f} s, {r.repeats} repeats ("
+            f"- Invoked: `{shlex.join(r.argv)}` at {r.started}, {r.elapsed_s:.0f} s, {r.repeats} repeats ("
             + ", ".join(row.workload.name for row in r.rows)
             + ")"
             for r in records

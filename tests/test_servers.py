@@ -13,6 +13,8 @@ import pytest
 from conftest import child_env, metric_history
 from servers import MlflowServer, group_processes, http_status
 
+SRC = str(Path(__file__).resolve().parents[1] / "src")  # trainbench, for the child processes
+
 pytestmark = pytest.mark.slow
 
 SERVERS = ["mlflow_server_sqlite", "mlflow_server_postgres"]
@@ -94,27 +96,32 @@ def test_a_retrying_client_loses_no_point_when_the_server_crashes_and_comes_back
 
 
 def test_four_processes_create_runs_at_once_on_a_fresh_postgres_server(mlflow_server_postgres) -> None:
-    """Four cells starting together against a new server: they race to create the experiment, none fails."""
+    """Four sweeps starting together against a new server race to create the experiment through trainbench's
+    path (tracking.experiment_id): one experiment, every run in it, none fails. MLflow's own set_experiment loses
+    this race under load: a run of it landed in the Default experiment (pytest -n 2, 2026-11-23)."""
     from mlflow import MlflowClient
 
-    start_at = time.time() + 8  # every process imports mlflow first, then all go at the same instant
+    start_at = time.time() + 8  # every process imports first, then all go at the same instant
     code = (
-        "import sys, time, mlflow\n"
+        "import sys, time\n"
+        "from trainbench import tracking\n"
+        "store = tracking.open_store(sys.argv[3])\n"
         "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
-        "mlflow.set_experiment('trainbench')\n"
-        "with mlflow.start_run(run_name=sys.argv[2]):\n"
-        "    mlflow.log_metric('samples_per_s', 1.0)\n"
+        "experiment = tracking.experiment_id(store, 'trainbench', sys.argv[3])\n"
+        "run = store.create_run(experiment, run_name=sys.argv[2])\n"
+        "store.log_metric(run.info.run_id, 'samples_per_s', 1.0)\n"
+        "store.set_terminated(run.info.run_id)\n"
     )
-    env = child_env({"MLFLOW_TRACKING_URI": mlflow_server_postgres.uri})
+    uri = mlflow_server_postgres.uri
     processes = [
-        subprocess.Popen([sys.executable, "-c", code, str(start_at), f"cell-{i}"], env=env, stderr=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen([sys.executable, "-c", code, str(start_at), f"cell-{i}", uri], env=child_env({"PYTHONPATH": SRC}),
+                         stderr=subprocess.PIPE, text=True)
         for i in range(4)
     ]  # fmt: skip
     errors = [p.communicate(timeout=300)[1] for p in processes]
     assert [p.returncode for p in processes] == [0, 0, 0, 0], "\n".join(e[-1500:] for e in errors)
 
-    client = MlflowClient(mlflow_server_postgres.uri)
+    client = MlflowClient(uri)
     experiments = [e for e in client.search_experiments() if e.name == "trainbench"]
     assert len(experiments) == 1
     runs = client.search_runs([experiments[0].experiment_id])
