@@ -62,6 +62,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from trainbench.timing import mean_ci95  # noqa: E402 - one confidence interval for the harness and this table
+
 BARE_LOOPS = ROOT / "benchmarks" / "bare_loops.py"
 RUN = ROOT / "src" / "run.py"
 PASS_RATIO = 0.98  # harness / bare, the issue's bar
@@ -769,21 +772,14 @@ def tables(rows: list[Row], system_metrics: SystemMetricsAB | None) -> str:
     return "\n".join(lines)
 
 
-# Two-sided 95% quantiles of Student's t by degrees of freedom (no scipy in this process); beyond 30, ~normal.
-_T95 = {1: 12.71, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}  # fmt: skip
-
-
 def paired_estimate(ratios: list[float]) -> tuple[float, float, float] | None:
-    """Geometric mean of the pair ratios and its 95% interval (t on the logs), or None without two pairs.
-    Neighbouring pairs share a bare run, so the interval is somewhat narrower than the truth."""
+    """Geometric mean of the pair ratios and its 95% interval (the harness's own Student-t interval, on the logs),
+    or None without two pairs. Neighbouring pairs share a bare run, so the interval is somewhat narrower than the
+    truth."""
     if len(ratios) < 2:
         return None
-    logs = [math.log(r) for r in ratios]
-    centre = statistics.fmean(logs)
-    df = len(logs) - 1
-    t = _T95[max(k for k in _T95 if k <= df)] if df <= 30 else 1.96
-    half = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    centre, half = mean_ci95([math.log(r) for r in ratios])
+    assert half is not None
     return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_the_report_names_the_compile_mode_the_harness_ran() -> None:
     assert compare.harness_flags(tuned) == "bfloat16 channels_last compile=reduce-overhead coordinate_descent_tuning"
 
 
-def _row(*values: float) -> object:
+def _row(*values: float) -> Any:
     """A row measured in compare.py's order: bare, harness, bare, ..., bare."""
     sides = ["bare" if index % 2 == 0 else "harness" for index in range(len(values))]
     samples = [compare.Sample(side, value, 1.0) for side, value in zip(sides, values, strict=True)]

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env, metric_history
+from conftest import ROOT, child_env, metric_history
 from servers import MlflowServer, group_processes, http_status
-
-SRC = str(Path(__file__).resolve().parents[1] / "src")  # trainbench, for the child processes
 
 pytestmark = pytest.mark.slow
 
@@ -113,8 +111,9 @@ def test_four_processes_create_runs_at_once_on_a_fresh_postgres_server(mlflow_se
         "store.set_terminated(run.info.run_id)\n"
     )
     uri = mlflow_server_postgres.uri
+    env = child_env({"PYTHONPATH": str(ROOT / "src")})
     processes = [
-        subprocess.Popen([sys.executable, "-c", code, str(start_at), f"cell-{i}", uri], env=child_env({"PYTHONPATH": SRC}),
+        subprocess.Popen([sys.executable, "-c", code, str(start_at), f"cell-{i}", uri], env=env,
                          stderr=subprocess.PIPE, text=True)
         for i in range(4)
     ]  # fmt: skip
