@@ -34,6 +34,27 @@ def test_credentials_are_redacted_wherever_a_uri_appears() -> None:
     assert private(f"{ROOT}/src/run.py and {Path.home()}/.cache/torch") == "./src/run.py and ~/.cache/torch"
 
 
+def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_shell(tmp_path, monkeypatch) -> None:
+    """The closing hint names the store with $HOME, not ~: a shell expands $HOME inside `sqlite:///$HOME/...`,
+    while `sqlite:///~/...` would make SQLite open a new, empty store in a folder named `~`."""
+    from trainbench.runner.owner import browse_hint
+
+    home = tmp_path / "home"
+    store = home / "benchmarks" / "mlflow.db"
+    store.parent.mkdir(parents=True)
+    uri = f"sqlite:///{store}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("pasted"))
+    monkeypatch.setenv("HOME", str(home))
+
+    command = browse_hint(uri).split("`")[1]
+    assert str(home) not in command  # the hint names no one's home folder
+    pasted = subprocess.run(
+        ["bash", "-c", f"printf %s {command.split()[-1]}"], capture_output=True, text=True, check=True
+    ).stdout
+    assert MlflowClient(pasted).get_run(run.info.run_id).info.run_id == run.info.run_id
+
+
 @pytest.mark.slow
 def test_a_sweep_with_a_password_in_its_uri_stores_and_prints_no_password(mlflow_server_sqlite, tmp_path) -> None:
     server = mlflow_server_sqlite

@@ -290,6 +290,17 @@ def private(text: str) -> str:
     return redact_paths(redact(text))
 
 
+def pasteable(uri: str) -> str:
+    """`uri` for a command a person pastes into a shell: credentials redacted, the home folder as $HOME, which
+    the shell expands anywhere in a word (a `~` inside `sqlite:///~/...` it leaves alone, and SQLite would then
+    open a new, empty store in a folder named `~`)."""
+    home = str(Path.home())
+    text = redact(uri)
+    if home and home != "/":
+        text = text.replace(home + os.sep, "$HOME/")
+    return text
+
+
 # ----------------------------------------------------------------------------------------- runs
 
 

@@ -414,7 +414,7 @@ def browse_hint(uri: str) -> str:
         )
     if uri.startswith(("http://", "https://")):
         return "the server's own UI"
-    return f"browse with `mlflow ui --backend-store-uri {tracking.private(uri)}`"
+    return f"browse with `mlflow ui --backend-store-uri {tracking.pasteable(uri)}`"
 
 
 def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None) -> str:
