@@ -118,7 +118,8 @@ def main() -> int:
     return run(args, device)
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (or `argv`: interleaved.py builds the same loops from compare.py's rows)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workload", choices=list(VARIANTS))
     parser.add_argument("--variant", help="see the module docstring; default: the workload's first")
@@ -146,7 +147,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--profile-steps", type=int, default=0, help="resnet50, transformers: profile K steps after the timed block"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.variant = args.variant or VARIANTS[args.workload][0]
     if args.variant not in VARIANTS[args.workload]:
         parser.error(f"--variant {args.variant}: {args.workload} has {', '.join(VARIANTS[args.workload])}")
@@ -247,7 +248,7 @@ def time_block(
     return warmed - start, time.perf_counter() - warmed
 
 
-def benchmark_steps(
+def standard_step(
     args: argparse.Namespace,
     device: torch.device,
     model: nn.Module,
@@ -256,8 +257,8 @@ def benchmark_steps(
     labels: torch.Tensor,
     numerics: Numerics,
     notes: list[str],
-) -> int:
-    """Time the standard step (zero_grad, forward under autocast, cross-entropy, backward, step); emit samples/s."""
+) -> Step:
+    """The standard step: zero_grad, forward under autocast, cross-entropy, backward, optimizer step."""
     model.train()
     network = compiled(model, numerics, args.compile_mode)
 
@@ -269,7 +270,12 @@ def benchmark_steps(
         loss.backward()
         optimizer.step()
 
-    warmup_s, seconds = time_block(step, args.warmup, args.steps, synchronizer(device))
+    return Step(step, notes)
+
+
+def benchmark_steps(args: argparse.Namespace, device: torch.device, step: Step) -> int:
+    """Time `args.steps` steps as one block after `args.warmup`; emit samples/s."""
+    warmup_s, seconds = time_block(step.run, args.warmup, args.steps, synchronizer(device))
     emit(
         args,
         {
@@ -279,12 +285,12 @@ def benchmark_steps(
             "batch_size": args.batch_size,
             "warmup": args.warmup,
             "steps": args.steps,
-            "compile_mode": args.compile_mode if numerics.compile else None,
-            "notes": notes,
+            "compile_mode": args.compile_mode if NUMERICS[args.variant].compile else None,
+            "notes": step.notes,
         },
     )
     if args.profile_steps:
-        emit(args, {"profile": profile(step, args.profile_steps, synchronizer(device))})
+        emit(args, {"profile": profile(step.run, args.profile_steps, synchronizer(device))})
     return 0
 
 
@@ -373,7 +379,19 @@ def summarize_kernels(kernels: list[tuple[str, float, float]], steps: int, wall_
 # -- workloads -----------------------------------------------------------------------------------
 
 
+@dataclass
+class Step:
+    """One training step, ready to call: what benchmark_steps times (and interleaved.py alternates)."""
+
+    run: Callable[[], None]
+    notes: list[str]
+
+
 def resnet50(args: argparse.Namespace, device: torch.device) -> int:
+    return benchmark_steps(args, device, resnet50_step(args, device))
+
+
+def resnet50_step(args: argparse.Namespace, device: torch.device) -> Step:
     """torchvision ResNet-50, random init, 1000 classes; synthetic images resident on the device; SGD."""
     import torchvision
 
@@ -385,10 +403,14 @@ def resnet50(args: argparse.Namespace, device: torch.device) -> int:
     images = images.contiguous(memory_format=memory_format)
     labels = torch.randint(0, 1000, (args.batch_size,), device=device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **optimizer_options(numerics, device, notes))
-    return benchmark_steps(args, device, model, optimizer, lambda network: network(images), labels, numerics, notes)
+    return standard_step(args, device, model, optimizer, lambda network: network(images), labels, numerics, notes)
 
 
 def transformer(args: argparse.Namespace, device: torch.device) -> int:
+    return benchmark_steps(args, device, transformer_step(args, device))
+
+
+def transformer_step(args: argparse.Namespace, device: torch.device) -> Step:
     """Sequence classification (2 labels), random init, no attention mask (nothing is padded); AdamW lr 1e-4,
     no weight decay (the harness's conf/optim/adamw.yaml; torch's own default is 0.01: one more kernel)."""
     numerics, notes = NUMERICS[args.variant], []
@@ -398,7 +420,7 @@ def transformer(args: argparse.Namespace, device: torch.device) -> int:
     labels = torch.randint(0, 2, (args.batch_size,), device=device)
     options = optimizer_options(numerics, device, notes)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0, **options)
-    return benchmark_steps(
+    return standard_step(
         args, device, model, optimizer, lambda network: network(input_ids=tokens).logits, labels, numerics, notes
     )
 
@@ -436,15 +458,7 @@ def transformer_classifier(name: str, tiny: bool) -> nn.Module:
 def matmul(args: argparse.Namespace, device: torch.device) -> int:
     """TFLOPS of `steps` products n x n @ n x n into a preallocated output, timed as one block (one
     synchronization at each end, as the harness times them), after `warmup` products."""
-    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.variant]
-    set_numerics(Numerics(tf32=args.variant == "tf32"))
-    a = torch.randn(args.n, args.n, device=device, dtype=dtype)
-    b = torch.randn(args.n, args.n, device=device, dtype=dtype)
-    out = torch.empty(args.n, args.n, device=device, dtype=dtype)
-
-    def multiply() -> None:
-        torch.matmul(a, b, out=out)
-
+    multiply = matmul_product(args, device)
     synchronize = synchronizer(device)
     for _ in range(args.warmup):
         multiply()
@@ -465,6 +479,21 @@ def matmul(args: argparse.Namespace, device: torch.device) -> int:
         },
     )
     return 0
+
+
+def matmul_product(args: argparse.Namespace, device: torch.device) -> Callable[[], None]:
+    """One n x n @ n x n product of the variant's dtype into a preallocated output."""
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.variant]
+    # As the harness: every precision but fp32 turns TF32 on (it leaves a bf16 or fp16 product unchanged).
+    set_numerics(Numerics(tf32=args.variant != "fp32"))
+    a = torch.randn(args.n, args.n, device=device, dtype=dtype)
+    b = torch.randn(args.n, args.n, device=device, dtype=dtype)
+    out = torch.empty(args.n, args.n, device=device, dtype=dtype)
+
+    def multiply() -> None:
+        torch.matmul(a, b, out=out)
+
+    return multiply
 
 
 # -- the seed MLP's epoch ------------------------------------------------------------------------
@@ -489,12 +518,7 @@ class EpochLoop:
 def mlp_epoch(args: argparse.Namespace, device: torch.device) -> int:
     """CIFAR-10-shaped data held on the device as normalised float32; each epoch a fresh on-device permutation,
     batches are its slices (the last one partial), mean cross-entropy, SGD lr 0.01 momentum 0.9."""
-    numerics = Numerics(tf32=True, autocast=torch.bfloat16 if args.precision == "bf16" else None)
-    set_numerics(numerics)
-    pixels = torch.randint(0, 256, (args.samples, 3, 32, 32), dtype=torch.uint8, device=device)
-    images = (pixels.float() / 255.0 - 0.5) / 0.25  # the harness's synthetic normalisation: mean 0.5, std 0.25
-    labels = torch.randint(0, 10, (args.samples,), device=device)
-    del pixels
+    numerics, images, labels = mlp_data(args, device)
     builders = {"eager": eager_epochs, "graph": graph_epochs, "compile": compiled_epochs}
     names = ["graph", "compile"] if args.variant == "fast" else [args.variant]
     results: dict[str, dict[str, Any]] = {}
@@ -519,6 +543,16 @@ def mlp_epoch(args: argparse.Namespace, device: torch.device) -> int:
         chosen = max(results, key=lambda name: results[name]["samples_per_s"])
         emit(args, {**results[chosen], "chosen": chosen})
     return 0
+
+
+def mlp_data(args: argparse.Namespace, device: torch.device) -> tuple[Numerics, torch.Tensor, torch.Tensor]:
+    """The numerics set, then CIFAR-10-shaped images and labels on the device."""
+    numerics = Numerics(tf32=True, autocast=torch.bfloat16 if args.precision == "bf16" else None)
+    set_numerics(numerics)
+    pixels = torch.randint(0, 256, (args.samples, 3, 32, 32), dtype=torch.uint8, device=device)
+    images = (pixels.float() / 255.0 - 0.5) / 0.25  # the harness's synthetic normalisation: mean 0.5, std 0.25
+    labels = torch.randint(0, 10, (args.samples,), device=device)
+    return numerics, images, labels
 
 
 def epoch_result(loop: EpochLoop, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:

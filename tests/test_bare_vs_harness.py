@@ -139,3 +139,45 @@ def test_kernel_summary_counts_overlapping_kernels_once_and_names_the_gaps() -> 
         "convolution": 0.01,
     }
     assert [k["kind"] for k in summary["top_kernels"]][:2] == ["gemm", "attention"]
+
+
+def _interleaved(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "interleaved.py"), "--device", "cpu", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_interleaved_alternates_bare_and_harness_blocks_and_judges_each_harness_block_by_its_neighbours(
+    tmp_path: Path,
+) -> None:
+    finished = _interleaved("--smoke", "--rounds", "2", "--workloads", "mlp_epoch,matmul_bf16", out=tmp_path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    (report,) = tmp_path.glob("*-interleaved.md")
+    (samples,) = tmp_path.glob("*-interleaved.json")
+    rows = {row["workload"]: row for row in json.loads(samples.read_text())["rows"]}
+    assert set(rows) == {"mlp_epoch", "matmul_bf16"}
+    for row in rows.values():
+        assert row["error"] is None
+        assert len(row["bare"]) == 3 and len(row["harness"]) == 2  # bare, harness, bare, harness, bare
+        first = row["harness"][0] / ((row["bare"][0] + row["bare"][1]) / 2)
+        assert row["pair_ratios"][0] == pytest.approx(first)
+        assert "precision=" in row["settings"]["harness"]  # the harness overrides it built from, as run
+    table = report.read_text()
+    assert "| mlp_epoch | samples/s |" in table and "| matmul_bf16 | TFLOPS |" in table
+    assert "interleaved.py --device cpu" in table  # the command that made it
+
+    pooled = _interleaved("--merge", str(samples), str(samples), out=tmp_path / "pooled")
+    assert pooled.returncode == 0, pooled.stderr
+    merged = (tmp_path / "pooled" / "pooled-interleaved.md").read_text()
+    (line,) = [row for row in merged.splitlines() if row.startswith("| mlp_epoch |")]
+    estimate = compare.paired_estimate(rows["mlp_epoch"]["pair_ratios"] * 2)  # the same 2 pairs, twice: 4 pairs
+    assert f"| {estimate[0]:.3f} ({estimate[1]:.3f}-{estimate[2]:.3f}) |" in line
+
+
+def test_interleaved_refuses_a_compiled_row_and_names_those_it_offers(tmp_path: Path) -> None:
+    finished = _interleaved("--workloads", "resnet50_fast", out=tmp_path)
+    assert finished.returncode == 2 and "no row 'resnet50_fast' here: choose from" in finished.stderr
+    assert "mlp_epoch" in finished.stderr and not list(tmp_path.iterdir())
