@@ -196,9 +196,7 @@ class Adapter:
         torch = self.torch
         inputs, labels = self._resident(data.train.first(2))
         model.eval()
-        counter = FlopCounterMode(
-            display=False, custom_mapping={torch.ops.aten.convolution_backward: models.convolution_backward_flops}
-        )
+        counter = FlopCounterMode(display=False, custom_mapping=models.flop_formulas())
         with counter:
             if training:
                 models.loss_function(self.cell.model)(model(self.prepare(inputs, data)).float(), labels).backward()

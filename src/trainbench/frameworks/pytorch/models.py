@@ -153,6 +153,49 @@ def convolution_backward_flops(
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
+# Attention kernels torch's FLOP counter has no formula for, counted as zero: CPU's flash kernel (torch 2.14 runs it
+# for transformers' SDPA attention in eval mode, the mode the count runs in), MPS's math kernel and the kernel
+# other backends override. They take query, key and value first (backward: the output's gradient, then those),
+# as the kernels torch does count.
+_UNCOUNTED_ATTENTION = {
+    "_scaled_dot_product_flash_attention_for_cpu": "forward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward": "backward",
+    "_scaled_dot_product_attention_math_for_mps": "forward",
+    "_scaled_dot_product_fused_attention_overrideable": "forward",
+    "_scaled_dot_product_fused_attention_overrideable_backward": "backward",
+}
+
+
+def attention_flops(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, **kwargs: Any) -> int:
+    """scaled_dot_product_attention's forward as torch counts it: two batched products."""
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def attention_backward_flops(
+    grad_out_shape: Any, query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, **kwargs: Any
+) -> int:
+    """Its backward as torch counts it: five products (the scores are recomputed)."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+def flop_formulas() -> dict[Any, Callable[..., int]]:
+    """FlopCounterMode's custom_mapping: convolution backward by groups, and every attention kernel counted as
+    scaled_dot_product_attention is, whichever kernel the device runs."""
+    from torch.utils.flop_counter import flop_registry
+
+    aten = torch.ops.aten
+    formulas: dict[Any, Callable[..., int]] = {aten.convolution_backward: convolution_backward_flops}
+    for name, direction in _UNCOUNTED_ATTENTION.items():
+        kernel = getattr(aten, name, None)
+        if kernel is not None and kernel not in flop_registry:
+            formulas[kernel] = attention_flops if direction == "forward" else attention_backward_flops
+    return formulas
+
+
 def optimizer(params: list[nn.Parameter], optim: Any, fused: bool, capturable: bool) -> torch.optim.Optimizer:
     """The cell's optimizer; `fused`: one kernel per step (CUDA); `capturable`: may run inside a CUDA graph."""
     options: dict[str, Any] = {"lr": optim.lr, "weight_decay": optim.weight_decay}
