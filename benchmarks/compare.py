@@ -16,6 +16,7 @@ MLP). Then an A/B of MLflow's system-metrics sampling: the harness with sampling
 Each harness run is also set against the bare runs beside it; the geometric mean of those ratios, with a 95%
 interval, judges the row, and a row whose interval spans 0.98 is marked "within noise": on a shared host a
 launch-bound step moves more between processes than the 2% being judged, and more repeats narrow the interval.
+benchmarks/interleaved.py judges those rows block by block in one process instead.
 
 Prints the tables and writes <out>/<date>-<device>.md (date, device, driver, versions, the exact commands, the
 tables), a .json of every sample and a .log of every process's output; the .md and .json are rewritten after each
