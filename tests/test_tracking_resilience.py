@@ -79,7 +79,8 @@ def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_
         down_at = time.time()
         # The control: the same cell on a local store, run while the sweep waits for the server.
         control = start_multirun(control_uri, tmp_path / "control", *BLINK_CELL)
-        time.sleep(10)
+        # Down for at least 20 s whatever the machine's speed: the restart adds its own start-up (5-15 s) to that.
+        time.sleep(max(0.0, down_at + 20 - time.time()))
         server.start()  # same port, same store; returns once /health answers
         back_at = time.time()
         control.communicate(timeout=600)
