@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import platform
 import sys
@@ -95,6 +96,7 @@ def main() -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         print("interleaved.py: no CUDA device visible to torch: pass --device cpu", file=sys.stderr)
         return 2
+    env = environment(args.device)  # once: nvidia-smi and package metadata, and one date for the whole report
     rows = []
     for workload in select(args.workloads, device):
         compare.check_same_settings(workload, args.smoke)
@@ -107,8 +109,8 @@ def main() -> int:
             row.error = bare_loops.one_line(error)
         print(f"{workload.name}: {time.perf_counter() - started:.0f} s", flush=True)
         release(device)
-        write_report(rows, args)
-    print(render(rows, *run_header(args)))
+        write_report(rows, args, env)
+    print(render(rows, *run_header(args, env)))
     return 1 if any(row.error for row in rows) else 0
 
 
@@ -282,7 +284,7 @@ def harness_side(
     model = framework.build_model(cell.model, data)
     trainer = framework.trainer(model, data, cell)
     if task == "train":
-        epochs = iter(range(1, 10**9))
+        epochs = itertools.count(1)
 
         def epoch() -> float:
             trainer.begin_epoch(next(epochs))
@@ -341,8 +343,7 @@ METHOD = (
 )
 
 
-def run_header(args: argparse.Namespace) -> tuple[str, list[str]]:
-    env = environment(args.device)
+def run_header(args: argparse.Namespace, env: dict[str, str]) -> tuple[str, list[str]]:
     return f"Harness vs bare, interleaved in one process: {env['device']}, {env['date']}", [
         ", ".join(f"{key} {value}" for key, value in env.items() if key not in ("date", "device")),
         f"{args.rounds} rounds: {METHOD}" + (" (--smoke sizes)" if args.smoke else ""),
@@ -377,12 +378,11 @@ def render(rows: list[Row], title: str, header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(rows: list[Row], args: argparse.Namespace) -> None:
+def write_report(rows: list[Row], args: argparse.Namespace, env: dict[str, str]) -> None:
     """Rewritten after each row, so an interrupted call keeps what it measured."""
-    env = environment(args.device)
     stem = f"{env['date'][:10]}-{compare.slug(env['device'])}-interleaved"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}.md").write_text(render(rows, *run_header(args)))
+    (args.out / f"{stem}.md").write_text(render(rows, *run_header(args, env)))
     samples = [
         {
             "workload": row.workload.name,

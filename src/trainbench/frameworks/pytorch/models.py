@@ -153,19 +153,6 @@ def convolution_backward_flops(
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
-# Attention kernels torch's FLOP counter has no formula for, counted as zero: CPU's flash kernel (torch 2.14 runs it
-# for transformers' SDPA attention in eval mode, the mode the count runs in), MPS's math kernel and the kernel
-# other backends override. They take query, key and value first (backward: the output's gradient, then those),
-# as the kernels torch does count.
-_UNCOUNTED_ATTENTION = {
-    "_scaled_dot_product_flash_attention_for_cpu": "forward",
-    "_scaled_dot_product_flash_attention_for_cpu_backward": "backward",
-    "_scaled_dot_product_attention_math_for_mps": "forward",
-    "_scaled_dot_product_fused_attention_overrideable": "forward",
-    "_scaled_dot_product_fused_attention_overrideable_backward": "backward",
-}
-
-
 def attention_flops(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, **kwargs: Any) -> int:
     """scaled_dot_product_attention's forward as torch counts it: two batched products."""
     from torch.utils.flop_counter import sdpa_flop_count
@@ -182,6 +169,19 @@ def attention_backward_flops(
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
+# Attention kernels torch's FLOP counter has no formula for, counted as zero: CPU's flash kernel (torch 2.14 runs it
+# for transformers' SDPA attention in eval mode, the mode the count runs in), MPS's math kernel and the kernel
+# other backends override. They take query, key and value first (backward: the output's gradient, then those),
+# as the kernels torch does count.
+_UNCOUNTED_ATTENTION: dict[str, Callable[..., int]] = {
+    "_scaled_dot_product_flash_attention_for_cpu": attention_flops,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": attention_backward_flops,
+    "_scaled_dot_product_attention_math_for_mps": attention_flops,
+    "_scaled_dot_product_fused_attention_overrideable": attention_flops,
+    "_scaled_dot_product_fused_attention_overrideable_backward": attention_backward_flops,
+}
+
+
 def flop_formulas() -> dict[Any, Callable[..., int]]:
     """FlopCounterMode's custom_mapping: convolution backward by groups, and every attention kernel counted as
     scaled_dot_product_attention is, whichever kernel the device runs."""
@@ -189,10 +189,10 @@ def flop_formulas() -> dict[Any, Callable[..., int]]:
 
     aten = torch.ops.aten
     formulas: dict[Any, Callable[..., int]] = {aten.convolution_backward: convolution_backward_flops}
-    for name, direction in _UNCOUNTED_ATTENTION.items():
+    for name, formula in _UNCOUNTED_ATTENTION.items():
         kernel = getattr(aten, name, None)
         if kernel is not None and kernel not in flop_registry:
-            formulas[kernel] = attention_flops if direction == "forward" else attention_backward_flops
+            formulas[kernel] = formula
     return formulas
 
 
