@@ -111,10 +111,10 @@ def test_the_epoch_metrics_are_the_running_mean_loss_and_accuracy() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="whole-step CUDA graphs need a CUDA GPU")
 @pytest.mark.parametrize("precision", ["fp32", "mixed_bf16"])
 def test_a_captured_epoch_records_the_loss_and_accuracy_of_an_eager_one(precision: str) -> None:
-    """optimize.capture=true runs an epoch's full batches as one CUDA graph that gathers its own batch, sums the
-    loss and keeps each sample's prediction; the last partial batch runs eagerly. With the weights held still
-    (lr 1e-12), an epoch's loss and accuracy do not depend on the order or the path, so both paths must agree:
-    a stale or missed row, a wrong batch, or a tail counted twice would show."""
+    """optimize.capture=true runs an epoch's full batches as one CUDA graph that gathers its batch and keeps
+    each sample's logits, from which the loss and accuracy are computed; the last partial batch runs eagerly.
+    With the weights held still (lr 1e-12), an epoch's loss and accuracy do not depend on the order or the
+    path, so both paths must agree: a stale or missed row, a wrong batch, or a tail counted twice would show."""
     recorded = {}
     for capture in ("true", "false"):
         torch.manual_seed(0)
@@ -133,3 +133,35 @@ def test_a_captured_epoch_records_the_loss_and_accuracy_of_an_eager_one(precisio
     for captured, eager in zip(recorded["true"], recorded["false"], strict=True):
         assert captured.train_loss == pytest.approx(eager.train_loss, rel=1e-3)
         assert captured.train_accuracy == pytest.approx(eager.train_accuracy, abs=1.5 / 1000)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="whole-step CUDA graphs need a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp32", "mixed_bf16"])
+def test_a_captured_step_adds_one_kernel_to_a_bare_graph_step(precision: str) -> None:
+    """Inside the captured epoch's graph every op runs on each step, so the metrics may add only one: the
+    logits copied to their samples' rows (the loss and accuracy are computed from them after the epoch). The
+    bare side is benchmarks/bare_loops.py's graph step: the same gather from a static index buffer, forward,
+    loss, backward and fused SGD step."""
+    trainer, model = trainer_for(
+        f"precision={precision}", "optimize.capture=true", "optimize.fused_optimizer=true", device="gpu"
+    )
+    trainer.begin_epoch(1)
+    captured = trainer._captured
+    assert captured is not None
+    harness = count(captured._body)
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=True)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "mixed_bf16", cache_enabled=False)
+    positions = captured.positions
+
+    def bare() -> None:
+        with autocast:
+            logits = model(trainer.inputs.index_select(0, positions))
+        torch.nn.functional.cross_entropy(logits.float(), trainer.labels.index_select(0, positions)).backward()
+        optimizer.step()
+
+    bare()
+    reference = count(bare)
+    extra = harness - reference
+    assert sum(harness.values()) <= sum(reference.values()) + 1 + METRICS_OPS, extra
+    assert set(extra) <= {"index_copy_", "detach"}, extra  # one kernel; detach is a view

@@ -507,7 +507,7 @@ class Trainer:
 
     def step(self, index: int) -> None:
         if self._captured is not None and self._captured.covers(index):
-            self._captured.replay()
+            self._captured.replay(index)
             return
         loss, predicted = self.train_on(*self._batch(index))
         self._losses.append(loss.detach())
@@ -656,14 +656,18 @@ class LoaderTrainer(Trainer):
 
 
 class CapturedEpoch:
-    """The full batches of an epoch as one CUDA graph replayed per batch: the batch is gathered inside the
-    graph from the epoch's permutation by a step counter that the graph itself advances, so a replay is
-    the only host call per step. A last partial batch runs eagerly on the same weights, gradients and
-    optimizer state.
+    """The full batches of an epoch as one CUDA graph replayed per batch, as a hand-written whole-step capture
+    does it (benchmarks/bare_loops.py's graph variant): before each replay the batch's sample positions are
+    copied into the graph's static index buffer; the graph gathers the batch, runs forward, backward and the
+    optimizer step, and writes the logits to their samples' rows. A last partial batch runs eagerly on the
+    same weights, gradients and optimizer state.
 
     Every kernel here is paid on each of the epoch's steps (the seed MLP's step is ~260 us on an H100, a small
-    kernel 1-3 us), so the metrics cost three beyond a bare graph's: the loss sum, the predictions copied to
-    their samples' rows, the counter. The accuracy is counted from those rows after the timed block."""
+    kernel 1-3 us), so the metrics cost one kernel beyond a bare graph's: the logits written to their rows.
+    The loss and accuracy are computed from those rows after the timed block, by the step's own loss function.
+    (The earlier form, with an in-graph step counter and loss sum, ran 0.3% slower on an H100; the logits'
+    copy costs 1.5-2%: results/2026-11-24-h100, calls 65-66.) When an epoch's logits are too large to keep
+    (KEPT_LOGITS_BYTES), the graph keeps their argmax and sums the loss instead: two kernels and the argmax."""
 
     def __init__(self, trainer: Trainer) -> None:
         torch = trainer.torch
@@ -671,10 +675,10 @@ class CapturedEpoch:
         size, device = trainer.batch_size, trainer.device
         self.full_steps = trainer.samples_per_epoch // size
         self.order = torch.arange(trainer.samples_per_epoch, device=device)
-        # The epoch's full batches as rows of the permutation (a view): one gather finds the step's batch.
+        # The epoch's full batches as rows of the permutation (a view): row i is what replay(i) copies in.
         self.batches = self.order[: self.full_steps * size].view(self.full_steps, size)
-        self.position = torch.zeros(1, dtype=torch.long, device=device)
-        self.loss_sum = torch.zeros((), device=device)
+        self.positions = self.batches[0].clone()  # the graph's static index buffer
+        self.loss_sum: Any = None if trainer.keeps_logits else torch.zeros((), device=device)
         # Row i: the prediction for sample i (logits or their argmax), made in the first warm-up run, whose
         # shape and dtype it takes; the warm-ups run before the capture records any address.
         self.predictions: Any = None
@@ -682,8 +686,7 @@ class CapturedEpoch:
         self.begin(self.order)
 
     def _body(self) -> None:
-        trainer, size = self.trainer, self.trainer.batch_size
-        positions = self.batches.index_select(0, self.position).view(size)
+        trainer, positions = self.trainer, self.positions
         x = trainer.inputs.index_select(0, positions)
         if not trainer.prepared:
             x = trainer.adapter.prepare(x, trainer.data)
@@ -694,19 +697,20 @@ class CapturedEpoch:
         if self.predictions is None:
             shape = (self.trainer.samples_per_epoch, *predicted.shape[1:])
             self.predictions = self.torch.zeros(shape, dtype=predicted.dtype, device=predicted.device)
-        self.loss_sum.add_(loss.detach(), alpha=size)
         self.predictions.index_copy_(0, positions, predicted.detach())
-        self.position.add_(1)
+        if self.loss_sum is not None:
+            self.loss_sum.add_(loss.detach(), alpha=trainer.batch_size)
 
     def begin(self, order: Any) -> None:
         self.order.copy_(order)
-        self.position.zero_()
-        self.loss_sum.zero_()
+        if self.loss_sum is not None:
+            self.loss_sum.zero_()
 
     def covers(self, index: int) -> bool:
         return index < self.full_steps
 
-    def replay(self) -> None:
+    def replay(self, index: int) -> None:
+        self.positions.copy_(self.batches[index])
         self.graph.replay()
 
     def sums(self) -> tuple[Any, Any]:
@@ -714,9 +718,12 @@ class CapturedEpoch:
         timed block."""
         covered = self.batches.view(-1)
         predicted = self.predictions.index_select(0, covered)
-        if predicted.dim() == 2:  # kept logits
+        labels = self.trainer.labels.index_select(0, covered)
+        loss_sum = self.loss_sum
+        if predicted.dim() == 2:  # kept logits: the loss as each step computed it (a batch mean), summed
+            loss_sum = self.trainer.loss_fn(predicted.float(), labels) * len(labels)
             predicted = predicted.argmax(1)
-        return self.loss_sum, (predicted == self.trainer.labels.index_select(0, covered)).sum()
+        return loss_sum, (predicted == labels).sum()
 
 
 def _record(torch: Any, body: Callable[[], None], optimizer: Any) -> Any:
