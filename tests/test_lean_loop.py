@@ -140,8 +140,8 @@ def test_a_captured_epoch_records_the_loss_and_accuracy_of_an_eager_one(precisio
 def test_a_captured_step_adds_one_kernel_to_a_bare_graph_step(precision: str) -> None:
     """Inside the captured epoch's graph every op runs on each step, so the metrics may add only one: the
     logits copied to their samples' rows (the loss and accuracy are computed from them after the epoch). The
-    bare side is benchmarks/bare_loops.py's graph step: the same gather from a static index buffer, forward,
-    loss, backward and fused SGD step."""
+    bare side is the step of benchmarks/bare_loops.py's graph variant: a gather from a static index buffer
+    (index_select, as the harness gathers), forward, loss, backward and a fused SGD step."""
     trainer, model = trainer_for(
         f"precision={precision}", "optimize.capture=true", "optimize.fused_optimizer=true", device="gpu"
     )
