@@ -328,13 +328,14 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
     head of the transformers model the PyTorch adapter builds from the same dimensions; token ids in, logits
     out. Parameter counts are exact.
 
-    Padding (id 0) is masked out of attention only when `mask_padding` (the data has padding), as the
-    PyTorch and MLX builds do. keras-hub's backbones always take a padding_mask input, and an all-true mask is
-    not free: Keras' masked softmax then selects where(mask, scores, -1e9) over every layer's batch x heads x
-    seq x seq attention scores (plus the mask's compare, casts and broadcasts: 21 more ops in a 2-layer BERT's
-    TensorFlow graph) where unmasked attention runs a plain softmax, with identical logits. So
-    without padding the backbone's own layers are called in the backbone's order with no mask (`_unmasked`):
-    the same layers and weights, the attention PyTorch runs without an attention_mask."""
+    The backbone's own layers and weights are called in the order its functional graph calls them
+    (`_encode`), with two changes of form that leave the values and gradients as they are:
+    - Padding (id 0) is masked out of attention only when `mask_padding` (the data has padding), as the
+      PyTorch and MLX builds do. keras-hub's backbones always take a padding_mask input, and an all-true mask
+      is not free: Keras' masked softmax then selects where(mask, scores, -1e9) over every layer's batch x
+      heads x seq x seq attention scores (plus the mask's compare, casts and broadcasts: 21 more ops in a
+      2-layer BERT's TensorFlow graph) where unmasked attention runs a plain softmax, with identical logits.
+    - BERT's segment embedding is looked up by selection (`SegmentLookup`), not by a gather."""
     import keras_hub
 
     family = model.keras_hub
@@ -354,18 +355,12 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
         # transformers' type_vocab_size is 2 (keras-hub's default num_segments: 4).
         backbone = keras_hub.models.BertBackbone(num_segments=2, **dimensions)
         inputs = {"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids)}
-        if padding_mask is not None:
-            pooled = backbone({**inputs, "padding_mask": padding_mask})["pooled_output"]
-        else:
-            pooled = backbone.pooled_dense(_unmasked(backbone, inputs)[:, 0, :])
+        pooled = backbone.pooled_dense(_encode(backbone, inputs, padding_mask)[:, 0, :])
         x = layers.Dropout(0.1)(pooled)
     elif family == "DistilBertBackbone":
         # DistilBertForSequenceClassification: the first token, Linear(hidden, hidden) + ReLU, dropout 0.2.
         backbone = keras_hub.models.DistilBertBackbone(**dimensions)
-        if padding_mask is not None:
-            sequence = backbone({"token_ids": token_ids, "padding_mask": padding_mask})
-        else:
-            sequence = _unmasked(backbone, {"token_ids": token_ids})
+        sequence = _encode(backbone, {"token_ids": token_ids}, padding_mask)
         x = layers.Dense(hidden, activation="relu", kernel_initializer=_transformers_kernel(), name="pre_classifier")(
             sequence[:, 0, :]
         )
@@ -376,27 +371,54 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
     return keras.Model(token_ids, logits, name=model.name)
 
 
-def _unmasked(backbone: keras.Model, inputs: dict[str, Any]) -> Any:
-    """The backbone's sequence output without a padding mask: its embedding layers, embedding layer norm and
-    dropout, then every transformer layer, called as keras-hub's own functional graph calls them
-    (BertBackbone / DistilBertBackbone.__init__), minus padding_mask."""
+def _encode(backbone: keras.Model, inputs: dict[str, Any], padding_mask: Any) -> Any:
+    """The backbone's sequence output: its embedding layers, embedding layer norm and dropout, then every
+    transformer layer, called as keras-hub's own functional graph calls them (BertBackbone /
+    DistilBertBackbone.__init__), with the padding mask only when there is one and BERT's segment embedding
+    through `SegmentLookup`."""
     try:
         if hasattr(backbone, "segment_embedding"):  # BERT: token + position + segment embeddings
             tokens = backbone.token_embedding(inputs["token_ids"])
-            x = backbone.embeddings_add(
-                (tokens, backbone.position_embedding(tokens), backbone.segment_embedding(inputs["segment_ids"]))
-            )
+            segments = SegmentLookup(backbone.segment_embedding)(inputs["segment_ids"])
+            x = backbone.embeddings_add((tokens, backbone.position_embedding(tokens), segments))
         else:  # DistilBERT: token and position embeddings in one layer
             x = backbone.embeddings(inputs["token_ids"])
         x = backbone.embeddings_dropout(backbone.embeddings_layer_norm(x))
         for layer in backbone.transformer_layers:
-            x = layer(x)
+            x = layer(x) if padding_mask is None else layer(x, padding_mask=padding_mask)
     except AttributeError as error:
         raise RuntimeError(
             f"keras-hub's {type(backbone).__name__} no longer has the layer trainbench calls to run "
-            f"it without a padding mask ({error}): update trainbench.frameworks.keras.models"
+            f"it ({error}): update trainbench.frameworks.keras.models"
         ) from None
     return x
+
+
+class SegmentLookup(layers.Layer):
+    """BERT's segment (token type) embedding: row `id` of the Embedding layer's table for every token, picked
+    by one select per segment instead of a gather. Values and gradients are the gather's. The form matters to
+    the gradient: a gather's is a scatter-add of every token's row into the table, and with every token in
+    segment 0 (trainbench's text data, and most fine-tuning data) all batch x seq rows collide on one row.
+    Under XLA on an H100 that one kernel took 32.1 ms of Keras-on-JAX BERT-Large bs32's 63.6 ms step
+    (results/2026-11-24-h100, call 71); a select's gradient is a sum over the tokens. PyTorch's embedding
+    backward sorts the ids first and is not slowed."""
+
+    def __init__(self, embedding: layers.Embedding, **kwargs: Any) -> None:
+        super().__init__(dtype=embedding.dtype_policy, **kwargs)
+        self.embedding = embedding  # tracked: its table stays the model's one segment-embedding weight
+
+    def call(self, segment_ids: Any) -> Any:
+        # Selected in the table's dtype and cast after, as Embedding casts after its gather: under a mixed
+        # policy the gradient then reaches the table through the same cast and is summed in float32.
+        table = ops.convert_to_tensor(self.embedding.embeddings)
+        ids = ops.expand_dims(segment_ids, -1)
+        rows = ops.where(ids == 0, table[0], ops.zeros_like(table[0]))  # an id out of range gives zeros
+        for segment in range(1, self.embedding.input_dim):
+            rows = ops.where(ids == segment, table[segment], rows)
+        return ops.cast(rows, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (*input_shape, self.embedding.output_dim)
 
 
 def _transformers_kernel() -> keras.initializers.Initializer:
