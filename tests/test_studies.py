@@ -8,16 +8,13 @@ CPU, with small files in the datasets' real formats (tests/test_data.py writes t
 from __future__ import annotations
 
 import itertools
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, child_env, metric_history
+from conftest import ROOT, metric_history
 from test_data import write_mnist
 from trainbench.config import CONF_DIR, ConfigError, params, validate
 from trainbench.references.cli import load
@@ -257,44 +254,3 @@ def test_the_benchmark_fit_region_times_a_warm_fit_of_repeats_epochs(trainbench)
     timed_s = metrics["total_time_s"] - metrics["warmup_time_s"]
     assert metrics["samples_per_s"] == pytest.approx(16 * 3 * 2 / timed_s, rel=1e-6)
     assert metrics["step_time_ms_mean"] == pytest.approx(timed_s * 1000 / 6, rel=1e-6)
-
-
-MASK_CHECK = """
-import json, sys
-import keras, numpy as np
-from trainbench.config.schema import TransformerModel
-from trainbench.frameworks.keras import models
-found = {}
-for family, hub in (("bert", "BertBackbone"), ("distilbert", "DistilBertBackbone")):
-    cfg = TransformerModel(name=family, family=family, keras_hub=hub, num_layers=2, hidden_size=32, num_heads=2,
-                           intermediate_size=64, vocab_size=1100, max_position_embeddings=64, seq_len=16, num_labels=3)
-    built = []
-    for mask in (True, False):
-        keras.utils.set_random_seed(0)
-        built.append(models.text_classifier(cfg, 16, 3, mask_padding=mask))
-    ids = np.random.default_rng(0).integers(1000, 1100, (4, 16)).astype("int32")  # no padding (id 0)
-    logits = [keras.ops.convert_to_numpy(model(ids, training=False)) for model in built]
-    found[family] = {"parameters": [models.count_trainable(model) for model in built],
-                     "difference": float(np.abs(logits[0] - logits[1]).max()),
-                     "mask_input": [any(type(op).__name__ == "NotEqual" for op in m.operations) for m in built]}
-print(json.dumps(found))
-"""
-
-
-@pytest.mark.slow
-def test_keras_text_models_mask_only_padded_data_and_compute_the_same_logits(tmp_path: Path) -> None:
-    """~20 s: BERT and DistilBERT (2 tiny layers) built with and without the padding mask."""
-    done = subprocess.run(
-        [sys.executable, "-c", MASK_CHECK],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=child_env({"PYTHONPATH": str(ROOT / "src"), "KERAS_BACKEND": "tensorflow"}),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    for family, found in json.loads(done.stdout.strip().splitlines()[-1]).items():
-        masked, unmasked = found["parameters"]
-        assert masked == unmasked > 0, family
-        assert found["difference"] == 0.0, family  # an all-true mask changes the kernels, not the result
-        assert found["mask_input"] == [True, False], family  # the mask is computed only when asked for
