@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import metric_history
+from test_report import make_entry
 from trainbench.report.plots import scaling_panels
-from trainbench.report.selection import Column, Entry
-from trainbench.runs import comparison_key, comparison_settings
+from trainbench.report.selection import Entry
 from trainbench.topology import interconnect, parse_topology_matrix, physical_indices
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -156,24 +156,11 @@ def test_the_cells_gpus_are_mapped_to_the_machines_numbering() -> None:
     assert physical_indices([0, 1], "4", uuids) == []  # fewer listed than used: no tag rather than a wrong one
 
 
-def entry(run_id: str, devices: int, samples_per_s: float, hw_label: str = "NVIDIA H100 80GB HBM3") -> Entry:
-    tags = {
-        "trainbench.task": "benchmark",
-        "trainbench.model": "resnet50",
-        "trainbench.data": "synthetic_imagenet",
-        "trainbench.precision": "mixed_bf16",
-        "trainbench.batch_size": "256",
-        "trainbench.num_devices": str(devices),
-    }
-    return Entry(
-        run_id,
-        run_id,
-        Column(False, hw_label, "cuda", "pytorch"),
-        comparison_settings(tags),
-        comparison_key(tags),
-        "",
-        {},
-        {"samples_per_s": samples_per_s},
+def entry(run_id: str, devices: int, samples_per_s: float, gpu: str = "NVIDIA H100 80GB HBM3") -> Entry:
+    overrides = ["model=resnet50", "data=synthetic_imagenet", "task=benchmark", "precision=mixed_bf16"]
+    machine = {"hw.gpu": gpu, "trainbench.backend": "cuda", "trainbench.num_devices": str(devices)}
+    return make_entry(
+        run_id, [*overrides, "batch_size=256", f"device.count={devices}"], machine, {"samples_per_s": samples_per_s}
     )
 
 
@@ -182,10 +169,11 @@ def test_the_scaling_chart_has_samples_per_s_and_efficiency_against_devices() ->
         entry("a", 1, 3000.0),
         entry("b", 2, 5700.0),
         entry("c", 4, 10800.0),
-        entry("d", 2, 4000.0, hw_label="NVIDIA A100-PCIE-40GB"),
+        entry("d", 2, 4000.0, gpu="NVIDIA A100-PCIE-40GB"),
     ]  # no 1-device run: no efficiency line
     throughput, efficiency = scaling_panels(runs)
     ((title, series),) = throughput.items()
     assert "devices" not in title and "bs256" in title
-    assert series["NVIDIA H100 80GB HBM3 (cuda, pytorch)"] == [[1, 3000.0], [2, 5700.0], [4, 10800.0]]
-    assert efficiency[title] == {"NVIDIA H100 80GB HBM3 (cuda, pytorch)": [[1, 1.0], [2, 0.95], [4, 0.9]]}
+    h100 = "NVIDIA H100 80GB HBM3: pytorch 2.14 (cuda)"
+    assert series[h100] == [[1, 3000.0], [2, 5700.0], [4, 10800.0]]
+    assert efficiency[title] == {h100: [[1, 1.0], [2, 0.95], [4, 0.9]]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_this_machine_is_identified():
     assert int(tags["hw.cpu_cores"]) >= 1
     assert float(tags["hw.memory_gb"]) > 0
     assert all(isinstance(v, str) and v for v in tags.values())  # MLflow tags: strings, never empty
-    assert hardware.label("cpu", tags).endswith(" CPU")
+    assert re.fullmatch(r".+ CPU \(\d+ (cores|vCPUs)\)", hardware.label("cpu", tags))  # what changes speed: counted
 
 
 def test_host_tags_are_a_copy():
@@ -315,14 +316,21 @@ def test_amd_gpus_follow_hip_visible_devices(env, count):
 
 
 def test_labels():
+    """Captured outputs of real machines: the label names the GPU with its memory, the Apple GPU or CPU with
+    its cores, the CPU with its cores."""
     h100 = hardware.nvidia_tags_from_smi(hardware.parse_nvidia_smi_query(sample("dgx_h100_nvidia_smi.csv")))
-    assert hardware.label("cuda", h100) == "NVIDIA H100 80GB HBM3"
+    assert hardware.label("cuda", h100) == "NVIDIA H100 80GB HBM3"  # the name says its memory
     m1max = mac_tags("m1max")
-    assert hardware.label("mps", m1max) == "Apple M1 Max GPU"
-    assert hardware.label("metal", m1max) == "Apple M1 Max GPU"
-    assert hardware.label("cpu", m1max) == "Apple M1 Max CPU"
-    xeon = {"hw.cpu": hardware.parse_proc_cpuinfo(sample("xeon_8480_proc_cpuinfo.txt"))}
-    assert hardware.label("cpu", xeon) == "Intel Xeon Platinum 8480+ CPU"
+    cores, cpu_cores = m1max["hw.gpu_cores"], m1max["hw.cpu_cores"]
+    assert hardware.label("mps", m1max) == f"Apple M1 Max GPU ({cores} cores)"
+    assert hardware.label("metal", m1max) == f"Apple M1 Max GPU ({cores} cores)"
+    assert hardware.label("cpu", m1max) == f"Apple M1 Max CPU ({cpu_cores} cores)"
+    cpuinfo = sample("xeon_8480_proc_cpuinfo.txt")
+    xeon = {
+        "hw.cpu": hardware.parse_proc_cpuinfo(cpuinfo),
+        "hw.cpu_cores": str(hardware.parse_proc_cpuinfo_cores(cpuinfo)),
+    }
+    assert hardware.label("cpu", xeon) == f"Intel Xeon Platinum 8480+ CPU ({xeon['hw.cpu_cores']} cores)"
 
 
 def test_a_rocm_host_is_labelled_by_its_amd_gpu_whatever_the_backend_is_called():
@@ -332,10 +340,10 @@ def test_a_rocm_host_is_labelled_by_its_amd_gpu_whatever_the_backend_is_called()
         "hw.cpu": "AMD EPYC 9654 96-Core Processor",
     }
     for backend in ("cuda", "rocm", "gpu"):
-        assert hardware.label(backend, rocm) == "AMD Instinct MI300X"
-    assert hardware.label("cpu", rocm) == "AMD EPYC 9654 CPU"
-    assert hardware.label("cuda", {"hw.gpu_vendor": "amd"}) == "AMD GPU"  # no tool could name it
-    assert hardware.label("cuda", {}) == "NVIDIA GPU"  # runs recorded before hw.gpu_vendor existed
+        assert hardware.label(backend, rocm) == "AMD Instinct MI300X (192 GB)"
+    assert hardware.label("cpu", rocm) == "AMD EPYC 9654 CPU (cores unknown)"
+    assert hardware.label("cuda", {"hw.gpu_vendor": "amd"}) == "AMD GPU (memory unknown)"  # no tool could name it
+    assert hardware.label("cuda", {}) == "NVIDIA GPU (memory unknown)"  # runs recorded before hw.gpu_vendor existed
 
 
 @pytest.mark.parametrize(

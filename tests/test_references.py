@@ -4,6 +4,7 @@ source line, comparable only with what measured the same quantity; idempotent an
 from __future__ import annotations
 
 import csv
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,14 @@ import pytest
 
 from conftest import ROOT, child_env, metric_history, runs_in
 from trainbench import hardware
+from trainbench.config import params
+from trainbench.config.compose import cells_for
 from trainbench.references import cli
+from trainbench.references.cli import composing
 from trainbench.references.mapping import IDENTITY
 from trainbench.references.reading import COLUMNS, OPTIONAL_COLUMNS
-from trainbench.runs import COMPARISON_TAGS
+from trainbench.runs import SETTING_TAGS
+from trainbench.setting import release, setting, setting_id
 
 REFERENCES_PY = ROOT / "src" / "references.py"
 CSV = ROOT / "references" / "published-results.csv"
@@ -119,7 +124,7 @@ def test_imported_runs_carry_the_schema_and_comparison_names(imported) -> None:
             "trainbench.optimize",
             "trainbench.num_devices",
         ):
-            assert key in COMPARISON_TAGS and tags[key], key
+            assert key in SETTING_TAGS and tags[key], key
         if tags["trainbench.task"] == "matmul":  # as a matmul cell is named
             assert run.info.run_name == "tensorflow-matmul_square-metal-fp32" and run.data.metrics == {"peak_tflops": 8}
         else:
@@ -133,7 +138,7 @@ def test_imported_runs_carry_the_schema_and_comparison_names(imported) -> None:
 
 def test_the_m1_blog_has_every_epoch_from_its_per_sample_times(imported) -> None:
     _, uri = imported
-    blog = by_name(uri)[("blog-m1-tensorflow-2022", "tensorflow-mlp-metal-bs32", "Apple M1 GPU fp32")]
+    blog = by_name(uri)[("blog-m1-tensorflow-2022", "tensorflow-mlp-metal-bs32", "Apple M1 GPU (8 cores) fp32")]
     rows = [
         r
         for r in shipped_rows()
@@ -162,24 +167,26 @@ def test_the_m1_blog_has_every_epoch_from_its_per_sample_times(imported) -> None
 def test_corrected_and_added_figures(imported) -> None:
     _, uri = imported
     runs = by_name(uri)
-    h200 = runs[("lambda-deeplearning-benchmark", "pytorch-resnet50-cuda-bs2560", "NVIDIA H200 mixed_fp16")]
-    h100 = runs[("lambda-deeplearning-benchmark", "pytorch-resnet50-cuda-bs1280", "NVIDIA H100 PCIe mixed_fp16")]
-    assert (
-        h200.data.tags["trainbench.framework_version"] == h100.data.tags["trainbench.framework_version"] == "NGC 24.03"
-    )
+    h200 = runs[("lambda-deeplearning-benchmark", "pytorch-resnet50-cuda-bs2560", "NVIDIA H200 (141 GB) mixed_fp16")]
+    h100 = runs[
+        ("lambda-deeplearning-benchmark", "pytorch-resnet50-cuda-bs1280", "NVIDIA H100 PCIe (80 GB) mixed_fp16")
+    ]
+    # the version its source states (sys_pytorch.txt), compared by release
+    assert h200.data.tags["trainbench.framework_version"] == h100.data.tags["trainbench.framework_version"]
+    assert release(h200.data.tags["trainbench.framework_version"]) == "2.3"
     dle = runs[("deeplearningexamples", "pytorch-resnet50-cuda-bs256", "NVIDIA A100-SXM4-80GB tf32")]
-    assert dle.data.tags["trainbench.channels_last"] == "false" and "channels_last" not in dle.data.params
+    assert dle.data.tags["trainbench.channels_last"] == "false" and dle.data.params["optimize.channels_last"] == "False"
     assert (
         runs[("deeplearningexamples", "pytorch-resnet50-cuda-bs256", "NVIDIA A100-SXM4-80GB mixed_fp16")].data.tags[
             "trainbench.channels_last"
         ]
         == "true"
     )
-    assert runs[("tf-metal-experiments", "tensorflow-mobilenet_v2-cuda-bs128", "NVIDIA A100 fp32")].data.metrics == {
-        "samples_per_s": 269
-    }
+    # TensorFlow's default float32 on an A100 is TF32, as the CSV says of its other A100 rows
+    a100 = runs[("tf-metal-experiments", "tensorflow-mobilenet_v2-cuda-bs128", "NVIDIA A100 (memory unknown) tf32")]
+    assert a100.data.metrics == {"samples_per_s": 269}
     assert runs[
-        ("tf-metal-experiments", "tensorflow-mobilenet_v2-metal-bs128", "Apple M1 Pro GPU fp32")
+        ("tf-metal-experiments", "tensorflow-mobilenet_v2-metal-bs128", "Apple M1 Pro GPU (14 cores) fp32")
     ].data.metrics == {"samples_per_s": 168.7}
     default = [
         r for key, r in runs.items() if key[0] == "m1-tensorflow-benchmark" and key[2].startswith("M1 (Default)")
@@ -188,12 +195,94 @@ def test_corrected_and_added_figures(imported) -> None:
     assert {r.data.tags["trainbench.timed_region"] for r in default} == {"build_fit"}
 
 
+def test_framework_versions_only_where_a_source_states_them(imported) -> None:
+    _, uri = imported
+    stated = {
+        (r.data.tags["reference.source"], r.data.tags.get("reference.system")): r.data.tags.get(
+            "trainbench.framework_version"
+        )
+        for r in runs_in(uri)
+    }
+    # the M1-tensorflow-benchmark repo states 2.7.0 for the M1 MacBook Air only
+    assert stated[("m1-tensorflow-benchmark", "MacBook Air 2020 Apple M1")] == "2.7.0"
+    assert stated[("m1-tensorflow-benchmark", "Google Colab")] is None
+    assert stated[("m1-tensorflow-benchmark", "Kaggle")] is None
+    assert all(version is None for (source, _), version in stated.items() if source == "tf-metal-experiments")
+    assert all(
+        not version or version[0].isdigit() or version.startswith("NGC") for version in stated.values()
+    )  # never "2.x"
+
+
+def test_the_tf_metal_studys_memory_column_is_carried_as_values(imported) -> None:
+    _, uri = imported
+    m1max = {
+        r.data.tags["trainbench.model"]: r.data.metrics.get("peak_device_memory_mb")
+        for r in runs_in(uri)
+        if r.data.tags["reference.source"] == "tf-metal-experiments" and r.data.tags.get("hw.chip") == "Apple M1 Max"
+    }
+    gigabytes = {model: mb / 1024 for model, mb in m1max.items() if mb}
+    assert gigabytes == {"resnet50": 13, "mobilenet_v2": 15, "distilbert": 9, "bert_large": 14}
+
+
+def test_every_published_row_names_the_command_that_measures_exactly_its_setting(imported) -> None:
+    """The report's "to measure one here" line is `python src/run.py` + the row's command: composed as the sweep
+    composes it (the preset's own sweep narrowed by the command line), it is one cell of the row's setting."""
+    _, uri = imported
+    unreproducible = set()
+    with composing():
+        for run in runs_in(uri):
+            command = run.data.tags.get("reference.reproduce")
+            if not command:
+                unreproducible.add(run.data.tags["reference.source"])
+                continue
+            (cell,) = cells_for(shlex.split(command))
+            composed = {k: str(v) for k, v in params(cell.task.prepared(cell)).items()}
+            assert setting(composed, {}) == setting(run.data.params, run.data.tags), command
+    assert unreproducible == {"deeplearningexamples"}  # real ImageNet through a 16-worker loader
+
+
+def test_the_dry_run_of_a_suggested_command_names_the_rows_setting(imported, tmp_path) -> None:
+    """One row per source through the real entry point: `sweep.dry_run=true` prints the setting's id."""
+    _, uri = imported
+    firsts = {}
+    for run in runs_in(uri):
+        if run.data.tags.get("reference.reproduce"):
+            firsts.setdefault(run.data.tags["reference.source"], run)
+    assert len(firsts) == 5
+    for run in firsts.values():
+        command = shlex.split(run.data.tags["reference.reproduce"])
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "src" / "run.py"), *command, "sweep.dry_run=true"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'dry.db'}"}),
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        (row,) = [line for line in done.stdout.splitlines()[2:] if "cell(s); nothing was run" not in line]
+        assert row.split()[1] == setting_id(setting(run.data.params, run.data.tags)), (command, row)
+    assert not (tmp_path / "dry.db").exists()
+
+
+def test_a_command_that_measures_something_else_is_refused_by_line(store, tmp_path, capsys) -> None:
+    wrong = GOOD_ROWS[2] + ",+experiment=pytorch_mps_study model=resnet18 batch_size=4 device=cpu"
+    assert cli.main([str(write_csv(tmp_path / "wrong.csv", [wrong])), "--experiment", "wrong"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        "line 2: `reproduce`='+experiment=pytorch_mps_study model=resnet18 batch_size=4 device=cpu' composes a cell "
+        "with task.name='train', but the row says 'benchmark'; nothing was imported"
+    ) in err, err
+    assert runs_in(store, "wrong") == []
+
+
 def test_power_says_what_it_covers(imported) -> None:
     _, uri = imported
     runs = by_name(uri)
-    m1max = runs[("tf-metal-experiments", "tensorflow-resnet50-metal-bs64", "Apple M1 Max GPU fp32")]
-    rtx = runs[("tf-metal-experiments", "tensorflow-resnet50-cuda-bs64", "NVIDIA GeForce RTX 3090 mixed_fp16")]
-    assert m1max.data.metrics == {"samples_per_s": 135, "avg_power_w": 40} and m1max.data.tags["power.scope"] == "gpu"
+    m1max = runs[("tf-metal-experiments", "tensorflow-resnet50-metal-bs64", "Apple M1 Max GPU (32 cores) fp32")]
+    rtx = runs[("tf-metal-experiments", "tensorflow-resnet50-cuda-bs64", "NVIDIA GeForce RTX 3090 (24 GB) mixed_fp16")]
+    assert m1max.data.metrics == {"samples_per_s": 135, "avg_power_w": 40, "peak_device_memory_mb": 13 * 1024}
+    assert m1max.data.tags["power.scope"] == "gpu"
     assert rtx.data.metrics == {"samples_per_s": 957, "avg_power_w": 300} and rtx.data.tags["power.scope"] == "board"
     assert rtx.data.tags["trainbench.compile"] == "true" and rtx.data.tags["trainbench.optimize"] == "fast"  # +xla
 

@@ -9,6 +9,7 @@ read the report a person would read.
 from __future__ import annotations
 
 import json
+import shlex
 import struct
 import subprocess
 import sys
@@ -18,10 +19,13 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, RUN_PY, child_env, runs_in
+from trainbench.config import params
+from trainbench.config.compose import cells_for
 from trainbench.report import cli
 from trainbench.report.comparison import build_tables
-from trainbench.report.selection import Column, Entry
-from trainbench.runs import comparison_key, comparison_settings, model_variant
+from trainbench.report.selection import Entry, entry
+from trainbench.setting import setting
+from trainbench.sources import Found
 
 # The sweeps the report is built from, in ONE place.
 EPOCHS = "task.epochs"
@@ -44,7 +48,8 @@ SWEEPS = {
     "depth": ["-m", "model=mlp_deep", "model.depth=1,2", "model.width=32", "batch_size=16", f"{EPOCHS}=2", *TINY_DATA],
 }
 REPORT_PY = ROOT / "src" / "report.py"
-CPU_BACKEND = "(cpu, pytorch)"  # how a local CPU column's label ends (a reference's ends with its [ref: ...])
+CPU_BACKEND = "(cpu)"  # how a local CPU column's label ends (a reference's ends with its [ref: ...])
+XEON = {"hw.cpu": "Intel(R) Xeon(R) Processor", "hw.cpu_cores": "2", "trainbench.backend": "cpu"}
 
 
 # ------------------------------------------------------------------------- the table model, no store
@@ -52,29 +57,45 @@ CPU_BACKEND = "(cpu, pytorch)"  # how a local CPU column's label ends (a referen
 
 def make_entry(
     run_id: str,
-    hw_label: str,
-    backend: str,
+    overrides: list[str],
+    machine: dict[str, str],
     metrics: dict[str, float],
     *,
     reference: str = "",
     framework: str = "pytorch",
-    params: dict[str, str] | None = None,
     **tags: str,
 ) -> Entry:
-    """An Entry as trainbench.report.selection builds it from a run's tags and params."""
-    params = params or {}
-    column = Column(bool(reference), hw_label, backend, framework, reference)
-    settings = comparison_settings(tags, params)
-    return Entry(run_id, run_id, column, settings, comparison_key(tags, params), model_variant(params), params, metrics)
+    """An Entry as trainbench.report.selection builds it from a run: the params a real cell of `overrides`
+    records (a reference's: its command's), a machine's hw.* tags, the metrics it measured."""
+    from mlflow.entities import Metric, Param, Run, RunData, RunInfo, RunTag
+
+    (cell,) = cells_for([*overrides, f"framework={framework}"])
+    cell = cell.task.prepared(cell)
+    run_params = {key: str(value) for key, value in params(cell).items()}
+    all_tags = {
+        **{key: str(value) for key, value in cell.task.tags(cell).items()},
+        "trainbench.kind": "reference" if reference else "cell",
+        "trainbench.outcome": "finished",
+        "trainbench.framework": framework,
+        **({"reference.source": reference} if reference else {"trainbench.framework_version": "2.14.1"}),
+        **machine,
+        **tags,
+    }
+    run = Run(
+        RunInfo(run_id, "0", run_id, "FINISHED", 0, 1, "active", run_name=run_id),
+        RunData(
+            [Metric(k, v, 0, 0) for k, v in metrics.items()],
+            [Param(k, v) for k, v in run_params.items()],
+            [RunTag(k, v) for k, v in all_tags.items()],
+        ),
+    )
+    return entry(Found(run, None), histories=False)
 
 
-MOBILENET = {
-    "trainbench.task": "benchmark",
-    "trainbench.model": "mobilenet_v2",
-    "trainbench.data": "synthetic",
-    "trainbench.precision": "fp32",
-    "trainbench.batch_size": "128",
-}
+MOBILENET = ["task=benchmark", "model=mobilenet_v2", "data=synthetic_imagenet", "batch_size=128"]
+M1_MAX_GPU = {"hw.chip": "Apple M1 Max", "hw.gpu_cores": "32", "trainbench.backend": "metal"}
+H100 = {"hw.gpu": "NVIDIA H100 80GB HBM3", "hw.gpu_memory_gb": "79.6", "trainbench.backend": "cuda"}
+A100 = {"hw.gpu": "NVIDIA A100-SXM4-80GB", "trainbench.backend": "cuda"}
 
 
 def one_table(tables: list[Any], task: str, model: str, metric: str = "samples_per_s") -> Any:
@@ -84,20 +105,15 @@ def one_table(tables: list[Any], task: str, model: str, metric: str = "samples_p
 
 def test_a_224_px_and_a_64_px_run_are_two_rows_and_the_speedup_uses_the_matching_one() -> None:
     """The report once merged these two into "median of 2" and printed the M1 Max at 3.45x instead of ~20.8x."""
-    cpu_224 = make_entry(
-        "cpu224", "Intel Xeon CPU", "cpu", {"samples_per_s": 16.9}, **{**MOBILENET, "trainbench.image_size": "224"}
-    )
-    cpu_64 = make_entry(
-        "cpu64", "Intel Xeon CPU", "cpu", {"samples_per_s": 187.0}, **{**MOBILENET, "trainbench.image_size": "64"}
-    )
+    cpu_224 = make_entry("cpu224", [*MOBILENET, "data.image_size=224"], XEON, {"samples_per_s": 16.9})
+    cpu_64 = make_entry("cpu64", [*MOBILENET, "data.image_size=64"], XEON, {"samples_per_s": 187.0})
     m1max = make_entry(
         "m1max",
-        "Apple M1 Max GPU",
-        "metal",
+        [*MOBILENET, "data.image_size=224"],
+        M1_MAX_GPU,
         {"samples_per_s": 352.0},
         reference="tf-metal",
         framework="tensorflow",
-        **{**MOBILENET, "trainbench.image_size": "224"},
     )
     table = one_table(build_tables([cpu_224, cpu_64, m1max], None, []), "benchmark", "mobilenet_v2")
     assert len(table.rows) == 2
@@ -105,16 +121,15 @@ def test_a_224_px_and_a_64_px_run_are_two_rows_and_the_speedup_uses_the_matching
     (row_224,) = [r for r in table.rows if r.settings["trainbench.image_size"] == "224"]
     (row_64,) = [r for r in table.rows if r.settings["trainbench.image_size"] == "64"]
     assert row_224.cells[m1max.column.label].speedup == pytest.approx(352.0 / 16.9)
+    assert row_224.columns_differ == "framework: pytorch 2.14 / tensorflow version unknown"
     assert [c.speedup for c in row_64.cells.values()] == [None]  # nothing to compare with: no ratio, no 1.00x
 
 
 def test_the_default_baseline_is_a_column_with_values_where_devices_meet() -> None:
     """Not the first CPU column when that column is empty wherever two devices meet (every ratio read 1.00x)."""
-    alone = make_entry(
-        "cpu", "Intel Xeon CPU", "cpu", {"samples_per_s": 50.0}, **{**MOBILENET, "trainbench.batch_size": "32"}
-    )
-    gpu = make_entry("gpu", "NVIDIA H100", "cuda", {"samples_per_s": 2000.0}, **MOBILENET)
-    published = make_entry("ref", "NVIDIA A100", "cuda", {"samples_per_s": 1000.0}, reference="paper", **MOBILENET)
+    alone = make_entry("cpu", [*MOBILENET, "batch_size=32"], XEON, {"samples_per_s": 50.0})
+    gpu = make_entry("gpu", MOBILENET, H100, {"samples_per_s": 2000.0})
+    published = make_entry("ref", MOBILENET, A100, {"samples_per_s": 1000.0}, reference="paper")
     table = one_table(build_tables([alone, gpu, published], None, []), "benchmark", "mobilenet_v2")
     assert table.baseline == gpu.column
     (met,) = [r for r in table.rows if len(r.cells) == 2]
@@ -122,88 +137,32 @@ def test_the_default_baseline_is_a_column_with_values_where_devices_meet() -> No
 
 
 def test_train_and_benchmark_figures_never_share_a_table() -> None:
-    train = make_entry(
-        "train",
-        "Intel Xeon CPU",
-        "cpu",
-        {"samples_per_s": 10.0},
-        **{**MOBILENET, "trainbench.task": "train", "trainbench.epochs": "2"},
-    )
-    bench = make_entry("bench", "Intel Xeon CPU", "cpu", {"samples_per_s": 30.0}, **MOBILENET)
+    train = make_entry("train", ["model=mobilenet_v2", "task.epochs=2"], XEON, {"samples_per_s": 10.0})
+    bench = make_entry("bench", MOBILENET, XEON, {"samples_per_s": 30.0})
     tables = build_tables([train, bench], None, [])
     assert {(t.task, len(t.rows)) for t in tables} == {("train", 1), ("benchmark", 1)}
 
 
-def test_a_published_row_without_a_local_run_says_how_to_measure_one() -> None:
+def test_a_published_row_without_a_local_run_says_the_command_that_measures_it() -> None:
+    command = "+experiment=mlp_depth_study model.depth=10 device=gpu"
     depth = make_entry(
         "ref",
-        "Apple M1 GPU",
-        "metal",
+        shlex.split(command),
+        {"hw.chip": "Apple M1", "trainbench.backend": "metal"},
         {"total_time_s": 58.48},
         reference="depth-study",
         framework="tensorflow",
-        params={"model.depth": "10", "model.width": "1024"},
-        **{
-            "trainbench.task": "train",
-            "trainbench.model": "mlp_deep",
-            "trainbench.data": "cifar10",
-            "trainbench.image_size": "32",
-            "trainbench.samples_per_epoch": "50000",
-            "trainbench.epochs": "3",
-            "trainbench.precision": "fp32",
-            "trainbench.batch_size": "32",
-            "trainbench.timed_region": "build_fit",
-        },
+        **{"reference.reproduce": command},
     )
     (row,) = one_table(build_tables([depth], None, []), "train", "mlp_deep", "total_time_s").rows
+    assert row.commands == [f"python src/run.py {command}"]
+    (cell,) = cells_for(shlex.split(row.commands[0].removeprefix("python src/run.py ")))
+    assert setting({k: str(v) for k, v in params(cell.task.prepared(cell)).items()}, {}) == depth.setting
+    unreproducible = make_entry("dle", MOBILENET, A100, {"samples_per_s": 938.0}, reference="deeplearningexamples")
+    (row,) = one_table(build_tables([unreproducible], None, []), "benchmark", "mobilenet_v2").rows
     assert row.commands == [
-        "python src/run.py framework=tensorflow device=gpu model=mlp_deep data=cifar10 task=train batch_size=32 "
-        "precision=fp32 model.depth=10 model.width=1024 task.epochs=3 data.image_size=32 task.timed_region=build_fit"
+        "(no command measures this setting here: deeplearningexamples gives no `reproduce`; its notes say what it ran)"
     ]
-    assert_runnable(row.commands[0])
-
-
-@pytest.mark.parametrize(("framework", "region"), [("tensorflow", "fit"), ("pytorch", "steps")])
-def test_the_command_for_a_published_row_times_what_it_timed_and_composes(framework: str, region: str) -> None:
-    """An NHWC ResNet-50 row (the tf-metal study's Keras fit; a PyTorch channels_last benchmark): the command
-    asks for the same timed region and layout, and the sweep would accept it."""
-    published = make_entry(
-        "ref",
-        "Apple M1 Max GPU",
-        "metal",
-        {"samples_per_s": 135.0},
-        reference="published",
-        framework=framework,
-        **{
-            **MOBILENET,
-            "trainbench.model": "resnet50",
-            "trainbench.data": "synthetic_imagenet",
-            "trainbench.image_size": "224",
-            "trainbench.batch_size": "64",
-            "trainbench.timed_region": region,
-            "trainbench.channels_last": "true",
-        },
-    )
-    (row,) = one_table(build_tables([published], None, []), "benchmark", "resnet50", "samples_per_s").rows
-    (command,) = row.commands
-    assert ("task.timed_region=fit" in command) == (region == "fit")
-    assert ("optimize.channels_last=true" in command) == (framework == "pytorch")  # Keras is always NHWC
-    cell = assert_runnable(command)
-    assert cell.task.tags(cell)["trainbench.timed_region"] == region
-
-
-def assert_runnable(command: str) -> Any:
-    """The command's cell, composed and judged as the sweep would judge it (a ConfigError fails the test)."""
-    import shlex
-
-    from hydra import compose, initialize_config_dir
-
-    from trainbench.config import CONF_DIR, validate
-
-    prefix = "python src/run.py "
-    assert command.startswith(prefix) and "#" not in command, command
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(compose("config", overrides=shlex.split(command[len(prefix) :])))
 
 
 # ------------------------------------------------------------------------- one real store, slow
@@ -315,11 +274,12 @@ def test_published_rows_say_how_to_measure_them_and_ratios_stay_within_a_row(rep
     cpu = local_label(train)
     blog = [r for r in train["rows"] if r["settings"]["data"] == "cifar10"]
     assert blog and not any(cpu in r["cells"] for r in blog)  # 50,000 CIFAR-10 images: no local run matches
-    assert any(
-        "model=mlp data=cifar10 task=train batch_size=32 precision=fp32 task.epochs=5 data.image_size=32" in command
-        for r in blog
-        for command in r["commands"]
-    )
+    commands = {command for r in blog for command in r["commands"]}
+    assert {
+        "python src/run.py +experiment=m1_tensorflow_blog device=cpu",  # the M1 and the i9 CPU rows
+        "python src/run.py +experiment=m1_tensorflow_blog device=gpu",
+        "python src/run.py +experiment=m1_tensorflow_blog device=gpu precision=tf32",  # the A100 row
+    } == commands
     baseline = train["baseline"]
     for row in train["rows"]:
         base = row["cells"].get(baseline)
@@ -398,10 +358,11 @@ def test_sweep_and_baseline_select_what_the_tables_compare(store, tmp_path) -> N
     code, data = make_report(store, tmp_path / "sweep", "--sweep", train_sweep.info.run_id, "--no-log")
     assert code == 0
     assert {(t["task"], t["model"]) for t in data["tables"]} == {("train", "mlp")}  # its cells, references of mlp
-    code, data = make_report(store, tmp_path / "m1", "--baseline", "Apple M1 GPU", "--model", "mlp", "--no-log")
+    m1 = "Apple M1 GPU (8 cores)"
+    code, data = make_report(store, tmp_path / "m1", "--baseline", m1, "--model", "mlp", "--no-log")
     assert code == 0
     train = table(data, "train", "mlp")
-    assert train["baseline"].startswith("Apple M1 GPU (metal, tensorflow)")
+    assert train["baseline"].startswith(f"{m1}: tensorflow, version unknown (metal)")
     assert table(data, "benchmark", "mlp")["baseline"] is None  # no such column there: no ratios
 
 

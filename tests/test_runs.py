@@ -1,4 +1,5 @@
-"""The one way to name runs, to say which runs measured the same quantity, and to open the comparison in the UI."""
+"""The one way to name runs, to describe a run's setting in words, and to open the comparison in the UI (which runs
+measured the same quantity: tests/test_setting.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import json
 
 from trainbench import tracking
 from trainbench.runs import (
-    COMPARISON_TAGS,
     EXPERIMENT_KIND_TAG,
+    SETTING_TAGS,
     SHARED_VIEW_TAG,
-    comparison_key,
     comparison_settings,
+    model_variant,
     run_name,
     search_all,
     ui_url,
@@ -49,23 +50,7 @@ def test_run_names_keep_their_formats() -> None:
     )
 
 
-def test_any_setting_that_changes_the_quantity_changes_the_key() -> None:
-    base = comparison_key(CELL_TAGS)
-    for tag, other in [
-        ("trainbench.image_size", "64"),
-        ("trainbench.samples_per_epoch", "256"),
-        ("trainbench.epochs", "1"),
-        ("trainbench.task", "benchmark"),
-        ("trainbench.pipeline", "loader"),
-        ("trainbench.timed_region", "fit"),
-        ("trainbench.optimize", "fast"),
-        ("trainbench.num_devices", "2"),
-        ("trainbench.precision", "mixed_bf16"),
-    ]:
-        assert comparison_key({**CELL_TAGS, tag: other}) != base, tag
-
-
-def test_a_run_older_than_the_new_tags_means_the_defaults() -> None:
+def test_a_run_older_than_the_new_tags_reads_as_the_defaults() -> None:
     recorded = {
         **CELL_TAGS,
         "trainbench.optimize": "none",
@@ -73,33 +58,29 @@ def test_a_run_older_than_the_new_tags_means_the_defaults() -> None:
         "trainbench.num_devices": "1",
         "trainbench.timed_region": "epoch",
     }
-    assert comparison_key(CELL_TAGS) == comparison_key(recorded)
-    # ... and what it recorded only as params (today's `epochs=`, data.image_size) still counts
+    assert comparison_settings(CELL_TAGS) == comparison_settings(recorded)
+    # ... and what it recorded only as params (today's `epochs=`, data.image_size) still reads the same
     old = {
         k: v
         for k, v in CELL_TAGS.items()
         if k not in ("trainbench.image_size", "trainbench.epochs", "trainbench.samples_per_epoch")
     }
     params = {"data.image_size": "224", "epochs": "3", "data.num_samples": "2048", "data.input": "image"}
-    assert comparison_key(old, params)[:-1] == comparison_key(CELL_TAGS)[:-1]
-    assert comparison_key(old, {**params, "data.image_size": "64"}) != comparison_key(CELL_TAGS, params)
+    assert comparison_settings(old, params) == comparison_settings(CELL_TAGS)
+    assert comparison_settings(old, {**params, "data.image_size": "64"})["trainbench.image_size"] == "64"
 
 
-def test_settings_a_task_does_not_use_do_not_split_it() -> None:
+def test_settings_a_task_does_not_use_read_blank() -> None:
     benchmark = {**CELL_TAGS, "trainbench.task": "benchmark"}
-    assert comparison_key({**benchmark, "trainbench.epochs": "0"}) == comparison_key(
-        {**benchmark, "trainbench.epochs": "9"}
-    )
     settings = comparison_settings(benchmark)
     assert settings["trainbench.samples_per_epoch"] == "" and settings["trainbench.timed_region"] == "steps"
-    assert len(comparison_key(benchmark)) == len(COMPARISON_TAGS) + 1  # + the model's shape
+    assert set(settings) == set(SETTING_TAGS)
 
 
-def test_the_model_shape_is_part_of_the_key() -> None:
-    deep = {**CELL_TAGS, "trainbench.model": "mlp_deep"}
-    assert comparison_key(deep, {"model.depth": "5", "model.width": "1024"}) != comparison_key(
-        deep, {"model.depth": "20", "model.width": "1024"}
-    )
+def test_the_model_shape_reads_from_its_params() -> None:
+    assert model_variant({"model.depth": "5", "model.width": "1024"}) == "depth 5 x 1024"
+    assert model_variant({"model.hidden_sizes": "[3000, 1000]"}) == "hidden [3000, 1000]"
+    assert model_variant({"model.name": "resnet50"}) == ""
 
 
 def test_ui_url_saves_a_view_of_the_comparison(tmp_path) -> None:

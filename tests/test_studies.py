@@ -7,24 +7,19 @@ CPU, with small files in the datasets' real formats (tests/test_data.py writes t
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, metric_history
 from test_data import write_mnist
-from trainbench.config import CONF_DIR, ConfigError, params, validate
+from trainbench.config import ConfigError, params
+from trainbench.config.compose import cells_for
 from trainbench.references.cli import load
 from trainbench.references.reading import DEFAULT_CSV
-from trainbench.runs import COMPARISON_TAGS, comparison_key
+from trainbench.setting import setting
 
-# Flags the cell's framework decides when it runs (Keras is always NHWC, so its vision cells record
-# channels_last=true, as the tf-metal study's CNN rows say): not known at compose time, left out of the
-# compose-time comparison.
-RUN_TIME_FLAGS = ("trainbench.compile", "trainbench.channels_last")
 STUDIES = {  # preset -> its source in references/published-results.csv
     "m1_tensorflow_blog": "blog-m1-tensorflow-2022",
     "mlp_depth_study": "m1-tensorflow-benchmark",
@@ -35,41 +30,26 @@ STUDIES = {  # preset -> its source in references/published-results.csv
 
 
 def cells(*overrides: str) -> list:
-    """Every cell of a sweep, as the sweeper expands a preset's hydra.sweeper.params (the last key fastest; a
-    key given on the command line narrows the preset's axis to that value)."""
-    given = {override.split("=", 1)[0] for override in overrides}
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        swept = compose("config", overrides=list(overrides), return_hydra_config=True).hydra.sweeper.params or {}
-        axes = [
-            [f"{key}={value}" for value in str(values).split(",")] for key, values in swept.items() if key not in given
-        ]
-        found = []
-        for combination in itertools.product(*axes):
-            cell = validate(compose("config", overrides=[*overrides, *combination]))
-            found.append(cell.task.prepared(cell))
-        return found
+    """Every cell of a sweep, as trainbench's sweeper expands a preset's hydra.sweeper.params (a key given on
+    the command line narrows the preset's axis to that value), each as it will run (prepared)."""
+    return [cell.task.prepared(cell) for cell in cells_for(list(overrides))]
 
 
-def key(tags: dict, run_params: dict) -> tuple[str, ...]:
-    """The comparison key, less the flags a framework decides at run time."""
-    full = comparison_key({k: str(v) for k, v in tags.items()}, run_params)
-    return tuple(
-        "" if name in RUN_TIME_FLAGS else value for name, value in zip((*COMPARISON_TAGS, "variant"), full, strict=True)
-    )
-
-
-def cell_key(cell) -> tuple[str, ...]:
-    return key(cell.task.tags(cell), params(cell))
+def cell_setting(cell) -> dict[str, str]:
+    return setting({key: str(value) for key, value in params(cell).items()}, {})
 
 
 @pytest.fixture(scope="module")
-def reference_keys() -> dict[str, set[tuple[str, ...]]]:
-    keys: dict[str, set[tuple[str, ...]]] = {}
+def published_settings() -> dict[str, list[dict[str, str]]]:
+    """source -> the comparison setting of each of its reference runs (each composed from its command)."""
+    found: dict[str, list[dict[str, str]]] = {}
     for run in load(DEFAULT_CSV):
-        keys.setdefault(run.tags["reference.source"], set()).add(key(run.tags, run.params))
-    return keys
+        run_params = {key: str(value) for key, value in run.params.items()}
+        found.setdefault(run.tags["reference.source"], []).append(setting(run_params, run.tags))
+    return found
 
 
+@pytest.mark.slow  # the module's fixture composes every published row's command (~12 s)
 @pytest.mark.parametrize(
     ("preset", "extra", "count"),
     [
@@ -83,16 +63,15 @@ def reference_keys() -> dict[str, set[tuple[str, ...]]]:
         ("gpu_resnet50_reference", ["batch_size=2560", "precision=mixed_fp16"], 1),  # Lambda's H200 row
     ],
 )
-def test_each_preset_cell_carries_the_comparison_tags_of_its_studys_reference_rows(
-    preset: str, extra: list[str], count: int, reference_keys
+def test_each_preset_cell_has_a_published_row_of_exactly_its_setting(
+    preset: str, extra: list[str], count: int, published_settings
 ) -> None:
     planned = cells(f"+experiment={preset}", *extra)
     assert len(planned) == count
-    published = reference_keys[STUDIES[preset]]
     for cell in planned:
-        if cell.task.name == "matmul":  # published for the M1 Max only: test_the_tf_metal_gemm_cell_sweeps_...
-            continue
-        assert cell_key(cell) in published, f"{preset} {extra}: {cell.model.name} bs{cell.batch_size}"
+        if preset == "tf_metal_study" and extra and cell.task.name == "matmul":
+            continue  # the study published its GEMM sweep for the M1 Max only
+        assert cell_setting(cell) in published_settings[STUDIES[preset]], f"{preset} {extra}: {cell.model.name}"
 
 
 def test_the_study_presets_select_the_timed_region_and_pipeline_their_studies_timed() -> None:
@@ -125,22 +104,17 @@ def test_the_study_presets_select_the_timed_region_and_pipeline_their_studies_ti
     assert by_model["resnet50"].data.num_samples == 64 * 30  # fit goes through batch x steps samples
 
 
-def test_the_tf_metal_gemm_cell_sweeps_the_studys_sizes(reference_keys) -> None:
+def test_the_tf_metal_gemm_cell_sweeps_the_studys_sizes() -> None:
     (gemm,) = [c for c in cells("+experiment=tf_metal_study") if c.task.name == "matmul"]
     assert gemm.task.sizes == [2, 8, 16, 32, 64, 128, 256, 1024, 2048, 4096, 6144, 8192]
-    # Products timed one by one, as the study's GEMM script did (not a Keras fit like its model rows): the
-    # cell and the study's row both say so, and so meet in one row of the report.
+    # Products timed one by one, as the study's GEMM script did (not a Keras fit like its model rows).
     assert gemm.task.tags(gemm)["trainbench.timed_region"] == "steps"
-    assert cell_key(gemm) in reference_keys["tf-metal-experiments"]
 
 
-def test_the_vector_matmul_preset_reproduces_no_published_figure(reference_keys) -> None:
+@pytest.mark.slow  # the module's fixture composes every published row's command (~12 s)
+def test_the_vector_matmul_preset_reproduces_no_published_figure(published_settings) -> None:
     assert len(cells("+experiment=matmul_vector_study")) == 2
-    assert not any(
-        k[COMPARISON_TAGS.index("trainbench.matmul_shape")] == "vector"
-        for keys in reference_keys.values()
-        for k in keys
-    )
+    assert not any(s.get("task.shape") == "vector" for settings in published_settings.values() for s in settings)
     assert "published" not in (ROOT / "conf/experiment/matmul_vector_study.yaml").read_text().split("\n")[1]
 
 

@@ -3,6 +3,8 @@
     trainbench [OVERRIDES...]            run cells (the same as python src/run.py; sweeps are multiruns)
     trainbench list models|presets|...   what can be chosen
     trainbench results [--experiment E]  the runs table of a store, in the terminal
+    trainbench export -o runs.json       a store's cells and sweeps as one file (another machine imports it)
+    trainbench import runs.json...       add exported runs to a store (again: nothing changes)
     trainbench download data=cifar10     fetch a dataset's files now (needs network)
 
 Before Hydra sees the command line it is checked here, so that bad input gets one line and exit 2, never
@@ -122,6 +124,10 @@ def _console(argv: list[str]) -> None:
         sys.exit(results(argv[1:]))
     if argv and argv[0] == "download":
         sys.exit(download(argv[1:]))
+    if argv and argv[0] == "export":
+        sys.exit(export(argv[1:]))
+    if argv and argv[0] == "import":
+        sys.exit(import_runs(argv[1:]))
     if argv and argv[0] == "run":
         argv = argv[1:]
     sys.exit(main(hydra_entry(), argv))
@@ -161,6 +167,18 @@ def results(argv: list[str]) -> int:
     from trainbench import results_table
 
     return results_table.main(argv)
+
+
+def export(argv: list[str]) -> int:
+    from trainbench import sharing
+
+    return sharing.export_main(argv)
+
+
+def import_runs(argv: list[str]) -> int:
+    from trainbench import sharing
+
+    return sharing.import_main(argv)
 
 
 def download(argv: list[str]) -> int:

@@ -148,7 +148,8 @@ def _dtype(dtype: str) -> str | None:
 
 
 def _is_cpu(label: str) -> bool:
-    return label.strip().lower().endswith(" cpu")
+    """ "Intel Xeon CPU", "Apple M1 CPU (8 cores)": a CPU, whatever count its label carries."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", label.strip()).lower().endswith(" cpu")
 
 
 def _apple_chip(label: str) -> str | None:

@@ -1,68 +1,107 @@
-"""The runs of a store as a table in the terminal (markdown, what results/*.md files are made of).
+"""The cells of one or more stores and export files as a table in the terminal (markdown, what results/*.md
+files are made of), with the columns that tell its rows apart: the settings that differ between them, the
+machine, the framework release, the date and the versions.
 
 trainbench results                                     # this machine's store, experiment trainbench
-trainbench results --uri sqlite:///path/to/mlflow.db --experiment trainbench --sweep RUN_ID
+trainbench results --uri sqlite:///path/to/mlflow.db --uri http://team:5000 colleague.json --sweep RUN_ID
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-from trainbench import tracking
-from trainbench.runs import search_all
+from trainbench import hardware, sources, tracking
+from trainbench.setting import describe, differences, release, setting
 
-COLUMNS = [
-    ("cell", lambda r: r.info.run_name),
-    ("outcome", lambda r: r.data.tags.get("trainbench.outcome", "")),
-    ("device", lambda r: r.data.tags.get("hw.label", "")),
-    ("precision", lambda r: r.data.tags.get("trainbench.precision", "")),
-    ("samples/s", lambda r: _number(r.data.metrics.get("samples_per_s"))),
-    ("step ms p50", lambda r: _number(r.data.metrics.get("step_time_ms_p50"), 2)),
-    ("cv %", lambda r: _number(r.data.metrics.get("step_time_cv_pct"), 2)),
-    ("peak GPU MB", lambda r: _number(r.data.metrics.get("peak_device_memory_mb"))),
-    ("MFU", lambda r: _number(r.data.metrics.get("mfu"), 3)),
-    ("avg W", lambda r: _number(r.data.metrics.get("avg_power_w"))),
-    ("samples/J", lambda r: _number(r.data.metrics.get("samples_per_j"), 2)),
-    ("energy", lambda r: r.data.tags.get("energy.source", "")),
-    ("peak TFLOPS", lambda r: _number(r.data.metrics.get("peak_tflops"))),
-    (
-        "versions",
-        lambda r: " ".join(
-            f"{k[3:]} {v}"
-            for k, v in sorted(r.data.tags.items())
-            if k in ("sw.torch", "sw.cuda", "sw.keras", "sw.jax", "sw.tensorflow", "sw.mlx")
-        ),
-    ),
-]
+VERSION_TAGS = ("sw.torch", "sw.cuda", "sw.keras", "sw.jax", "sw.tensorflow", "sw.mlx")
+Column = tuple[str, Callable[[Any], str]]
 
 
 def _number(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
+def _metric(key: str, digits: int = 1) -> Callable[[Any], str]:
+    return lambda found: _number(found.run.data.metrics.get(key), digits)
+
+
+def _tag(key: str) -> Callable[[Any], str]:
+    return lambda found: found.run.data.tags.get(key, "")
+
+
+def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
+    """Every column that has a value in some row; `setting` names only what differs between the rows."""
+    settings = {f.run.info.run_id: setting(f.run.data.params, f.run.data.tags) for f in found}
+    keys = differences(list(settings.values()))
+    chosen: list[Column] = [
+        ("cell", lambda f: f.run.info.run_name or f.run.info.run_id),
+        ("outcome", _tag("trainbench.outcome")),
+        ("setting", lambda f: describe(settings[f.run.info.run_id], keys)),
+        ("machine", lambda f: hardware.run_label(f.run.data.tags)),
+        (
+            "framework",
+            lambda f: (
+                f"{f.run.data.tags.get('trainbench.framework', '')} "
+                f"{release(f.run.data.tags.get('trainbench.framework_version'))}".strip()
+            ),
+        ),
+        ("date", lambda f: time.strftime("%Y-%m-%d %H:%M", time.localtime(f.run.info.start_time / 1000))),
+        ("samples/s", _metric("samples_per_s")),
+        ("step ms p50", _metric("step_time_ms_p50", 2)),
+        ("cv %", _metric("step_time_cv_pct", 2)),
+        ("peak GPU MB", _metric("peak_device_memory_mb")),
+        ("MFU", _metric("mfu", 3)),
+        ("avg W", _metric("avg_power_w")),
+        ("samples/J", _metric("samples_per_j", 2)),
+        ("energy", _tag("energy.source")),
+        ("peak TFLOPS", _metric("peak_tflops")),
+        (
+            "versions",
+            lambda f: " ".join(f"{k[3:]} {v}" for k, v in sorted(f.run.data.tags.items()) if k in VERSION_TAGS),
+        ),
+    ]
+    if several_sources:
+        chosen.append(("from", lambda f: f.run.data.tags.get(sources.IMPORTED_FROM) or f.source.name))
+    return [(name, cell) for name, cell in chosen if name == "cell" or any(cell(f) for f in found)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trainbench results", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--uri", default=None, help="tracking store (default: $MLFLOW_TRACKING_URI, else this project's)"
+        "files", nargs="*", type=Path, metavar="EXPORT_FILE", help="export files (trainbench export) to list too"
+    )
+    parser.add_argument(
+        "--uri",
+        action="append",
+        default=[],
+        help="a tracking store; repeat for several (default: $MLFLOW_TRACKING_URI, else this project's)",
     )
     parser.add_argument("--experiment", default="trainbench")
     parser.add_argument("--sweep", default=None, help="only the cells of this sweep run")
     args = parser.parse_args(argv)
-    uri = tracking.resolve_tracking_uri(args.uri)
+    uris = [tracking.resolve_tracking_uri(uri) for uri in args.uri]
+    if not uris and not args.files:
+        uris = [tracking.resolve_tracking_uri(None)]
     try:
-        client = tracking.open_store(uri)
-    except tracking.TrackingUnavailable as error:
+        opened: list[Any] = [sources.open_store(uri) for uri in uris]
+        opened += [sources.open_file(path) for path in args.files]
+    except (tracking.TrackingUnavailable, sources.SourceError) as error:
         parser.exit(2, f"trainbench: {error}\n")
-    experiment = client.get_experiment_by_name(args.experiment)
-    if experiment is None:
-        parser.exit(2, f"trainbench: no experiment {args.experiment!r} in {tracking.private(uri)}: run a cell first\n")
+    stores = [s for s in opened if isinstance(s, sources.StoreSource)]
+    if stores and not args.files and not any(s.client.get_experiment_by_name(args.experiment) for s in stores):
+        names = ", ".join(s.name for s in stores)
+        parser.exit(2, f"trainbench: no experiment {args.experiment!r} in {names}: run a cell first\n")
     query = "tags.`trainbench.kind` = 'cell'"
     if args.sweep:
         query += f" and tags.`mlflow.parentRunId` = '{args.sweep}'"
-    runs = search_all(client, [experiment.experiment_id], query)
-    print("| " + " | ".join(name for name, _ in COLUMNS) + " |")
-    print("|" + "---|" * len(COLUMNS))
-    for run in sorted(runs, key=lambda r: r.info.start_time):
-        print("| " + " | ".join(cell(run) for _, cell in COLUMNS) + " |")
+    found = sorted(sources.search(opened, args.experiment, query), key=lambda f: f.run.info.start_time)
+    chosen = columns(found, len(opened) > 1)
+    print("| " + " | ".join(name for name, _ in chosen) + " |")
+    print("|" + "---|" * len(chosen))
+    for f in found:
+        print("| " + " | ".join(cell(f).replace("|", "\\|") for _, cell in chosen) + " |")
     return 0

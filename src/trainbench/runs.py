@@ -1,6 +1,9 @@
-"""The one way to list runs, name runs, say which runs measure the same quantity, and open them in the UI.
+"""The one way to list runs, name runs, describe a run's setting in words, and open runs in the UI.
 
-Used by the report, the reference importer, the tasks (run names) and the sweep's summary (the UI link).
+Which runs measured the same quantity is trainbench.setting's answer (the whole config, less what is
+speed-neutral or compared); the tags here say the main quantities of a setting in words, for tables, plots
+and the UI's columns. Used by the report, the reference importer, the tasks (run names) and the sweep's
+summary (the UI link).
 Light on purpose: the parent process imports it, so MLflow is imported only inside the functions that
 talk to a store, and no deep-learning framework ever.
 """
@@ -12,6 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
+
+from trainbench.setting import FULL_SPLITS, normal
 
 # ----------------------------------------------------------------------------------------------- listing
 
@@ -55,11 +60,12 @@ def run_name(
     return f"{framework}-{model}-{backend}-bs{batch_size}"
 
 
-# ------------------------------------------------------------------------------------------- comparison
+# ------------------------------------------------------------------------------------- settings in words
 
-# Everything that changes the measured quantity. Two runs are compared (put in one row, one line of a
-# plot, one speed-up) only when they agree on all of these; the device and framework are what is compared.
-COMPARISON_TAGS = (
+# The main quantities of a setting, as tags every cell and reference run carries: what tables and plots
+# print of a row, and what the UI can filter on. (Two runs share a row only when their whole settings are
+# equal: trainbench.setting.)
+SETTING_TAGS = (
     "trainbench.task",
     "trainbench.model",
     "trainbench.data",
@@ -89,7 +95,7 @@ DEFAULT_TIMED_REGION = {"train": "epoch", "benchmark": "steps", "matmul": "steps
 # Tags that do not apply to a task: blank in its key, so that e.g. two benchmark cells with different
 # data.num_samples (unused by the benchmark) still compare.
 NOT_APPLICABLE = {
-    "matmul": set(COMPARISON_TAGS)
+    "matmul": set(SETTING_TAGS)
     - {
         "trainbench.task",
         "trainbench.precision",
@@ -102,11 +108,11 @@ NOT_APPLICABLE = {
 }
 UNKNOWN = "?"  # an old run that recorded neither the tag nor a param it could be read from
 # Training-set sizes of the real datasets, for old runs with data.num_samples=null (all of it).
-FULL_TRAIN_SIZES = {"cifar10": 50000, "mnist": 60000}
+FULL_TRAIN_SIZES = {name: splits[0] for name, splits in FULL_SPLITS.items()}
 
 
 def comparison_settings(tags: Mapping[str, str], params: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The comparison tags of a run, each normalised: defaults for missing tags, blank where the tag does
+    """The setting tags of a run, each normalised: defaults for missing tags, blank where the tag does
     not apply to the run (a benchmark has no epochs, text no image size), and (with `params`) the settings
     older runs recorded only as params."""
     params = params or {}
@@ -114,18 +120,10 @@ def comparison_settings(tags: Mapping[str, str], params: Mapping[str, str] | Non
     text = "trainbench.seq_len" in tags or params.get("data.input") == "text"
     unused = NOT_APPLICABLE.get(task, set()) | {"trainbench.image_size" if text else "trainbench.seq_len"}
     settings: dict[str, str] = {}
-    for key in COMPARISON_TAGS:
+    for key in SETTING_TAGS:
         value = tags.get(key) or _from_params(key, params) or _default(key, task)
-        settings[key] = "" if key in unused else _normal(value)
+        settings[key] = "" if key in unused else normal(value)
     return settings
-
-
-def comparison_key(tags: Mapping[str, str], params: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """What a run measured, as a tuple: equal keys, comparable figures. With `params`, the model's shape
-    (model.depth x model.width, or model.hidden_sizes) is part of it too: an MLP of depth 5 is not one of 20."""
-    settings = comparison_settings(tags, params)
-    variant = "" if settings["trainbench.task"] == "matmul" else model_variant(params or {})
-    return (*(settings[key] for key in COMPARISON_TAGS), variant)
 
 
 def model_variant(params: Mapping[str, str]) -> str:
@@ -171,18 +169,6 @@ def _default(key: str, task: str) -> str:
     if key == "trainbench.timed_region":
         return DEFAULT_TIMED_REGION.get(task, UNKNOWN)
     return TAG_DEFAULTS.get(key, UNKNOWN)
-
-
-def _normal(value: str) -> str:
-    """`True` and `true`, `224` and `224.0`: the same setting."""
-    text = str(value).strip()
-    if text.lower() in ("true", "false"):
-        return text.lower()
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else text
 
 
 # -------------------------------------------------------------------------------------------------- UI

@@ -236,9 +236,10 @@ def experiment_id(tracking: Any, name: str, uri: str) -> str:
     if experiment is not None:
         return str(experiment.experiment_id)
     artifact_location = None
-    if uri == default_tracking_uri():
-        # MLflow would put artifacts in ./mlruns of whatever folder the process started in.
-        artifact_location = (default_store_folder() / "mlruns" / name).as_uri()
+    if uri.startswith("sqlite:///"):
+        # MLflow would put artifacts in ./mlruns of whatever folder the process started in: beside the
+        # database instead (the project's mlruns/ for its own store), so a store and its files stay together.
+        artifact_location = (Path(uri[len("sqlite:///") :]).parent / "mlruns" / name).as_uri()
     try:
         return str(tracking.create_experiment(name, artifact_location=artifact_location))
     except Exception:  # another process created it in between

@@ -275,3 +275,44 @@ def choices_having(group: str, field: str) -> list[str]:
         for c in choices(group)
         if (cls := schema_of(group, c)) is not None and top in {f.name for f in dataclasses.fields(cls)}
     ]
+
+
+def cells_for(overrides: list[str]) -> list[CellConfig]:
+    """The judged cells `python src/run.py OVERRIDES` would run, composed here without running anything: the
+    preset's own sweep (`hydra.sweeper.params`) expanded under the command line's values, as trainbench's
+    sweeper does. Raises ConfigError. For checks that must agree with the command line (the reference runs'
+    suggested commands); call it inside one `hydra.initialize_config_dir` to compose many commands quickly."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    was_initialized = GlobalHydra.instance().is_initialized()
+    if not was_initialized:
+        initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3")
+    try:
+        parser = OverridesParser.create()
+        presets = tuple(
+            o.input_line
+            for o in parse_overrides(parser, overrides)
+            if not o.is_sweep_override() and o.get_key_element().lstrip("+~").split("/")[0] in ("experiment", "hydra")
+        )
+        swept = [f"{key}={value}" for key, value in _preset_sweep(presets).items()]
+        _, cells = expand_and_judge(
+            parser, swept + list(overrides), lambda job: compose(config_name="config", overrides=job)
+        )
+        return cells
+    finally:
+        if not was_initialized:
+            GlobalHydra.instance().clear()
+
+
+@functools.lru_cache(maxsize=64)
+def _preset_sweep(presets: tuple[str, ...]) -> dict[str, str]:
+    """A preset's own sweep (its `hydra.sweeper.params`): the only place besides the command line a sweep's
+    axes come from."""
+    from hydra import compose
+
+    composed = compose_or_explain(
+        lambda job: compose(config_name="config", overrides=job, return_hydra_config=True), list(presets)
+    )
+    return dict(composed.hydra.sweeper.params or {})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from trainbench import tracking
@@ -25,11 +27,12 @@ def load(path: Path) -> list[ReferenceRun]:
     errors += [f"line {row.line}: {problem}" for row in rows if (problem := row_problem(row))]
     runs: list[ReferenceRun] = []
     if not errors:
-        for cell in group(rows):
-            try:
-                runs.append(reference_run(cell))
-            except BadReferences as error:
-                errors.append(str(error))
+        with composing():  # each row's `reproduce` command is composed: one Hydra for all of them
+            for cell in group(rows):
+                try:
+                    runs.append(reference_run(cell))
+                except BadReferences as error:
+                    errors.append(str(error))
     if errors:
         errors.sort(key=lambda text: int(text.split()[1].rstrip(":")))
         more = f" (and {len(errors) - 1} more bad row(s))" if len(errors) > 1 else ""
@@ -37,6 +40,18 @@ def load(path: Path) -> list[ReferenceRun]:
     if not runs:
         raise BadReferences(f"{path} has no rows; nothing was imported")
     return runs
+
+
+@contextmanager
+def composing() -> Iterator[None]:
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from trainbench.config import CONF_DIR
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ settings that change the measured quantity to the comparison tags of trainbench.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -40,7 +41,7 @@ IDENTITY = (
     "precision",
 )
 # Settings of the whole cell: its rows must agree (blank rows take the others' value).
-CELL_SETTINGS = ("timed_region", "pipeline", "channels_last", "power_scope")
+CELL_SETTINGS = ("timed_region", "pipeline", "channels_last", "power_scope", "reproduce")
 NOTES_SEPARATOR = " -- "  # reference.citation: the `reference` column(s), then the rows' notes
 MAX_TAG_LENGTH = 5000  # MLflow's limit is 8000; the long tags here are free text
 
@@ -48,6 +49,14 @@ MAX_TAG_LENGTH = 5000  # MLflow's limit is 8000; the long tags here are free tex
 # conf/model/ file should use too.
 EXTERNAL_MODELS = {"distilbert": "text", "bert_large": "text"}
 NATIVE_IMAGE_SIZES = {"cifar10": 32, "mnist": 28}
+# GPUs sold in one memory size only: their reference runs can name it, as a local run's hw.label does.
+ONE_MEMORY_SIZE_GB = {
+    "NVIDIA GeForce RTX 3090": 24,
+    "NVIDIA GeForce RTX 4090": 24,
+    "NVIDIA H100 PCIe": 80,
+    "NVIDIA H200": 141,
+    "Tesla K80": 12,  # per GPU of the board (NVML sees two)
+}
 # Accelerator strings whose NVML name (what a local run's hw.gpu / hw.label says) is known.
 NVML_NAMES = {
     "NVIDIA A100 80GB SXM4": "NVIDIA A100-SXM4-80GB",
@@ -141,6 +150,9 @@ def reference_run(rows: list[CsvRow]) -> ReferenceRun:
     assert backend is not None  # validated
     params = reference_params(first, workload, task, figures, settings)
     tags = reference_tags(rows, workload, task, figures, settings, backend)
+    if settings.get("reproduce"):
+        composed_params, composed_tags = reproduced(first, settings["reproduce"], workload, task, figures, settings)
+        params, tags = composed_params, {**tags, **composed_tags, "reference.reproduce": settings["reproduce"]}
     key = digest([first[k] for k in IDENTITY])
     tags["reference.key"] = key
     name = run_name(
@@ -184,7 +196,7 @@ def collect_figures(rows: list[CsvRow], samples_per_epoch: int | None) -> Figure
             step = (int(row["epoch"]) if row["epoch"] else 1) if rule.per_epoch else 0
             figures.add(rule.target, step, rule.convert(value) if rule.convert else value, row.line)
             if rule.convert:
-                figures.derived[rule.target] = f"1e6 / {row['metric']}"
+                figures.derived[rule.target] = rule.derivation
             if rule.per_epoch:
                 figures.epochs = max(figures.epochs or 0, step)
         trained = TRAIN_TIME.match(row["metric"])
@@ -255,11 +267,97 @@ def reference_params(
         params["batch_size"] = int(first["batch_size"])
     if task == "train" and figures.epochs:
         params["task.epochs"] = figures.epochs
-    if compiled(first):
-        params["compile"] = True
-    if settings.get("channels_last") == "true":
-        params["channels_last"] = True
+    params["task.timed_region"] = settings.get("timed_region") or DEFAULT_TIMED_REGION[task]
+    if task != "matmul":
+        params["data.pipeline"] = settings.get("pipeline") or "device"
+    params["optimize.compile"] = compiled(first)
+    params["optimize.channels_last"] = settings.get("channels_last") == "true"
     return params
+
+
+def reproduced(
+    first: CsvRow, command: str, workload: Workload, task: str, figures: Figures, settings: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The params and setting tags of the one cell `python src/run.py <command>` runs, after checking that
+    the cell measures what the row says (model, data, batch, precision, timing, ...): a reference run is then
+    the same setting as a local run of its command, by construction. Raises BadReferences naming the line."""
+    from trainbench.config import ConfigError, params
+
+    where = f"line {first.line}: `reproduce`={command!r}"
+    try:
+        cells = composed(command)
+    except ConfigError as error:
+        raise BadReferences(f"{where} does not compose: {error}") from None
+    if len(cells) != 1:
+        raise BadReferences(f"{where} composes {len(cells)} cells; narrow it to this row's one (e.g. device=...)")
+    cell = cells[0].task.prepared(cells[0])
+    tags = {**cell.task.tags(cell), "trainbench.compile": str(cell.optimize.compile).lower()}
+    wanted = expected_cell(first, workload, task, figures, settings)
+    got = {key: _composed(cell, key) for key in wanted}
+    wrong = [key for key in wanted if got[key] != wanted[key]]
+    if wrong:
+        key = wrong[0]
+        raise BadReferences(f"{where} composes a cell with {key}={got[key]!r}, but the row says {wanted[key]!r}")
+    return params(cell), {key: str(value) for key, value in tags.items() if value is not None}
+
+
+@functools.lru_cache(maxsize=256)
+def composed(command: str) -> list[Any]:
+    """The cells of a `reproduce` command, composed once per import however many rows share it (several
+    machines of one study ran the same command)."""
+    import shlex
+
+    from trainbench.config.compose import cells_for
+
+    return cells_for(shlex.split(command))
+
+
+def expected_cell(
+    first: CsvRow, workload: Workload, task: str, figures: Figures, settings: dict[str, str]
+) -> dict[str, Any]:
+    """What the row says the cell is, in the composed config's names."""
+    expected: dict[str, Any] = {
+        "framework.name": first["framework"].lower(),
+        "device.name": first["device_kind"],
+        "task.name": task,
+        "precision.name": precision_of(first["precision"]),
+        "optimize.compile": compiled(first),
+        "task.timed_region": settings.get("timed_region") or DEFAULT_TIMED_REGION[task],
+    }
+    if task == "matmul":
+        return {**expected, "task.shape": workload.model_params["task.shape"]}
+    expected.update(
+        {
+            "model.name": workload.model,
+            "data.name": workload.data,
+            "batch_size": int(first["batch_size"]),
+            "data.pipeline": settings.get("pipeline") or "device",
+        }
+    )
+    expected.update({key: value for key, value in workload.model_params.items() if key.startswith("model.")})
+    if workload.image_size:
+        expected["data.image_size"] = workload.image_size
+    if workload.seq_len:
+        expected["model.seq_len"] = workload.seq_len
+    if task == "train":
+        expected["task.epochs"] = figures.epochs
+        expected["data.num_samples"] = workload.samples_per_epoch
+    if first["framework"].lower() == "pytorch" and settings.get("channels_last"):
+        expected["optimize.channels_last"] = settings["channels_last"] == "true"  # Keras and MLX are always NHWC
+    return expected
+
+
+def _composed(cell: Any, key: str) -> Any:
+    """A composed cell's value for a dotted key; a real dataset's null sample count is all of it."""
+    from trainbench.setting import FULL_SPLITS
+
+    if key == "batch_size":
+        return cell.batch_size
+    group, _, name = key.partition(".")
+    value = getattr(getattr(cell, group), name, None)
+    if key == "data.num_samples" and value is None:
+        return FULL_SPLITS.get(cell.data.name, (None,))[0]
+    return value
 
 
 def reference_tags(
@@ -301,7 +399,7 @@ def reference_tags(
 def comparison_tags(
     first: CsvRow, workload: Workload, task: str, figures: Figures, settings: dict[str, str]
 ) -> dict[str, Any]:
-    """The tags of trainbench.runs.COMPARISON_TAGS, as a local cell of the same setting records them."""
+    """The tags of trainbench.runs.SETTING_TAGS, as a local cell of the same setting records them."""
     train = task == "train"
     matmul = task == "matmul"
     return {
@@ -378,8 +476,9 @@ def map_dataset(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def hardware_tags(accelerator: str, system: str, backend: str) -> dict[str, Any]:
-    """hw.* tags, with the hw.label a local run on that hardware gets (trainbench.hardware.label)."""
-    from trainbench.hardware import short_cpu_name
+    """hw.* tags, with the hw.label a local run on that hardware gets (trainbench.hardware.label): the GPU's
+    memory and the Apple GPU's or the CPU's cores where the accelerator string says them ("32-core GPU")."""
+    from trainbench.hardware import label
 
     name = re.sub(r"\s*\([^)]*\)\s*$", "", accelerator).strip()  # "(tensorflow-metal)", "(AVX2 ...)"
     apple = APPLE.fullmatch(name)
@@ -387,8 +486,7 @@ def hardware_tags(accelerator: str, system: str, backend: str) -> dict[str, Any]
         chip, cores = apple.group(1), apple.group(2)
         on_gpu = backend in ("mps", "metal")
         memory = re.search(r"(\d+)\s*GB\b", system)  # unified memory, when the system names it
-        return {
-            "hw.label": f"{chip} {'GPU' if on_gpu else 'CPU'}",
+        tags = {
             "hw.chip": chip,
             "hw.cpu": chip,
             "hw.machine": "arm64",
@@ -397,11 +495,17 @@ def hardware_tags(accelerator: str, system: str, backend: str) -> dict[str, Any]
             "hw.cpu_cores": cores if not on_gpu else None,
             "hw.memory_gb": memory.group(1) if memory else None,
         }
+        known = {k: str(v) for k, v in tags.items() if v is not None}
+        return {**tags, "hw.label": label("metal" if on_gpu else "cpu", known)}
     if backend == "cuda":
         gpu = NVML_NAMES.get(name, name)
         memory = re.search(r"(\d+)\s*GB", gpu)
-        return {"hw.label": gpu, "hw.gpu": gpu, "hw.gpu_memory_gb": memory.group(1) if memory else None}
-    return {"hw.label": short_cpu_name(name), "hw.cpu": name}
+        size = memory.group(1) if memory else ONE_MEMORY_SIZE_GB.get(gpu)
+        tags = {"hw.gpu": gpu, "hw.gpu_vendor": "nvidia", "hw.gpu_memory_gb": size}
+        return {**tags, "hw.label": label("cuda", {k: str(v) for k, v in tags.items() if v is not None})}
+    cores = re.search(r"\b(\d+)-core\b", name)
+    tags = {"hw.cpu": re.sub(r"\s*\b\d+-core\b", "", name), "hw.cpu_cores": cores.group(1) if cores else None}
+    return {**tags, "hw.label": label("cpu", {k: str(v) for k, v in tags.items() if v is not None})}
 
 
 def unique(values: Iterable[str]) -> list[str]:

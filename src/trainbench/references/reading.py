@@ -38,6 +38,9 @@ OPTIONAL_COLUMNS = (
     "channels_last",  # true | false (blank: false)
     "power_scope",  # gpu | package | board: what a power figure covers (required on power rows)
     "source_line",  # where in the source the figure is: URL + section / line / table
+    # the overrides of `python src/run.py` that measure exactly this row's setting here (a preset, narrowed to
+    # the row); blank where no local cell can (the row's notes say why)
+    "reproduce",
 )
 EXTRA = "(extra)"  # csv.DictReader's key for fields beyond the header
 

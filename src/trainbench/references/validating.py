@@ -51,6 +51,7 @@ class MetricRule:
     per_epoch: bool = False  # logged with step = epoch (a blank epoch is the first and only one)
     units: tuple[str, ...] = ()  # accepted `unit` values besides blank
     convert: Callable[[float], float] | None = None
+    derivation: str = ""  # how convert derives the schema metric, in words (reference.derived)
     positive: bool = False  # must be > 0 (times, throughputs: a zero would be a typo or a division)
 
 
@@ -62,8 +63,14 @@ METRICS: dict[str, MetricRule] = {
     # the published CSV's own names
     "throughput": _rule("samples_per_s", SAMPLE_UNITS, positive=True),
     # without an epoch: the run's samples_per_s; with one: that epoch's time (trainbench.references.mapping)
-    "time_per_sample_us": _rule("samples_per_s", ("us", "µs"), convert=lambda us: 1e6 / us, positive=True),
+    "time_per_sample_us": _rule(
+        "samples_per_s", ("us", "µs"), convert=lambda us: 1e6 / us, derivation="1e6 / time_per_sample_us", positive=True
+    ),
     "power_w": _rule("avg_power_w", ("W",), positive=True),
+    # a study's memory figure in GB (as macOS and nvidia-smi print memory: 2^30 bytes) -> MB
+    "memory_gb": _rule(
+        "peak_device_memory_mb", ("GB",), convert=lambda gb: gb * 1024, derivation="memory_gb x 1024", positive=True
+    ),
     # train_time_{N}_epochs_s is matched by pattern below -> total_time_s with N epochs
     # schema names, for rows from a trainbench run on a colleague's machine
     "epoch_time_s": _rule("epoch_time_s", ("s",), per_epoch=True, positive=True),

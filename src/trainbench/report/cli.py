@@ -1,5 +1,7 @@
 """`python src/report.py`: select, compare, plot, render; then log the report as a run `trainbench.kind=report`.
 
+It reads every source given (tracking stores with --uri, export files, the repository's contributed files with
+--contributed) and opens with where this machine stands: each setting it ran next to every other machine's.
 Exit status: 0 written (and logged); 1 written, but logging it to MLflow failed; 2 bad input, nothing written.
 """
 
@@ -13,8 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainbench import tracking
+from trainbench import hardware, sources, tracking
 from trainbench.references.mapping import NOTES_SEPARATOR
+from trainbench.report import standing
 from trainbench.report.comparison import TABLE_METRICS, build_tables
 from trainbench.report.plots import write_plots
 from trainbench.report.render import Document, html_page, markdown, report_json
@@ -39,12 +42,18 @@ def write_report(
     written = write_plots(entries, out, notes)
     local = sum(not e.column.reference for e in entries)
     summary = (
-        f"{local} local cell(s) and {len(entries) - local} reference run(s) from {uri} "
+        f"{local} cell(s) and {len(entries) - local} reference run(s) from {uri} "
         f"({selection.describe()}), {time.strftime('%Y-%m-%d %H:%M')}. Reference columns are marked "
         "[ref: source]; their figures were published elsewhere, with other software and settings."
     )
+    found = standing.standings(entries) if any(e.column.mine for e in entries) else None
     doc = Document(
-        summary, tables, notes, sources(entries), {p.name: p.read_bytes() for p in written if p.suffix == ".png"}
+        summary,
+        tables,
+        notes,
+        publications(entries),
+        {p.name: p.read_bytes() for p in written if p.suffix == ".png"},
+        found,
     )
     for name, text in (
         ("report.md", markdown(doc)),
@@ -56,7 +65,7 @@ def write_report(
     return written
 
 
-def sources(entries: list[Entry]) -> dict[str, list[str]]:
+def publications(entries: list[Entry]) -> dict[str, list[str]]:
     """reference.source -> its publications (each run's own notes stay on the run: reference.citation)."""
     found: dict[str, dict[str, None]] = {}
     for e in entries:
@@ -98,8 +107,27 @@ def log_report(
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python src/report.py",
-        description="Compare local cells and published reference runs, like with like: tables with speed-ups, "
-        "plots, one HTML page.",
+        description="Compare this machine's cells with other machines' and with published reference runs, like "
+        "with like: where this machine stands, tables with speed-ups, plots, one HTML page.",
+    )
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="EXPORT_FILE",
+        help="export files (`trainbench export`) to compare too, read directly (nothing is imported)",
+    )
+    parser.add_argument(
+        "--uri",
+        action="append",
+        default=[],
+        metavar="URI",
+        help="a tracking store to read; repeat for several (default: $MLFLOW_TRACKING_URI, else this project's)",
+    )
+    parser.add_argument(
+        "--contributed",
+        action="store_true",
+        help="add the export files in results/contributed/ (machines this project does not have)",
     )
     parser.add_argument(
         "--out",
@@ -115,61 +143,125 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--filter",
         metavar="MLFLOW_FILTER",
-        help="an MLflow search filter added to the selection, e.g. \"tags.`hw.label` = 'Apple M1 GPU'\"",
+        help="an MLflow search filter added to the selection, e.g. \"tags.`trainbench.backend` = 'cuda'\"",
     )
     parser.add_argument(
         "--baseline",
         metavar="LABEL",
-        help="speed-ups against this column (its label or its hw.label); default, per table: the "
+        help="speed-ups against this column (its label or its hw.label); default, per table: yours, else the "
         "column with a value in the most rows that compare devices",
+    )
+    parser.add_argument(
+        "--across",
+        action="append",
+        default=[],
+        metavar="SETTING",
+        help="compare this setting as columns rather than rows, e.g. --across precision.name (fp32 on one "
+        "machine against tf32 on another, as a study did)",
+    )
+    parser.add_argument(
+        "--yours",
+        action="append",
+        default=[],
+        metavar="HW_LABEL",
+        help="whose standing the report opens with (default: this machine's hw.label; with --sweep, its cells)",
     )
     parser.add_argument("--no-references", action="store_true", help="leave the reference runs out")
     parser.add_argument("--no-log", action="store_true", help="do not log the report as an MLflow run")
     return parser.parse_args(argv)
 
 
+def open_sources(args: argparse.Namespace) -> list[Any]:
+    """The stores and files to read, in that order (a run in two of them counts once). Without --uri: this
+    project's store (or $MLFLOW_TRACKING_URI), unless only export files are given and no such store exists."""
+    found: list[Any] = []
+    uris = [tracking.resolve_tracking_uri(uri) for uri in args.uri] or [tracking.resolve_tracking_uri(None)]
+    for uri in uris:
+        local = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+        if not args.uri and args.files and local is not None and not local.exists():
+            continue
+        found.append(sources.open_store(uri))
+    found += [sources.open_file(path) for path in args.files]
+    if args.contributed:
+        found += sources.open_contributed()
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    selection = Selection(args.experiment, args.sweep, tuple(args.model), args.filter, not args.no_references)
+    selection = Selection(
+        args.experiment,
+        args.sweep,
+        tuple(args.model),
+        args.filter,
+        not args.no_references,
+        tuple(args.across),
+    )
     try:
-        uri = tracking.resolve_tracking_uri(None)
-        client = tracking.open_store(uri)
-        experiment = client.get_experiment_by_name(args.experiment)
-        if experiment is None:
+        opened = open_sources(args)
+        stores = [s for s in opened if isinstance(s, sources.StoreSource)]
+        names = ", ".join(s.name for s in opened)
+        if args.sweep:
+            check_sweep(stores, args.sweep)
+        if not any(s.client.get_experiment_by_name(args.experiment) for s in stores) and not any(
+            isinstance(s, sources.FileSource) for s in opened
+        ):
             raise ReportError(
-                f"no experiment `{args.experiment}` in {uri}: run python src/run.py or "
+                f"no experiment `{args.experiment}` in {names}: run python src/run.py or "
                 "python src/references.py first, or name another with --experiment"
             )
-        if args.sweep:
-            check_sweep(client, args.sweep)
-        entries, notes = select(client, experiment.experiment_id, selection)
+        yours = set(args.yours) or labels_of_this_machine()
+        entries, notes = select(opened, selection, mine=None if args.sweep else yours)
         if not entries:
             raise ReportError(f"nothing to report: no finished cell or reference run matches ({selection.describe()})")
-        files = write_report(entries, args.out, selection, args.baseline, uri, notes)
-    except (ReportError, tracking.TrackingUnavailable) as error:
+        check_across(entries, selection.across)
+        files = write_report(entries, args.out, selection, args.baseline, names, notes)
+    except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
         print(f"trainbench: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"report: {len(entries)} runs -> {args.out / 'report.html'} (and report.md, report.json, plots)")
-    if args.no_log:
+    if args.no_log or not stores:
         return EXIT_OK
+    store = stores[0]
+    experiment = store.client.get_experiment_by_name(args.experiment)
     try:
-        run_id = log_report(client, experiment.experiment_id, files, selection, entries)
+        experiment_id = (
+            experiment.experiment_id if experiment else tracking.experiment_id(store.client, args.experiment, store.uri)
+        )
+        run_id = log_report(store.client, experiment_id, files, selection, entries)
     except Exception as error:  # the artifact store may be elsewhere (S3, a server) and fail on its own
         print(
             f"trainbench: the report is in {args.out}, but logging it to MLflow failed: {first_line(str(error))}",
             file=sys.stderr,
         )
         return EXIT_NOT_LOGGED
-    print(f"logged as run {run_id} (trainbench.kind=report) in experiment {args.experiment}")
+    print(f"logged as run {run_id} (trainbench.kind=report) in experiment {args.experiment} of {store.name}")
     return EXIT_OK
 
 
-def check_sweep(client: Any, run_id: str) -> None:
+def labels_of_this_machine() -> set[str]:
+    """hw.label of this machine's CPU and GPUs, as its cells record them."""
+    host = hardware.host_tags()
+    return hardware.labels_for("cpu", host) | hardware.labels_for("gpu", host)
+
+
+def check_across(entries: list[Entry], across: tuple[str, ...]) -> None:
+    known = {key for e in entries for key in e.params} | {key for e in entries for key in e.setting}
+    for key in across:
+        if key not in known:
+            examples = ", ".join(k for k in ("precision.name", "optim.name", "batch_size") if k in known)
+            raise ReportError(f"--across {key}: no selected run has that setting; e.g. --across {examples}")
+
+
+def check_sweep(stores: list[Any], run_id: str) -> None:
     from mlflow.exceptions import MlflowException
 
-    try:
-        client.get_run(run_id)
-    except MlflowException:
-        raise ReportError(f"--sweep {run_id}: no such run in this tracking store") from None
+    for store in stores:
+        try:
+            store.client.get_run(run_id)
+            return
+        except MlflowException:
+            continue
+    raise ReportError(f"--sweep {run_id}: no such run in {', '.join(s.name for s in stores) or 'any store given'}")

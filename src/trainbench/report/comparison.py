@@ -1,10 +1,11 @@
 """The comparison model: tables whose rows hold only runs that measured the same quantity.
 
-A table is one task, one model and one metric. A row is one comparison key (trainbench.runs): the data,
-image size or sequence length, samples per epoch, epochs, precision, batch size, compile / optimize,
-channels_last, pipeline, timed region, device count and the model's shape. A column is one device
-(hw.label, backend, framework; a reference column also names its source). Several runs in one cell are
-repeats of the same measurement: the cell shows their median. Speed-ups compare cells of one row only.
+A table is one task, one model and one metric. A row is one comparison setting (trainbench.setting: the
+whole config less the speed-neutral fields, the framework and the device asked for). A column is one machine
+(hw.label with its cores or memory), backend and framework release; a reference column also names its source.
+Several runs in one cell are repeats of the same measurement: the cell shows their median. Speed-ups compare
+cells of one row only, and each row says what differs between the columns it holds (framework, version,
+what each framework's fast mode switched on).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trainbench.config import choices
 from trainbench.report.selection import Column, Entry, ReportError
-from trainbench.runs import UNKNOWN
+from trainbench.setting import describe, differences
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,14 @@ class Cell:
 
 @dataclass
 class Row:
-    key: tuple[str, ...]
-    settings: dict[str, str]
+    key: tuple[tuple[str, str], ...]
+    settings: dict[str, str]  # the setting in words (trainbench.runs.comparison_settings)
     variant: str
+    setting: dict[str, str] = field(default_factory=dict)  # trainbench.setting.setting
     cells: dict[str, Cell] = field(default_factory=dict)  # column label -> cell
     commands: list[str] = field(default_factory=list)  # how to measure it here, when no local run has
+    columns_differ: str = ""  # what differs between the columns of this row, beyond the machine
+    distinct: str = ""  # what tells it apart from rows that read the same in the head (`optim.name=adam`)
 
 
 @dataclass
@@ -70,6 +74,14 @@ class Table:
         return f"{self.model} ({self.task}): {self.metric.name}"
 
 
+def headline(e: Entry) -> str | None:
+    """The metric a run's figure is: a matmul sweep's peak TFLOPS (its total time is the whole sweep's), else
+    the first of TABLE_METRICS it has."""
+    if e.task == "matmul" and e.value("peak_tflops") is not None:
+        return "peak_tflops"
+    return next((m.name for m in TABLE_METRICS if e.value(m.name) is not None), None)
+
+
 def build_tables(entries: list[Entry], baseline: str | None, notes: list[str]) -> list[Table]:
     """One table per task, model and metric; see TABLE_METRICS for which metric a run's figure goes into."""
     groups: dict[tuple[str, str], list[Entry]] = defaultdict(list)
@@ -79,7 +91,7 @@ def build_tables(entries: list[Entry], baseline: str | None, notes: list[str]) -
     for (task, model), group in sorted(groups.items()):
         firsts = set()
         for e in group:
-            first = next((m.name for m in TABLE_METRICS if e.value(m.name) is not None), None)
+            first = headline(e)
             if first is None:
                 notes.append(
                     f"{e.run_name} ({e.column.label}) has none of "
@@ -90,6 +102,8 @@ def build_tables(entries: list[Entry], baseline: str | None, notes: list[str]) -
             if metric.name in firsts:
                 members = [e for e in group if e.value(metric.name) is not None]
                 tables.append(build_table(task, model, metric, members, baseline))
+    # Tables with the selection's own runs first; those of published figures only after them.
+    tables.sort(key=lambda t: all(c.reference for c in t.columns))
     for table in tables:
         if len(table.sample_kinds) > 1:
             notes.append(
@@ -105,8 +119,8 @@ def build_tables(entries: list[Entry], baseline: str | None, notes: list[str]) -
 
 
 def build_table(task: str, model: str, metric: TableMetric, members: list[Entry], baseline: str | None) -> Table:
-    columns = sorted({e.column for e in members})
-    by_key: dict[tuple[str, ...], list[Entry]] = defaultdict(list)
+    columns = sorted({e.column for e in members}, key=Column.order)
+    by_key: dict[tuple[tuple[str, str], ...], list[Entry]] = defaultdict(list)
     for e in members:
         by_key[e.key].append(e)
     rows = sorted((build_row(entries, metric.name) for entries in by_key.values()), key=display_order)
@@ -115,7 +129,35 @@ def build_table(task: str, model: str, metric: TableMetric, members: list[Entry]
         for row in rows:
             add_speedups(row, base, metric.higher_is_better)
     kinds = sorted({e.sample_kind for e in members if e.sample_kind}) if metric.name == "samples_per_s" else []
-    return Table(task, model, metric, columns, base, rows, kinds, reason)
+    return Table(task, model, metric, columns, base, name_look_alikes(rows), kinds, reason)
+
+
+def name_look_alikes(rows: list[Row]) -> list[Row]:
+    """Rows that read the same in the head (batch, precision, data, timing, flags) but are different settings
+    (SGD and Adam, two learning rates) each get the keys that tell them apart (`optim.name=adam`)."""
+    alike: dict[tuple[str, ...], list[Row]] = defaultdict(list)
+    for row in rows:
+        alike[(row.variant, *(row.settings[k] for k in DISPLAY_ORDER), row.settings["trainbench.batch_size"])].append(
+            row
+        )
+    for group in alike.values():
+        if len(group) > 1:
+            keys = differences([row.setting for row in group])
+            for row in group:
+                row.distinct = describe(row.setting, keys)
+    return rows
+
+
+# How each framework ran a setting, as its runs tag it: told per row where the columns differ.
+RUN_FLAGS = (
+    "trainbench.compile",
+    "torch.compile_mode",
+    "trainbench.channels_last",
+    "trainbench.fused_optimizer",
+    "trainbench.capture",
+    "trainbench.autocast",
+    "trainbench.tf32",
+)
 
 
 def build_row(members: list[Entry], metric: str) -> Row:
@@ -123,8 +165,8 @@ def build_row(members: list[Entry], metric: str) -> Row:
     by_column: dict[Column, list[Entry]] = defaultdict(list)
     for e in members:
         by_column[e.column].append(e)
-    row = Row(first.key, first.settings, first.variant)
-    for column, runs in sorted(by_column.items()):
+    row = Row(first.key, first.settings, first.variant, first.setting)
+    for column, runs in sorted(by_column.items(), key=lambda item: item[0].order()):
         values = [e.value(metric) for e in runs]
         row.cells[column.label] = Cell(
             statistics.median(v for v in values if v is not None),
@@ -133,7 +175,38 @@ def build_row(members: list[Entry], metric: str) -> Row:
         )
     if not any(not column.reference for column in by_column):
         row.commands = reproduce_commands([e for e in members if e.column.reference])
+    row.columns_differ = columns_differ(by_column)
     return row
+
+
+def columns_differ(by_column: dict[Column, list[Entry]]) -> str:
+    """What differs between a row's columns besides the machine: the framework and its release, the
+    framework's own settings, the settings compared across, and what each run switched on as it ran (a flag
+    some runs do not record is left out rather than shown as a difference)."""
+    if len(by_column) < 2:
+        return ""
+    ordered = [(c, runs) for c, runs in sorted(by_column.items(), key=lambda item: item[0].order())]
+    parts = []
+    releases = _distinct(f"{c.framework} {c.release}" for c, _ in ordered)
+    if len(releases) > 1:
+        parts.append(
+            f"{'framework' if len({c.framework for c, _ in ordered}) > 1 else 'version'}: {' / '.join(releases)}"
+        )
+    for name, values in (
+        ("framework settings", _distinct(c.knobs or "defaults" for c, _ in ordered)),
+        ("compared", _distinct(c.across for c, _ in ordered)),
+        *(
+            (flag.split(".", 1)[1], _distinct(e.tags[flag] for _, runs in ordered for e in runs if flag in e.tags))
+            for flag in RUN_FLAGS
+        ),
+    ):
+        if len(values) > 1:
+            parts.append(f"{name}: {' / '.join(values)}")
+    return "; ".join(parts)
+
+
+def _distinct(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
 
 
 def choose_baseline(columns: list[Column], rows: list[Row], wanted: str | None) -> tuple[Column | None, str]:
@@ -146,7 +219,7 @@ def choose_baseline(columns: list[Column], rows: list[Row], wanted: str | None) 
     if not compared:
         return None, "no row has two or more devices to compare"
     counts = {c: sum(c.label in row.cells for row in compared) for c in columns}
-    best = min(columns, key=lambda c: (-counts[c], c.reference, c.backend != "cpu", c.label))
+    best = min(columns, key=lambda c: (-counts[c], not c.mine, c.reference, c.backend != "cpu", c.label))
     return best, ""
 
 
@@ -164,81 +237,13 @@ def add_speedups(row: Row, baseline: Column, higher_is_better: bool) -> None:
 
 
 def reproduce_commands(references: list[Entry]) -> list[str]:
-    """The `python src/run.py` line that would give a row of published figures a local run to compare with."""
-    commands: dict[tuple[str, str], str] = {}
-    for e in references:
-        device = "cpu" if e.column.backend == "cpu" else "gpu"
-        commands.setdefault((e.column.framework, device), command_for(e, device))
+    """The `python src/run.py` line that measures a row of published figures here: each reference's own
+    command (the CSV's `reproduce` column: the preset that composes exactly that setting, narrowed to it)."""
+    commands = {e.reproduce: f"python src/run.py {e.reproduce}" for e in references if e.reproduce}
+    if not commands:
+        sources = ", ".join(sorted({e.column.source for e in references}))
+        return [f"(no command measures this setting here: {sources} gives no `reproduce`; its notes say what it ran)"]
     return list(commands.values())
-
-
-def command_for(e: Entry, device: str) -> str:
-    s, p = e.settings, e.params
-    framework, task, precision = e.column.framework, e.task, s["trainbench.precision"]
-    if task == "matmul":
-        return (
-            f"python src/run.py framework={framework} device={device} task=matmul "
-            f"task.shape={s['trainbench.matmul_shape']} precision={precision}"
-        )
-    missing = [
-        f"conf/{group}/{name}.yaml"
-        for group, name in (("model", s["trainbench.model"]), ("data", s["trainbench.data"]), ("framework", framework))
-        if name not in choices(group)
-    ]
-    if missing:
-        return f"(not runnable here yet: no {' or '.join(missing)})"
-    parts = [
-        f"framework={framework}",
-        f"device={device}",
-        f"model={s['trainbench.model']}",
-        f"data={s['trainbench.data']}",
-        f"task={task}",
-        f"batch_size={s['trainbench.batch_size']}",
-        f"precision={precision}",
-    ]
-    parts += _model_overrides(p)
-    if task == "train" and s["trainbench.epochs"] not in ("", UNKNOWN):
-        parts.append(f"task.epochs={s['trainbench.epochs']}")
-    parts += _data_overrides(s, p)
-    parts += _timing_overrides(task, s)
-    fast = s["trainbench.optimize"] == "fast" or s["trainbench.compile"] == "true"
-    if fast:
-        parts.append("optimize=fast")
-    if s["trainbench.channels_last"] == "true" and framework == "pytorch" and not fast:
-        parts.append("optimize.channels_last=true")  # the fast mode sets it; Keras and MLX are always NHWC
-    return "python src/run.py " + " ".join(parts)
-
-
-def _model_overrides(params: dict[str, str]) -> list[str]:
-    depth, width = params.get("model.depth"), params.get("model.width")
-    if depth not in (None, "", "null", "None"):
-        return [f"model.depth={depth}", f"model.width={width}"]
-    return []
-
-
-def _data_overrides(settings: dict[str, str], params: dict[str, str]) -> list[str]:
-    parts = []
-    if settings["trainbench.image_size"] not in ("", UNKNOWN):
-        parts.append(f"data.image_size={settings['trainbench.image_size']}")
-    if settings["trainbench.seq_len"] not in ("", UNKNOWN):
-        parts.append(f"model.seq_len={settings['trainbench.seq_len']}")
-    if params.get("data.num_samples") not in (None, "", "null", "None"):
-        parts.append(f"data.num_samples={params['data.num_samples']}")
-    if params.get("data.grayscale_to_rgb") == "True":
-        parts.append("data.grayscale_to_rgb=true")
-    return parts
-
-
-def _timing_overrides(task: str, settings: dict[str, str]) -> list[str]:
-    """What the published figure timed, where that is not the task's default: the timed region (Keras fit,
-    build + fit) and the input pipeline (a loader with workers), as overrides."""
-    parts = []
-    region = settings["trainbench.timed_region"]
-    if region not in ("", UNKNOWN, "epoch" if task == "train" else "steps"):
-        parts.append(f"task.timed_region={region}")
-    if settings["trainbench.pipeline"] not in ("", UNKNOWN, "device"):
-        parts.append(f"data.pipeline={settings['trainbench.pipeline']}")
-    return parts
 
 
 # Rows read best grouped by what was run and how it was timed, then precision, model shape and batch size.
@@ -260,7 +265,8 @@ DISPLAY_ORDER = (
 
 
 def display_order(row: Row) -> list[list[tuple[int, int | str]]]:
-    return _natural((*(row.settings[k] for k in DISPLAY_ORDER), row.variant, row.settings["trainbench.batch_size"]))
+    shown = (*(row.settings[k] for k in DISPLAY_ORDER), row.variant, row.settings["trainbench.batch_size"])
+    return _natural((*shown, *(f"{k}={v}" for k, v in row.key)))
 
 
 def _natural(key: tuple[str, ...]) -> list[list[tuple[int, int | str]]]:

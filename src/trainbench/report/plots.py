@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from trainbench.report.selection import Entry
-from trainbench.runs import COMPARISON_TAGS
 
 Series = dict[str, list[list[float]]]
 Panels = dict[str, Series]  # panel title -> series label -> points
@@ -66,15 +65,22 @@ def flags(settings: dict[str, str]) -> list[str]:
     return out
 
 
-def _panel_key(e: Entry, free: str) -> tuple[str, ...]:
-    """The comparison key without the tag on the x axis."""
-    index = COMPARISON_TAGS.index(free) if free in COMPARISON_TAGS else None
-    return tuple(v for i, v in enumerate(e.key) if i != index) if index is not None else e.key[:-1]
+# The setting keys each plot's x axis varies: a panel holds runs equal in everything else.
+FREE_KEYS = {
+    "trainbench.batch_size": ("batch_size",),
+    "variant": ("model.depth", "model.width", "model.hidden_sizes"),
+    "trainbench.num_devices": ("device.count",),
+}
+
+
+def _panel_key(e: Entry, free: str) -> tuple[tuple[str, str], ...]:
+    """The comparison setting without the keys on the x axis."""
+    return tuple(item for item in e.key if item[0] not in FREE_KEYS[free])
 
 
 def throughput_panels(entries: list[Entry]) -> Panels:
     """samples_per_s vs batch size, a panel per setting where some device has two or more batch sizes."""
-    groups: dict[tuple[str, ...], list[Entry]] = defaultdict(list)
+    groups: dict[tuple[tuple[str, str], ...], list[Entry]] = defaultdict(list)
     for e in entries:
         if e.metrics.get("samples_per_s") is not None and e.batch_size is not None:
             groups[_panel_key(e, "trainbench.batch_size")].append(e)
@@ -88,7 +94,7 @@ def throughput_panels(entries: list[Entry]) -> Panels:
 
 def depth_panels(entries: list[Entry]) -> Panels:
     """total_time_s vs model.depth (the published M1 MLP depth chart), a panel per setting."""
-    groups: dict[tuple[str, ...], list[Entry]] = defaultdict(list)
+    groups: dict[tuple[tuple[str, str], ...], list[Entry]] = defaultdict(list)
     for e in entries:
         if e.depth is not None and e.metrics.get("total_time_s") is not None and e.task != "matmul":
             groups[_panel_key(e, "variant")].append(e)
@@ -131,7 +137,7 @@ def scaling_panels(entries: list[Entry]) -> tuple[Panels, Panels]:
     """(samples/s vs devices, scaling efficiency vs devices): a panel per setting where some device ran at two
     or more device counts. Efficiency = samples/s at N / (N x samples/s at 1), from the runs shown (1 at N=1);
     a device without a 1-device run has no efficiency line."""
-    groups: dict[tuple[str, ...], list[Entry]] = defaultdict(list)
+    groups: dict[tuple[tuple[str, str], ...], list[Entry]] = defaultdict(list)
     for e in entries:
         if e.metrics.get("samples_per_s") is not None and _devices(e) is not None and e.task != "matmul":
             groups[_panel_key(e, "trainbench.num_devices")].append(e)

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from trainbench.report import standing
 from trainbench.report.comparison import Cell, Row, Table
 from trainbench.report.plots import flags
 
@@ -22,14 +23,10 @@ class Document:
     notes: list[str]
     sources: dict[str, list[str]]  # reference.source -> its publications
     images: dict[str, bytes]  # file name -> PNG
+    standings: list[standing.Standing] | None = None  # where this machine stands; None: no machine is "yours"
 
 
-def number(value: float) -> str:
-    if value >= 1000:
-        return f"{value:,.0f}"
-    if value >= 100:
-        return f"{value:.1f}"
-    return f"{value:.2f}" if value >= 1 else f"{value:.3g}"
+number = standing.number
 
 
 def cell_text(cell: Cell | None) -> str:
@@ -60,20 +57,26 @@ def caption(table: Table) -> str:
 
 def head(table: Table) -> list[str]:
     columns = ["model"] if any(row.variant for row in table.rows) else []
+    tail = ["other settings"] if any(row.distinct for row in table.rows) else []
+    if any(row.columns_differ for row in table.rows):
+        tail.append("columns differ in")
     if table.task == "matmul":
-        return [*columns, "shape", "precision", "settings"]
+        return [*columns, "shape", "precision", "settings", *tail]
     columns += ["batch size", "precision", "data"]
     if table.task == "train":
         columns.append("samples × epochs")
-    return [*columns, "timed", "settings"]
+    return [*columns, "timed", "settings", *tail]
 
 
-def row_head(table: Table, row: Row) -> list[str]:
+def row_head(table: Table, row: Row, columns_differ: bool = True) -> list[str]:
     s = row.settings
     values = [row.variant or "-"] if any(r.variant for r in table.rows) else []
     settings = ", ".join(flags(s)) or "-"
+    tail = [row.distinct or "-"] if any(r.distinct for r in table.rows) else []
+    if columns_differ and any(r.columns_differ for r in table.rows):
+        tail.append(row.columns_differ or "-")
     if table.task == "matmul":
-        return [*values, s["trainbench.matmul_shape"], s["trainbench.precision"], settings]
+        return [*values, s["trainbench.matmul_shape"], s["trainbench.precision"], settings, *tail]
     size = (
         f", {s['trainbench.image_size']} px"
         if s["trainbench.image_size"]
@@ -87,11 +90,11 @@ def row_head(table: Table, row: Row) -> list[str]:
             if samples.isdigit()
             else f"{samples} × {s['trainbench.epochs']}"
         )
-    return [*values, s["trainbench.timed_region"], settings]
+    return [*values, s["trainbench.timed_region"], settings, *tail]
 
 
 def row_name(table: Table, row: Row) -> str:
-    return ", ".join(v for v in row_head(table, row) if v not in ("-", ""))
+    return ", ".join(v for v in row_head(table, row, columns_differ=False) if v not in ("-", ""))
 
 
 # ---------------------------------------------------------------------------------------------- markdown
@@ -102,6 +105,10 @@ def markdown(doc: Document) -> str:
         return text.replace("|", "\\|")
 
     lines = ["# trainbench report", "", doc.summary, ""]
+    if doc.standings is not None:
+        lines += ["## Where this machine stands", ""]
+        lines += [line.strip() for line in standing.terminal_lines(doc.standings)] or [standing.NOTHING_OF_YOURS]
+        lines.append("")
     for table in doc.tables:
         lines += [f"## {table.title}", "", caption(table), ""]
         labels = [c.label + (" (baseline)" if c == table.baseline else "") for c in table.columns]
@@ -152,10 +159,12 @@ def html_page(doc: Document) -> str:
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>trainbench report</title>',
-        f"<style>{CSS}</style></head><body>",
+        f"<style>{CSS}{standing.CSS}</style></head><body>",
         "<h1>trainbench report</h1>",
         f"<p>{e(doc.summary)}</p>",
     ]
+    if doc.standings is not None:
+        parts.append(standing.html_section(doc.standings))
     for table in doc.tables:
         parts += _html_table(table)
     for name, png in doc.images.items():
@@ -215,6 +224,8 @@ def tables_json(tables: list[Table]) -> list[dict[str, Any]]:
                     "hw_label": c.hw_label,
                     "backend": c.backend,
                     "framework": c.framework,
+                    "release": c.release,
+                    "mine": c.mine,
                     "reference": c.reference,
                     "source": c.source or None,
                     "series": c.series or None,
@@ -224,7 +235,9 @@ def tables_json(tables: list[Table]) -> list[dict[str, Any]]:
             "rows": [
                 {
                     "settings": {k.removeprefix("trainbench."): v for k, v in r.settings.items()},
+                    "setting": r.setting,
                     "model_variant": r.variant or None,
+                    "columns_differ": r.columns_differ or None,
                     "cells": {
                         label: {"value": c.value, "speedup": c.speedup, "runs": c.runs, "source_lines": c.source_lines}
                         for label, c in r.cells.items()
@@ -238,12 +251,37 @@ def tables_json(tables: list[Table]) -> list[dict[str, Any]]:
     ]
 
 
+def standings_json(found: list[standing.Standing]) -> list[dict[str, Any]]:
+    return [
+        {
+            "setting": s.title,
+            "metric": s.metric.name,
+            "unit": s.metric.unit,
+            "bars": [
+                {
+                    "label": b.column.label,
+                    "hw_label": b.column.hw_label,
+                    "framework": b.column.software,
+                    "value": b.value,
+                    "runs": b.runs,
+                    "kind": b.kind,
+                    "origin": b.origin or None,
+                    "speedup_vs_yours": b.speedup,
+                }
+                for b in s.bars
+            ],
+        }
+        for s in found
+    ]
+
+
 def report_json(doc: Document, selection: str, tracking_uri: str) -> str:
     return (
         json.dumps(
             {
                 "selection": selection,
                 "tracking_uri": tracking_uri,
+                "standing": None if doc.standings is None else standings_json(doc.standings),
                 "tables": tables_json(doc.tables),
                 "notes": doc.notes,
             },

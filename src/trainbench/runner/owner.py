@@ -47,10 +47,11 @@ class Sweep:
         self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
         self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
         self.started = time.time()
+        self.sweep_name = ""
 
     def run(self) -> int:
         if self.settings.dry_run:
-            print(plan_table(self.names, self.jobs), flush=True)
+            print(plan_table(self.names, self.jobs, [cell_setting_id(cell) for cell in self.cells]), flush=True)
             print(f"{len(self.cells)} cell(s); nothing was run or recorded (sweep.dry_run=true)", flush=True)
             return EXIT_OK
         first = self.cells[0]
@@ -69,7 +70,7 @@ class Sweep:
         else:
             experiment_id = tracking.experiment_id(store, first.tracking.experiment, uri)
         decisions = resume.decide(self.cells, store, experiment_id, self.settings.resume)
-        sweep_name = names.sweep_name()
+        sweep_name = self.sweep_name = names.sweep_name()
         parent = adopted or (self._create_parent(store, experiment_id, sweep_name) if len(self.cells) > 1 else None)
         if parent:
             tracking.set_tags(store, parent, self._parent_tags(sweep_name))
@@ -111,15 +112,20 @@ class Sweep:
                 rows = self._rows(results, job_errors, stopped)
                 table = summary_table(rows)
                 print(table, flush=True)
+                mine = {r.run_id for r in rows if r.outcome == "finished" and r.run_id}
+                mine |= {d.prior_run.info.run_id for d in decisions if d.prior_run is not None}
+                page = (
+                    None if stopped else where_it_stands(store, uri, experiment_id, mine, self.sweep_name or sweep_id)
+                )
                 print(
                     f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
                     + (f", sweep run {parent}" if parent else "")
                     + f")  -- {browse_hint(uri)}",
                     flush=True,
                 )
-                print(f"Compare: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
+                print(f"Browse: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
                 if parent:
-                    self._close_parent(store, parent, rows, table, stopped, adopted)
+                    self._close_parent(store, parent, rows, table, stopped, adopted, page)
         mark("parent: summary printed")
         if stopped is not None:
             return 128 + stopped.signum
@@ -272,7 +278,14 @@ class Sweep:
         }
 
     def _close_parent(
-        self, store: Any, parent: str, rows: list[CellResult], table: str, stopped: Stopped | None, adopted: bool
+        self,
+        store: Any,
+        parent: str,
+        rows: list[CellResult],
+        table: str,
+        stopped: Stopped | None,
+        adopted: bool,
+        page: Path | None = None,
     ) -> None:
         done = [r for r in rows if r.outcome in ("finished", "skipped")]
         outcome = "killed" if stopped else "finished" if len(done) == len(rows) else "failed"
@@ -290,6 +303,8 @@ class Sweep:
                 {"cells": len(rows), "cells_finished": len(done), "sweep_time_s": time.time() - self.started},
             )
             store.log_text(parent, table + "\n", "summary.txt")
+            if page is not None:
+                store.log_artifact(parent, str(page))  # the first screen, with the sweep's run
             if adopted:  # `mlflow run` closes its own run from our exit status
                 tracking.set_tags(store, parent, {"trainbench.outcome": outcome, "trainbench.reason": reason})
             else:
@@ -417,6 +432,31 @@ def browse_hint(uri: str) -> str:
     return f"browse with `mlflow ui --backend-store-uri {tracking.pasteable(uri)}`"
 
 
+def where_it_stands(store: Any, uri: str, experiment_id: str, mine: set[str], sweep_id: str) -> Path | None:
+    """Print, per setting the sweep finished, where this machine stands against every other machine's run of
+    that setting (the store, results/contributed/, published references), and write the page that shows it
+    (trainbench.report.standing); return its path. A convenience: a store that fails here costs the page only."""
+    if not mine:
+        return None
+    from trainbench.report import standing
+
+    try:
+        found, path = standing.after_sweep(store, uri, experiment_id, mine, sweep_id)
+    except Exception as error:
+        sys.stderr.write(f"trainbench: no comparison page: {tracking.private(str(error)).splitlines()[0][:200]}\n")
+        return None
+    compared = sum(1 for s in found if s.others)
+    print(
+        f"Where this machine stands: {compared} of {len(found)} setting(s) also measured on another machine "
+        "(this store, results/contributed/, published figures)",
+        flush=True,
+    )
+    for line in standing.terminal_lines(found):
+        print(line, flush=True)
+    print(f"Compare: {tracking.private(str(path.resolve()))}  -- open it in a browser", flush=True)
+    return path
+
+
 def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None) -> str:
     """The runs view of this sweep's cells with hw.label and samples_per_s as the first columns, fastest
     first (a saved view in the experiment; see trainbench.runs.ui_url)."""
@@ -446,11 +486,22 @@ def summary_table(results: list[CellResult]) -> str:
     return "\n".join(lines)
 
 
-def plan_table(cell_names: list[str], jobs: list[list[str]]) -> str:
+def cell_setting_id(cell: CellConfig) -> str:
+    """The short name of the comparison setting the cell will record (trainbench.setting.setting_id): two
+    cells with one id measure the same quantity, wherever they run."""
+    from trainbench.config import params
+    from trainbench.setting import setting, setting_id
+
+    prepared = cell.task.prepared(cell)
+    return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))
+
+
+def plan_table(cell_names: list[str], jobs: list[list[str]], settings: list[str]) -> str:
+    """The dry run's list: each cell's name, its setting's id, and the overrides that make it (less the
+    dry run's own switch)."""
     width = max(len(n) for n in cell_names)
-    lines = [f"{'cell'.ljust(width)}  overrides", f"{'-' * width}  ---------"]
-    lines += [
-        f"{n.ljust(width)}  {tracking.private(' '.join(j)) or '(defaults)'}"
-        for n, j in zip(cell_names, jobs, strict=True)
-    ]
+    lines = [f"{'cell'.ljust(width)}  setting       overrides", f"{'-' * width}  ------------  ---------"]
+    for name, job, setting_id in zip(cell_names, jobs, settings, strict=True):
+        shown = " ".join(o for o in job if not o.lstrip("+").startswith("sweep.dry_run="))
+        lines.append(f"{name.ljust(width)}  {setting_id}  {tracking.private(shown) or '(defaults)'}")
     return "\n".join(lines)

@@ -1,8 +1,9 @@
 """sweep.resume: which of a sweep's cells already have a result in the store.
 
 A cell counts as done when a finished run in the store has the same config hash (trainbench.config_hash),
-ran on hardware with this machine's label for the device the cell asks for (hw.label), and with the
-version of the framework installed here (trainbench.framework_version). Such cells are skipped: the new
+ran on a machine with this machine's label for the device the cell asks for (trainbench.hardware.label of
+the run's own tags: the GPU with its memory, the Apple GPU or the CPU with its cores, so a 24-core M1 Max never
+stands for a 32-core one), and with the version of the framework installed here (trainbench.framework_version). Such cells are skipped: the new
 sweep records a `skipped` run pointing at the result (trainbench.result_run_id). With resume=failed, only
 the cells whose latest run failed, was killed or was lost run again.
 """
@@ -47,7 +48,7 @@ def _decide(cell: CellConfig, store: Any, experiment_id: str, mode: Any, host: d
     comparable = [
         r
         for r in runs
-        if r.data.tags.get("hw.label") in labels
+        if hardware.run_label(r.data.tags) in labels
         and _public(r.data.tags.get("trainbench.framework_version", "")) == installed
     ]
     finished = [r for r in comparable if r.data.tags.get("trainbench.outcome") == "finished"]

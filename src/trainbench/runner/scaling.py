@@ -3,8 +3,9 @@
     scaling_efficiency = samples_per_s(N devices) / (N x samples_per_s(1 device))
 
 The 1-device figure comes from the store: the newest finished cell with the config hash this cell has at
-device.count=1, on hardware with the same hw.label, with the same framework version (as sweep.resume
-matches cells, trainbench.runner.resume). In a sweep over device.count=1,2,4,8 the 1-device cell runs
+device.count=1, on a machine with the same label (trainbench.hardware.label of each run's tags: GPU model and
+memory, CPU and its cores), with the same framework version (as sweep.resume matches cells,
+trainbench.runner.resume). In a sweep over device.count=1,2,4,8 the 1-device cell runs
 first and the others find it. Without one, trainbench.scaling_reason says what was looked for.
 """
 
@@ -57,14 +58,16 @@ def efficiency(samples_per_s: float, devices: int, single_device_samples_per_s: 
 
 def find_baseline(client: Any, run_id: str, digest: str, hw_label: str, framework_version: str) -> Any:
     """The newest finished 1-device run of the cell, in this run's experiment, or None."""
+    from trainbench.hardware import run_label
+
     experiment_id = client.get_run(run_id).info.experiment_id
     query = (
         f"tags.`trainbench.config_hash` = '{digest}' and tags.`trainbench.kind` = 'cell' and "
-        f"tags.`trainbench.outcome` = 'finished' and tags.`hw.label` = '{_quoted(hw_label)}' and "
+        f"tags.`trainbench.outcome` = 'finished' and "
         f"tags.`trainbench.framework_version` = '{_quoted(framework_version)}'"
     )
-    runs = client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"], max_results=20)
-    return next((r for r in runs if "samples_per_s" in r.data.metrics), None)
+    runs = client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"], max_results=200)
+    return next((r for r in runs if "samples_per_s" in r.data.metrics and run_label(r.data.tags) == hw_label), None)
 
 
 def _quoted(value: str) -> str:

@@ -1,0 +1,319 @@
+"""Where this machine stands: the first screen after a sweep, and the report's opening section.
+
+For every setting the user ran (a sweep's cells, or this machine's runs), their figure next to every other
+machine's with exactly that setting (trainbench.setting): other machines in the same store, imported or
+contributed export files, published reference runs. One bar chart and one table per setting, the user's bar
+highlighted, with readable numbers and the speed-up against theirs. Pure HTML with inline SVG: no plotting
+library, so writing it at the end of every sweep costs milliseconds.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
+from trainbench.report.plots import setting_text
+from trainbench.report.selection import Column, Entry
+from trainbench.setting import describe, differences
+
+MAX_LINES = 8  # settings summarised on the terminal; the page has them all
+
+
+@dataclass
+class Bar:
+    column: Column
+    value: float
+    runs: int
+    kind: str  # "yours", "this store", "imported", "contributed", "published"
+    origin: str = ""  # a contributed file, an import, a publication
+    speedup: float | None = None  # against the user's figure, higher = faster
+
+
+@dataclass
+class Standing:
+    """One setting the user ran, and every machine that ran it."""
+
+    title: str
+    metric: TableMetric
+    bars: list[Bar] = field(default_factory=list)
+    setting: dict[str, str] = field(default_factory=dict)  # trainbench.setting.setting
+
+    @property
+    def others(self) -> list[Bar]:
+        return [b for b in self.bars if b.kind != "yours"]
+
+    @property
+    def yours(self) -> Bar | None:
+        return next((b for b in self.bars if b.kind == "yours"), None)
+
+
+def standings(entries: list[Entry], runs: set[str] | None = None) -> list[Standing]:
+    """One Standing per setting that holds a run of the user's (with `runs`: one of those runs, e.g. a
+    sweep's cells), those with other machines first."""
+    groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
+    for e in entries:
+        groups[(e.task, e.model, e.key)].append(e)
+    found = []
+    for members in groups.values():
+        mine = [e for e in members if e.column.mine]
+        if not mine or (runs is not None and not any(e.run_id in runs for e in members)):
+            continue
+        name = headline(mine[0])
+        metric = next((m for m in TABLE_METRICS if m.name == name), None)
+        if metric is None:
+            continue
+        found.append(standing(members, metric))
+    alike: dict[str, list[Standing]] = defaultdict(list)
+    for s in found:
+        alike[s.title].append(s)
+    for group in alike.values():  # settings that read the same (SGD and Adam) get what tells them apart
+        keys = differences([s.setting for s in group]) if len(group) > 1 else []
+        for s in group:
+            s.title += f" ({describe(s.setting, keys)})" if keys else ""
+    return sorted(found, key=lambda s: (not s.others, s.title))
+
+
+def standing(members: list[Entry], metric: TableMetric) -> Standing:
+    by_column: dict[Column, list[Entry]] = defaultdict(list)
+    for e in members:
+        if e.value(metric.name) is not None:
+            by_column[e.column].append(e)
+    bars = []
+    for column, runs in sorted(by_column.items(), key=lambda item: item[0].order()):
+        values = [v for e in runs if (v := e.value(metric.name)) is not None]
+        origins = sorted({e.origin for e in runs if e.origin})
+        if column.mine:
+            kind = "yours"
+        elif column.reference:
+            kind, origins = "published", [f"{column.source}{': ' + column.series if column.series else ''}"]
+        else:  # a column's runs may come from several places: the furthest away names it
+            kinds = {e.origin_kind for e in runs}
+            kind = next((k for k in ("contributed", "imported") if k in kinds), "this store")
+        bars.append(Bar(column, statistics.median(values), len(values), kind, "; ".join(origins)))
+    yours = next((b for b in bars if b.kind == "yours"), None)
+    if yours:
+        for bar in bars:
+            if bar is not yours and bar.value > 0 and yours.value > 0:
+                ratio = bar.value / yours.value
+                bar.speedup = ratio if metric.higher_is_better else 1 / ratio
+    return Standing(title(members[0]), metric, bars, members[0].setting)
+
+
+def title(e: Entry) -> str:
+    """The setting in words: "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64,
+    fp32, timed: epoch" (as the report's plots title their panels)."""
+    return f"{e.model} ({e.task}): {setting_text(e, ('model',))}"
+
+
+def number(value: float) -> str:
+    """Readable figures: 10,283 / 312.4 / 2.53 / 0.0421."""
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 100:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if value >= 1 else f"{value:.3g}"
+
+
+def speedup_text(bar: Bar) -> str:
+    if bar.kind == "yours":
+        return "yours"
+    if bar.speedup is None:
+        return ""
+    faster = "faster" if bar.speedup >= 1 else "slower"
+    return f"{bar.speedup:.2f}x ({faster} than yours)"
+
+
+# ------------------------------------------------------------------------------------------------ terminal
+
+
+def terminal_lines(found: list[Standing]) -> list[str]:
+    """A line per setting: the user's figure, how many other machines have the setting, the fastest of them."""
+    lines = []
+    for s in found[:MAX_LINES]:
+        yours = s.yours
+        assert yours is not None
+        head = f"  {s.title}: {number(yours.value)} {s.metric.unit} here"
+        if not s.others:
+            lines.append(head + "; no other machine has this setting yet")
+            continue
+        best = max(s.others, key=lambda b: b.value if s.metric.higher_is_better else -b.value)
+        lines.append(
+            f"{head}; {len(s.others)} other machine(s), fastest {best.column.hw_label} ({best.kind}) "
+            f"{number(best.value)}, {speedup_text(best)}"
+        )
+    if len(found) > MAX_LINES:
+        lines.append(f"  ... and {len(found) - MAX_LINES} more setting(s) on the page")
+    return lines
+
+
+# -------------------------------------------------------------------------------------------------- HTML
+
+CSS = """
+.standing { margin: 1.2em 0 2em; }
+.standing h3 { font-size: 1em; margin: 0.2em 0; }
+.standing table { border-collapse: collapse; font-size: 0.85em; margin-top: 0.4em; }
+.standing th, .standing td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+.standing td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.standing tr.yours td { background: #e8f1ff; font-weight: bold; }
+.standing tr.published td { background: #fff8e6; }
+.kind { font-size: 0.8em; padding: 0.05em 0.4em; border-radius: 0.3em; background: #eee; white-space: nowrap; }
+.kind.yours { background: #1f6feb; color: #fff; }
+.kind.published { background: #f0b400; color: #222; }
+.kind.contributed { background: #8250df; color: #fff; }
+.kind.imported { background: #1a7f37; color: #fff; }
+p.hint { color: #444; font-size: 0.9em; }
+"""
+COLOURS = {
+    "yours": "#1f6feb",
+    "this store": "#57606a",
+    "imported": "#1a7f37",
+    "contributed": "#8250df",
+    "published": "#d4a000",
+}
+BAR_HEIGHT, LABEL_WIDTH, CHART_WIDTH = 22, 430, 360
+
+
+def html_section(found: list[Standing], heading: str = "Where this machine stands", subtitle: str = "") -> str:
+    e = html.escape
+    parts = [f'<section id="standing"><h2>{e(heading)}</h2>']
+    if subtitle:
+        parts.append(f'<p class="hint">{_code(e(subtitle))}</p>')
+    if not found:
+        parts.append(f'<p class="hint">{_code(e(NOTHING_OF_YOURS))}</p></section>')
+        return "\n".join(parts)
+    compared = sum(1 for s in found if s.others)
+    parts.append(
+        f'<p class="hint">{len(found)} setting(s) you ran; {compared} also measured on another machine. Only runs '
+        "of exactly the same setting (everything but the machine and the framework) share a chart. "
+        f"{_code(e(HOW_TO_ADD))}</p>"
+    )
+    for i, s in enumerate(found):
+        parts.append(f'<div class="standing" id="setting-{i}"><h3>{e(s.title)}</h3>')
+        parts.append(svg_bars(s))
+        parts.append(table(s))
+        parts.append("</div>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def svg_bars(s: Standing) -> str:
+    e = html.escape
+    top = max(b.value for b in s.bars) or 1.0
+    height = BAR_HEIGHT * len(s.bars) + 24
+    width = LABEL_WIDTH + CHART_WIDTH + 120
+    better = "higher" if s.metric.higher_is_better else "lower"
+    rows = [
+        f'<svg role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'aria-label="{e(s.metric.name)} per machine" xmlns="http://www.w3.org/2000/svg" font-size="12" '
+        'font-family="-apple-system, Segoe UI, Helvetica, Arial, sans-serif">',
+    ]
+    for i, bar in enumerate(s.bars):
+        y = i * BAR_HEIGHT
+        length = max(1.0, CHART_WIDTH * bar.value / top)
+        weight = ' font-weight="bold"' if bar.kind == "yours" else ""
+        rows.append(
+            f'<text x="{LABEL_WIDTH - 6}" y="{y + 15}" text-anchor="end"{weight}>'
+            f"{e(_short(bar.column.hw_label + ': ' + bar.column.software))}</text>"
+            f'<rect x="{LABEL_WIDTH}" y="{y + 3}" width="{length:.1f}" height="{BAR_HEIGHT - 6}" '
+            f'fill="{COLOURS[bar.kind]}"><title>{e(bar.column.label)}: {number(bar.value)} {e(s.metric.unit)}'
+            f"</title></rect>"
+            f'<text x="{LABEL_WIDTH + length + 6:.1f}" y="{y + 15}"{weight}>{number(bar.value)}</text>'
+        )
+    rows.append(
+        f'<text x="{LABEL_WIDTH}" y="{height - 6}" fill="#57606a">{e(s.metric.name)} ({e(s.metric.unit)}, '
+        f"{better} is better)</text></svg>"
+    )
+    return "".join(rows)
+
+
+def table(s: Standing) -> str:
+    e = html.escape
+    head = (
+        "<tr><th>machine</th><th>framework</th><th>backend</th>"
+        f"<th>{e(s.metric.name)} ({e(s.metric.unit)})</th><th>runs</th><th>against yours</th><th>from</th></tr>"
+    )
+    rows = []
+    for bar in s.bars:
+        c = bar.column
+        badge = f'<span class="kind {bar.kind.split()[0]}">{e(bar.kind)}</span>'
+        origin = f" {e(bar.origin)}" if bar.origin else ""
+        rows.append(
+            f'<tr class="{bar.kind.split()[0]}"><td>{e(c.hw_label)}</td><td>{e(c.software)}</td><td>{e(c.backend)}</td>'
+            f'<td class="num">{number(bar.value)}</td><td class="num">{bar.runs}</td>'
+            f'<td class="num">{e(speedup_text(bar))}</td><td>{badge}{origin}</td></tr>'
+        )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _code(text: str) -> str:
+    """`command` in an (escaped) sentence -> <code>command</code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
+def _short(text: str, limit: int = 64) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+NOTHING_OF_YOURS = (
+    "None of the selected runs is this machine's: run a sweep here, or name the machine's runs with --sweep."
+)
+HOW_TO_ADD = (
+    "More machines: `python src/references.py` adds the published figures, `trainbench import FILE` a colleague's "
+    "export, and results/contributed/ holds files from machines we do not have."
+)
+
+
+def page(found: list[Standing], heading: str, subtitle: str) -> str:
+    """The standalone first screen a sweep writes (its path is printed with the summary)."""
+    e = html.escape
+    return "\n".join(
+        [
+            "<!doctype html>",
+            f'<html lang="en"><head><meta charset="utf-8"><title>{e(heading)}</title>',
+            "<style>body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;"
+            " max-width: 1100px; padding: 0 1em; color: #222; } h2 { font-size: 1.3em; }" + CSS + "</style>",
+            "</head><body>",
+            html_section(found, heading, subtitle),
+            "</body></html>",
+        ]
+    )
+
+
+# ------------------------------------------------------------------------------------------ after a sweep
+
+PAGES = Path("outputs") / "compare"  # relative to where the sweep runs, as Hydra's multirun/ and the report's
+
+
+def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name: str) -> tuple[list[Standing], Path]:
+    """The first screen of a finished sweep: its cells (`mine`: their run ids) against every run of the same
+    settings in the store and in results/contributed/, written to outputs/compare/<name>.html."""
+    from trainbench import sources
+    from trainbench.report.selection import Selection, select
+    from trainbench.tracking import private
+
+    experiment = client.get_experiment(experiment_id).name
+    opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
+    for path in sources.contributed_files():
+        try:
+            opened.append(sources.open_file(path, contributed=True))
+        except sources.SourceError as error:  # a broken contributed file must not hide the comparison
+            sys.stderr.write(f"trainbench: left out {path.name}: {error}\n")
+    entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
+    found = standings(entries, mine)
+    PAGES.mkdir(parents=True, exist_ok=True)
+    path = PAGES / f"{name}.html"
+    subtitle = (
+        f"Sweep {name}, {time.strftime('%Y-%m-%d %H:%M')}: its cells against every run of the same setting in "
+        f"{private(uri)} (experiment {experiment}) and in results/contributed/. `python src/report.py` has the "
+        "full tables and plots."
+    )
+    path.write_text(page(found, "Where this machine stands", subtitle), encoding="utf-8")
+    return found, path

@@ -1,0 +1,124 @@
+"""Where compared runs come from: tracking stores (SQLite, a server) and export files, read alike.
+
+`python src/report.py --uri A --uri B colleague.json` and `trainbench results` read several at once; the
+sweep's comparison page reads its store and the repository's contributed files (results/contributed/). A run
+found twice (a store that imported a file, and the file itself) counts once: runs are keyed by the id they
+were first recorded under (`trainbench.import.run_id`, else their own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from trainbench.config import PROJECT_ROOT
+
+CONTRIBUTED = PROJECT_ROOT / "results" / "contributed"  # export files from machines we do not have
+IMPORT_KEY = "trainbench.import.run_id"  # an imported run's original id (trainbench.sharing)
+IMPORTED_FROM = "trainbench.imported_from"
+
+
+class SourceError(ValueError):
+    """A source that cannot be read. str() is the one line shown to the user."""
+
+
+class Source(Protocol):
+    name: str  # what the user typed, credentials and home folder hidden
+    contributed: bool
+
+    def search(self, experiment: str, filter_string: str) -> list[Any]:
+        """The experiment's active runs matching an MLflow filter (mlflow.entities.Run)."""
+
+    def history(self, run_id: str, key: str) -> list[tuple[int, float]]:
+        """(step, value) of a metric of one of its runs, by step."""
+
+
+@dataclass
+class StoreSource:
+    uri: str
+    name: str
+    contributed: bool = False
+    client: Any = None
+
+    def search(self, experiment: str, filter_string: str) -> list[Any]:
+        from trainbench.runs import search_all
+
+        found = self.client.get_experiment_by_name(experiment)
+        return search_all(self.client, [found.experiment_id], filter_string) if found else []
+
+    def history(self, run_id: str, key: str) -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
+
+
+@dataclass
+class FileSource:
+    path: Path
+    name: str
+    contributed: bool = False
+    exported: Any = field(default=None, repr=False)
+
+    def search(self, experiment: str, filter_string: str) -> list[Any]:
+        """Every run of the file, whatever experiment it was exported from: the file is what was shared."""
+        from mlflow.utils.search_utils import SearchUtils
+
+        return list(SearchUtils.filter(self.exported.runs, filter_string)) if filter_string else self.exported.runs
+
+    def history(self, run_id: str, key: str) -> list[tuple[int, float]]:
+        return list(self.exported.history(run_id, key))
+
+
+def open_store(uri: str) -> StoreSource:
+    from trainbench import tracking
+
+    return StoreSource(uri, tracking.private(uri), client=tracking.open_store(uri))
+
+
+def open_file(path: Path, contributed: bool = False) -> FileSource:
+    from trainbench.sharing import SharingError, read_export
+
+    try:
+        exported = read_export(path)
+    except SharingError as error:
+        raise SourceError(str(error)) from None
+    except OSError as error:
+        raise SourceError(f"cannot read {path}: {error.strerror or error}") from None
+    shown = f"results/contributed/{path.name}" if contributed else str(path)
+    return FileSource(path, shown, contributed, exported)
+
+
+def contributed_files(folder: Path = CONTRIBUTED) -> list[Path]:
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def open_contributed(folder: Path = CONTRIBUTED) -> list[FileSource]:
+    return [open_file(path, contributed=True) for path in contributed_files(folder)]
+
+
+def first_key(run: Any) -> str:
+    """The id a run was first recorded under, wherever it has travelled since."""
+    return str(run.data.tags.get(IMPORT_KEY) or run.info.run_id)
+
+
+@dataclass
+class Found:
+    """A run and the source it was read from."""
+
+    run: Any
+    source: Any
+
+    def history(self, key: str) -> list[tuple[int, float]]:
+        return self.source.history(self.run.info.run_id, key)
+
+
+def search(sources: list[Any], experiment: str, filter_string: str) -> list[Found]:
+    """The matching runs of every source, each once (the first source that has it wins)."""
+    seen: set[str] = set()
+    found: list[Found] = []
+    for source in sources:
+        for run in source.search(experiment, filter_string):
+            key = first_key(run)
+            if key not in seen:
+                seen.add(key)
+                found.append(Found(run, source))
+    return found

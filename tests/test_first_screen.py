@@ -1,0 +1,84 @@
+"""The first screen after a sweep compares machines: a real sweep through the entry point, the page it prints,
+opened in Chromium as a person opens it.
+
+The sweep is the default cell on this machine's CPU; results/contributed/ holds an H100 machine's runs of
+the same setting (its GPU, and its host's 16-core CPU). Without scrolling, the page must show this machine's
+figure, marked as yours, next to at least one other machine's, with readable numbers and the speed-up. A
+screenshot is saved in tmp_path; with TRAINBENCH_UI_SHOTS=DIR it is copied to DIR (docs/screenshots/).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import RUN_PY, child_env
+from test_ui import browser_or_skip, open_browser
+from trainbench import hardware
+
+pytestmark = pytest.mark.slow  # a real sweep (~30 s on two cores) and a browser
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> tuple[Path, str]:
+    folder = tmp_path_factory.mktemp("first-screen")
+    done = subprocess.run(
+        [sys.executable, str(RUN_PY), "device=cpu", "tracking.system_metrics_interval_s=0"],
+        cwd=folder,
+        env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}"}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return folder, done.stdout
+
+
+def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> None:
+    folder, out = sweep
+    (mine,) = hardware.labels_for("cpu", hardware.host_tags())
+    assert re.search(r"Where this machine stands: 1 of 1 setting\(s\) also measured on another machine", out), (
+        "no other machine has the default cell's setting: regenerate results/contributed/ (its README says how)"
+    )
+    (line,) = [line for line in out.splitlines() if line.startswith("  mlp (train):")]
+    assert re.search(r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+, [\d.]+x", line)
+    (printed,) = re.findall(r"^Compare: (\S+)", out, flags=re.MULTILINE)
+    (page,) = (folder / "outputs" / "compare").glob("*.html")
+    assert Path(printed) == page and mine in page.read_text()
+
+
+def test_the_first_screen_shows_this_machine_next_to_another(sweep, tmp_path) -> None:
+    sync_api = browser_or_skip()
+    folder, _ = sweep
+    (page_file,) = (folder / "outputs" / "compare").glob("*.html")
+    (mine,) = hardware.labels_for("cpu", hardware.host_tags())
+    with sync_api.sync_playwright() as playwright:
+        context = open_browser(sync_api, playwright, tmp_path / "profile")
+        try:
+            page = context.new_page()
+            page.goto(page_file.as_uri())
+            height = page.viewport_size["height"]
+            yours = page.locator("tr.yours").first
+            others = page.locator("tr.contributed, tr.imported, tr.published, tr.this")
+            sync_api.expect(yours).to_be_visible()
+            assert others.count() >= 1
+            for row in (yours, others.first):  # both on the first screen, no scrolling
+                box = row.bounding_box()
+                assert box is not None and box["y"] + box["height"] <= height, box
+            assert mine in yours.inner_text() and "yours" in yours.inner_text()
+            other = others.first.inner_text()
+            assert mine not in other and re.search(r"\d[\d,]*(\.\d+)?\s", other)  # a readable figure
+            assert re.search(r"[\d.]+x \((faster|slower) than yours\)", other)
+            assert not re.search(r"\d\.\d{6,}", page.locator("#standing").inner_text())  # no raw floats
+            shot = tmp_path / "first-screen.png"
+            page.screenshot(path=str(shot))
+            if os.environ.get("TRAINBENCH_UI_SHOTS"):
+                shutil.copy(shot, Path(os.environ["TRAINBENCH_UI_SHOTS"]) / shot.name)
+        finally:
+            context.close()

@@ -1,0 +1,374 @@
+"""`trainbench export` / `trainbench import`: runs carried between two real stores as one file, as two machines
+without a shared server would. Two real sweeps (one into each store) feed every test; the command is the
+installed `trainbench` console script, run in a process of its own."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import ROOT, TINY, child_env, invoke, metric_history, runs_in
+from trainbench.sharing import DROPPED_TAGS, IMPORT_ID_TAG, IMPORTED_FROM_TAG, LINK_TAGS, read_export, scrub
+
+TRAINBENCH = Path(sys.executable).parent / "trainbench"
+USER_NAME = "trainbenchtestuser"  # the login name the sweeps and imports run under: it must travel nowhere
+GENERIC_HOSTS = {"localhost", "ubuntu", "debian", "linux", "runner"}
+
+
+@dataclass
+class Stores:
+    folder: Path
+    a: str  # store A: a sweep of 2 cells (3 runs)
+    b: str  # store B: a one-cell sweep
+    a_file: Path  # `trainbench export` of each
+    b_file: Path
+
+
+def cli(cwd: Path, uri: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed `trainbench` command, from `cwd`, with $MLFLOW_TRACKING_URI set to `uri`."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [str(TRAINBENCH), *args],
+        cwd=cwd,
+        env=child_env({"MLFLOW_TRACKING_URI": uri, **(env or {})}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def copy_store(uri: str, folder: Path) -> str:
+    """A copy of a SQLite store (its runs' artifacts stay where the original keeps them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(uri[len("sqlite:///") :], folder / "mlflow.db")
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
+    folder = tmp_path_factory.mktemp("sharing")
+    login = {"USER": USER_NAME, "LOGNAME": USER_NAME}
+    # data.root (unused by the bundled digits) and tracking.uri put absolute paths of this machine into the
+    # runs' params, the sweep's overrides tag and the cells' overrides.txt: the export must carry none of them.
+    (folder / "a").mkdir()
+    a = invoke(
+        folder / "a",
+        "-m",
+        "model=mlp",
+        "device=cpu",
+        "data=digits",
+        f"data.root={folder}/datasets",
+        f"tracking.uri=sqlite:///{folder / 'a' / 'mlflow.db'}",
+        *TINY,
+        "batch_size=16,32",
+        env=login,
+    )
+    assert a.returncode == 0, a.stderr[-3000:]
+    (folder / "b").mkdir()
+    b = invoke(folder / "b", "-m", "model=mlp", "device=cpu", *TINY, "batch_size=8", env=login)
+    assert b.returncode == 0, b.stderr[-3000:]
+    for uri, name in ((a.uri, "a.json"), (b.uri, "b.json")):
+        exported = cli(folder, uri, "export", "-o", name, env=login)
+        assert exported.returncode == 0, exported.stderr[-3000:]
+    return Stores(folder, a.uri, b.uri, folder / "a.json", folder / "b.json")
+
+
+def by_origin(uri: str) -> dict[str, Any]:
+    """The runs of a store by the id they were first recorded under."""
+    return {r.data.tags.get(IMPORT_ID_TAG, r.info.run_id): r for r in runs_in(uri)}
+
+
+def shared_tags(run: Any, new_to_old: dict[str, str]) -> dict[str, str]:
+    """A run's tags as an export carries them, with links to other runs in their original ids."""
+    tags = {
+        k: new_to_old.get(v, v) if k in LINK_TAGS else v
+        for k, v in run.data.tags.items()
+        if k not in DROPPED_TAGS and not k.startswith("mlflow.source.")
+    }
+    return {k: v for k, v in tags.items() if k not in (IMPORT_ID_TAG, IMPORTED_FROM_TAG)}
+
+
+def artifacts(uri: str, run_id: str, folder: Path, path: str | None = None) -> dict[str, str]:
+    """Every artifact file of a run (all of trainbench's are text), by its path in the run."""
+    client = MlflowClient(uri)
+    found = {}
+    for info in client.list_artifacts(run_id, path):
+        if info.is_dir:
+            found.update(artifacts(uri, run_id, folder, info.path))
+        else:
+            found[info.path] = Path(client.download_artifacts(run_id, info.path, str(folder))).read_text()
+    return found
+
+
+def test_what_leaves_the_machine_has_no_absolute_path_but_keeps_urls_and_relative_paths() -> None:
+    assert scrub(f"{ROOT}/src/run.py, {Path.home()}/.cache/torch") == "./src/run.py, ~/.cache/torch"
+    for before, after in (
+        ("data.root=/tmp/pytest-1/datasets", "data.root=<path>"),
+        ("tracking.uri=sqlite:////mnt/team/mlflow.db", "tracking.uri=sqlite:///<path>"),
+        ("file:///Users/alice/mlruns", "file://<path>"),
+        ("PYTHONPATH=/opt/a:/home/bob/b", "PYTHONPATH=<path>:<path>"),
+        ('File "/private/var/folders/x/y.py", line 3', 'File "<path>", line 3'),
+        ("C:\\Users\\alice\\data", "<path>"),
+        (
+            "http://bob:secret@mlflow.team.internal:5000/api/2.0/runs",
+            "http://bob:***@mlflow.team.internal:5000/api/2.0/runs",
+        ),
+    ):
+        assert scrub(before) == after
+    for kept in (
+        "./src/run.py and results/contributed/x.md",
+        "sqlite:///mlflow.db",
+        "<title>x</title></p>",
+        "1,659 samples/s on 2026/11/26, N/A",
+        "no readable RAPL counter under /sys/class/powercap",
+    ):
+        assert scrub(kept) == kept
+
+
+@pytest.mark.slow
+def test_runs_arrive_whole_and_arrive_once(stores: Stores, tmp_path: Path) -> None:
+    target = copy_store(stores.b, tmp_path / "b")
+    before = runs_in(target)
+    imported = cli(tmp_path, target, "import", str(stores.a_file))
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == (
+        f"{stores.a_file}: 3 runs imported, 0 already here (experiment trainbench, {target})"
+    )
+
+    originals, copies = by_origin(stores.a), by_origin(target)
+    assert len(originals) == 3 and len(copies) == len(before) + 3
+    new_to_old = {copies[old].info.run_id: old for old in originals}
+    for old_id, original in originals.items():
+        copy = copies[old_id]
+        assert copy.info.run_name == original.info.run_name
+        assert (copy.info.status, copy.info.start_time, copy.info.end_time) == (
+            original.info.status,
+            original.info.start_time,
+            original.info.end_time,
+        )
+        assert copy.data.params == {k: scrub(v) for k, v in original.data.params.items()}
+        assert shared_tags(copy, new_to_old) == {k: scrub(v) for k, v in shared_tags(original, {}).items()}
+        assert copy.data.tags[IMPORTED_FROM_TAG].startswith("a.json (exported 20")
+        parent = original.data.tags.get("mlflow.parentRunId")
+        assert new_to_old.get(copy.data.tags.get("mlflow.parentRunId", "")) == parent  # sweep -> cell links
+        assert set(copy.data.metrics) == set(original.data.metrics)
+        for key in original.data.metrics:
+            assert [(m.step, m.timestamp, m.value) for m in metric_history(target, copy.info.run_id, key)] == [
+                (m.step, m.timestamp, m.value) for m in metric_history(stores.a, old_id, key)
+            ], key
+        mine = artifacts(stores.a, old_id, tmp_path / "original" / old_id)
+        assert mine and artifacts(target, copy.info.run_id, tmp_path / "copy" / old_id) == {
+            path: scrub(text) for path, text in mine.items()
+        }
+    assert sum(len(metric_history(stores.a, r.info.run_id, "epoch_time_s")) for r in originals.values()) == 4
+
+    again = cli(tmp_path, target, "import", str(stores.a_file))
+    assert again.returncode == 0 and "0 runs imported, 3 already here" in again.stdout
+    assert len(runs_in(target)) == len(before) + 3
+
+    # The other way: B's runs into A, A's own runs back into A, and B's store (now holding A's runs too)
+    # exported and imported into A: every run is in A once.
+    home = copy_store(stores.a, tmp_path / "a")
+    assert "1 runs imported" in cli(tmp_path, home, "import", str(stores.b_file)).stdout
+    assert "0 runs imported, 3 already here" in cli(tmp_path, home, "import", str(stores.a_file)).stdout
+    assert cli(tmp_path, target, "export", "-o", "b-now.json").returncode == 0
+    chained = cli(tmp_path, home, "import", "b-now.json")
+    assert chained.stdout.strip().endswith(
+        f"0 runs imported, {len(before) + 3} already here (experiment trainbench, {home})"
+    )
+    assert len(runs_in(home)) == 4
+
+
+@pytest.mark.slow
+def test_an_export_names_no_user_no_host_and_no_absolute_path(stores: Stores, tmp_path: Path) -> None:
+    recorded = runs_in(stores.a)
+    assert any(str(stores.folder) in r.data.params.get("data.root", "") for r in recorded)  # the store holds them
+    exported = json.loads(stores.a_file.read_text())
+    assert "<path>" in {r["params"].get("data.root") for r in exported["runs"]}  # the whole path, replaced
+
+    needles = [USER_NAME, str(stores.folder), str(stores.folder.parent), str(Path.home()), str(ROOT)]
+    host = socket.gethostname()
+    if len(host) > 3 and host.lower() not in GENERIC_HOSTS:
+        needles.append(host)
+    for file in (stores.a_file, stores.b_file):
+        content = file.read_bytes()
+        assert [n for n in needles if n.encode() in content] == [], file.name
+
+    target = copy_store(stores.b, tmp_path / "b")
+    imported = cli(tmp_path, target, "import", str(stores.a_file), env={"USER": USER_NAME, "LOGNAME": USER_NAME})
+    assert imported.returncode == 0, imported.stderr
+    users = [r.info.user_id for r in runs_in(target) if IMPORT_ID_TAG in r.data.tags]
+    assert users == ["unknown"] * 3  # not the importer's login
+
+
+def broken(document: dict[str, Any], change: str) -> tuple[str, str]:
+    """A copy of an export, spoiled one way; and what the refusal must say."""
+    spoiled = json.loads(json.dumps(document))
+    runs = spoiled["runs"]
+    index, cell = next((i, r) for i, r in enumerate(runs, start=1) if r["parent_run_id"])
+    where = f"run {index} ({cell['run_name']})"
+    if change == "format":
+        spoiled["format"] = "mlflow-export-import"
+        return json.dumps(spoiled), "not a trainbench export (format 'mlflow-export-import'"
+    if change == "metric":
+        cell["metrics"]["samples_per_s"].append([3, 1, "abc"])
+        points = len(cell["metrics"]["samples_per_s"])
+        return json.dumps(spoiled), f"{where}: metric `samples_per_s` point {points}: 'abc' is not a number"
+    if change == "parent":
+        cell["parent_run_id"] = "f" * 32
+        return json.dumps(spoiled), f"{where}: parent_run_id {'f' * 32} is not a run of this file"
+    if change == "param key":
+        cell["params"]["batch size!"] = "16"
+        return json.dumps(spoiled), f"{where}: param key `batch size!`: MLflow allows only letters"
+    assert change == "json"
+    return json.dumps(spoiled)[:-40], "not JSON ("
+
+
+@pytest.mark.slow
+def test_a_bad_file_is_refused_with_one_line_and_nothing_written(stores: Stores, tmp_path: Path) -> None:
+    uri = copy_store(stores.b, tmp_path / "store")
+    client = MlflowClient(uri)
+
+    def contents() -> tuple[list[str], int]:
+        experiments = sorted(e.name for e in client.search_experiments())
+        return experiments, sum(len(client.search_runs([e.experiment_id])) for e in client.search_experiments())
+
+    before = contents()
+    document = json.loads(stores.a_file.read_text())
+    for change in ("json", "format", "metric", "parent", "param key"):
+        text, message = broken(document, change)
+        (tmp_path / "colleague.json").write_text(text)
+        # a good file first: every file is checked before anything is written
+        refused = cli(tmp_path, uri, "import", str(stores.a_file), "colleague.json")
+        assert refused.returncode == 2, (change, refused.stderr)
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("trainbench: colleague.json: "), (change, refused.stderr)
+        assert message in lines[0] and lines[0].endswith("; nothing was imported"), (change, lines[0])
+        assert refused.stdout == "" and contents() == before, change
+
+    untouched = tmp_path / "nowhere" / "mlflow.db"
+    untouched.parent.mkdir()
+    assert cli(tmp_path, f"sqlite:///{untouched}", "import", "colleague.json").returncode == 2
+    assert not untouched.exists()  # the store is not even created
+
+
+@pytest.mark.slow
+def test_a_store_that_fails_mid_import_keeps_none_of_the_runs(stores: Stores, tmp_path: Path) -> None:
+    """The store takes the first runs, then cannot hold an artifact (the experiment's artifact folder lies
+    under a file): the runs already created are deleted again."""
+    document = json.loads(stores.a_file.read_text())
+    for run in document["runs"][:-1]:
+        run["artifacts"] = {}
+    (tmp_path / "partly.json").write_text(json.dumps(document))
+    (tmp_path / "a-file").write_text("not a folder")
+    uri = copy_store(stores.b, tmp_path / "store")
+    MlflowClient(uri).create_experiment("broken", artifact_location=str(tmp_path / "a-file" / "artifacts"))
+
+    failed = cli(tmp_path, uri, "import", "partly.json", "--experiment", "broken")
+    assert failed.returncode == 1, failed.stderr
+    (line,) = failed.stderr.strip().splitlines()
+    assert line.startswith("trainbench: the import failed at partly.json: run 3 (")
+    assert line.endswith("the 3 runs it had created were deleted: nothing was imported")
+    assert runs_in(uri, "broken") == []
+
+
+@pytest.mark.slow
+def test_an_export_reads_as_runs_without_a_store(stores: Stores) -> None:
+    from mlflow.utils.search_utils import SearchUtils
+
+    exported = read_export(stores.a_file)
+    assert exported.experiment == "trainbench" and exported.exported_at.startswith("20")
+    assert len(exported.runs) == 3
+    cells = SearchUtils.filter(exported.runs, "tags.`trainbench.kind` = 'cell' AND metrics.samples_per_s > 0")
+    assert len(cells) == 2
+    assert [r.info.run_name for r in SearchUtils.filter(exported.runs, "params.batch_size = '16'")] == [
+        "pytorch-mlp-cpu-bs16"
+    ]
+    (sweep,) = SearchUtils.filter(exported.runs, "tags.`trainbench.kind` = 'sweep'")
+    for run in cells:
+        assert run.data.tags["mlflow.parentRunId"] == sweep.info.run_id
+        assert run.data.tags[IMPORTED_FROM_TAG].startswith("a.json (exported ")
+        for key in ("epoch_time_s", "train_loss", "samples_per_s"):
+            stored = metric_history(stores.a, run.info.run_id, key)
+            assert exported.history(run.info.run_id, key) == [(m.step, m.value) for m in stored]
+            assert run.data.metrics[key] == stored[-1].value
+
+
+@pytest.mark.slow
+def test_nan_survives_the_trip_and_infinity_lands_as_mlflow_stores_it(stores: Stores, tmp_path: Path) -> None:
+    source = copy_store(stores.b, tmp_path / "source")
+    client = MlflowClient(source)
+    experiment = client.get_experiment_by_name("trainbench").experiment_id
+    run = client.create_run(experiment, tags={"trainbench.kind": "cell"}, run_name="diverged")
+    for step, value in enumerate([1.5, math.nan]):
+        client.log_metric(run.info.run_id, "train_loss", value, step=step)
+    client.set_terminated(run.info.run_id)
+    exported = cli(tmp_path, source, "export", "--filter", "attributes.run_name = 'diverged'", "-o", "nan.json")
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads((tmp_path / "nan.json").read_text())
+    assert [p[2] for p in document["runs"][0]["metrics"]["train_loss"]] == [1.5, "NaN"]
+
+    document["runs"][0]["metrics"]["peak"] = [[0, 1, "Infinity"], [1, 2, "-Infinity"]]
+    (tmp_path / "nan.json").write_text(json.dumps(document))
+    target = copy_store(stores.a, tmp_path / "target")
+    assert cli(tmp_path, target, "import", "nan.json").returncode == 0
+    copy = by_origin(target)[run.info.run_id]
+    loss = [m.value for m in metric_history(target, copy.info.run_id, "train_loss")]
+    assert loss[0] == 1.5 and math.isnan(loss[1])
+    # MLflow's SQL store keeps infinity as the largest finite double (sys.float_info.max), sign kept
+    assert [m.value for m in metric_history(target, copy.info.run_id, "peak")] == [
+        sys.float_info.max,
+        -sys.float_info.max,
+    ]
+    assert [v for _, v in read_export(tmp_path / "nan.json").history(run.info.run_id, "peak")] == [math.inf, -math.inf]
+
+
+@pytest.mark.slow
+def test_export_refuses_what_selects_nothing_and_writes_no_file(stores: Stores, tmp_path: Path) -> None:
+    for args, message in (
+        (["--filter", "metrics.samples_per_s >> 3"], "--filter 'metrics.samples_per_s >> 3': "),
+        (["--experiment", "nope"], "no experiment 'nope' in "),
+        (["--filter", "metrics.samples_per_s > 1e12"], "matching 'metrics.samples_per_s > 1e12': nothing written"),
+    ):
+        refused = cli(tmp_path, stores.a, "export", *args, "-o", "out.json")
+        assert refused.returncode == 2, (args, refused.stderr)
+        (line,) = refused.stderr.strip().splitlines()
+        assert line.startswith("trainbench: ") and message in line, (args, line)
+        assert list(tmp_path.iterdir()) == []
+
+
+CONTRIBUTED = ROOT / "results" / "contributed"
+# What a shared file must never hold: absolute paths of the places a checkout or a home lives.
+PRIVATE_PATHS = ("/home/", "/Users/", "/root/", "/tmp/", "/private/var/", "/var/folders/", "C:\\Users")
+
+
+@pytest.mark.parametrize("path", sorted(CONTRIBUTED.glob("*.json")), ids=lambda p: p.name)
+def test_every_contributed_file_reads_and_names_no_path_or_person(path: Path) -> None:
+    exported = read_export(path)
+    cells = [r for r in exported.runs if r.data.tags.get("trainbench.kind") == "cell"]
+    assert cells and all(r.data.tags.get("hw.label") and r.data.tags.get("trainbench.backend") for r in cells)
+    text = path.read_text()
+    assert not [p for p in PRIVATE_PATHS if p in text]
+    assert not {"mlflow.user", "trainbench.process"} & {k for r in exported.runs for k in r.data.tags}
+    assert path.name in (CONTRIBUTED / "README.md").read_text()  # each file is described there
+
+
+def test_a_store_in_another_folder_keeps_its_artifacts_beside_it(tmp_path: Path) -> None:
+    """Not in the project's mlruns/ (nor wherever the command was started): beside the database."""
+    from trainbench import tracking
+
+    uri = f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}"
+    (tmp_path / "elsewhere").mkdir()
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment(tracking.experiment_id(client, "trainbench", uri))
+    assert experiment.artifact_location == (tmp_path / "elsewhere" / "mlruns" / "trainbench").as_uri()
