@@ -13,6 +13,7 @@ import pytest
 
 from conftest import TINY
 from trainbench.config.registry import SCHEMAS
+from trainbench.config.schema import CellLimits
 from trainbench.runner import cell as runner
 
 pytestmark = pytest.mark.slow
@@ -65,12 +66,12 @@ def test_a_cell_process_spinning_at_its_cap_is_stopped_and_recorded_oom(tmp_path
     child = subprocess.Popen([sys.executable, "-c", SPINS_AT_CAP, str(limit_mb)], text=True)
     started = time.monotonic()
     try:
-        returncode = runner._wait(child, None, limit_mb)
+        returncode = runner._wait(child, CellLimits(memory_limit_mb=limit_mb), runner.Activity())
     finally:
         child.kill()
         child.wait()
     assert returncode == runner.STUCK_AT_CAP
     assert time.monotonic() - started < 60
-    outcome = runner.read_result(tmp_path / "result.json", returncode, None, limit_mb)
+    outcome = runner.read_result(tmp_path / "result.json", returncode, CellLimits(memory_limit_mb=limit_mb))
     assert (outcome["outcome"], outcome["failure"]) == ("failed", "oom")
     assert "cell.memory_limit_mb=600" in outcome["reason"]

@@ -67,7 +67,9 @@ def stored_points(database: Path, key: str) -> int:
             return 0
 
 
-def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_cell(tmp_path) -> None:
+def test_a_server_down_for_over_a_minute_mid_sweep_costs_no_metric_point_and_no_cell(tmp_path) -> None:
+    """Longer than any HTTP retry budget (MLflow's own was about a minute): a restart, a deploy, a reboot. The
+    sweep waits for the server up to tracking.outage_s (300 s by default), then sends what it kept."""
     control_uri = f"sqlite:///{tmp_path / 'control.db'}"
     with MlflowServer(tmp_path / "server") as server:
         running = start_multirun(server.uri, tmp_path / "blink", "seed=0,1,2", *BLINK_CELL)
@@ -79,8 +81,8 @@ def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_
         down_at = time.time()
         # The control: the same cell on a local store, run while the sweep waits for the server.
         control = start_multirun(control_uri, tmp_path / "control", *BLINK_CELL)
-        # Down for at least 20 s whatever the machine's speed: the restart adds its own start-up (5-15 s) to that.
-        time.sleep(max(0.0, down_at + 20 - time.time()))
+        # Down for at least 65 s whatever the machine's speed: the restart adds its own start-up (5-15 s) to that.
+        time.sleep(max(0.0, down_at + 65 - time.time()))
         server.start()  # same port, same store; returns once /health answers
         back_at = time.time()
         control.communicate(timeout=600)
@@ -91,7 +93,7 @@ def test_a_server_down_for_half_a_minute_mid_sweep_costs_no_metric_point_and_no_
         expected = points_per_key(MlflowClient(control_uri), control_cell)
         assert expected["epoch_time_s"] == 6
 
-        assert 15 <= back_at - down_at <= 60
+        assert 65 <= back_at - down_at <= 120
         assert running.returncode == 0, err[-3000:]
         client = MlflowClient(server.uri)
         runs = runs_in(server.uri)
@@ -129,9 +131,9 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
     assert len({c.data.tags["mlflow.parentRunId"] for c in cells}) == 4
 
 
-def test_a_server_gone_for_good_fails_the_cell_within_about_a_minute(tmp_path) -> None:
+def test_a_server_gone_for_good_ends_the_sweep_once_tracking_outage_s_has_passed(tmp_path) -> None:
     with MlflowServer(tmp_path / "server") as server:
-        running = start_multirun(server.uri, tmp_path / "gone", *BLINK_CELL)
+        running = start_multirun(server.uri, tmp_path / "gone", "seed=0,1", *BLINK_CELL, "tracking.outage_s=15")
         deadline = time.monotonic() + 300
         while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
@@ -141,9 +143,10 @@ def test_a_server_gone_for_good_fails_the_cell_within_about_a_minute(tmp_path) -
         out, err = running.communicate(timeout=900)
         gave_up_after_s = time.monotonic() - down_at
 
-    # One write rides out MLflow's whole retry budget (waits of 0, 4, 8, 16, 32 s); every later one tries once.
-    assert 55 <= gave_up_after_s <= 120, f"{gave_up_after_s:.0f} s\n{err[-3000:]}"
+    # The bound, then every later write tries once: the rest of the sweep takes seconds, not a bound per write.
+    assert 15 <= gave_up_after_s <= 90, f"{gave_up_after_s:.0f} s\n{err[-3000:]}"
     assert running.returncode == 1
-    row = next(line for line in out.splitlines() if line.startswith("pytorch-mlp-cpu-bs64"))
+    row = next(line for line in out.splitlines() if line.startswith("pytorch-mlp-cpu-bs64 seed=0"))
     assert "failed" in row and "could not be written to the tracking store" in row
-    assert "has not answered for a minute" in err
+    assert "waiting for it up to 15 s (tracking.outage_s)" in err and "has not answered for" in err
+    assert "Traceback" not in err

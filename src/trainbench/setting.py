@@ -25,6 +25,7 @@ SPEED_NEUTRAL = {
     "seed": "other random numbers, the same work",
     "cell.timeout_s": "stops a cell that runs too long; never slows one",
     "cell.memory_limit_mb": "stops a cell that needs more memory; never slows one",
+    "cell.hung_after_s": "stops a cell that shows no progress; never slows one",
     "cell.max_batch_size": "bounds batch_size=max's search; the batch that ran is in the setting",
     "data.root": "where the dataset's files are",
     "data.download": "whether missing files may be fetched, before any cell starts",

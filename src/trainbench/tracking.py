@@ -12,11 +12,14 @@ migrations. Names of params, tags and metrics follow docs/mlflow-schema.md.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,22 +32,58 @@ RUN_STATUS = {
     "failed": "FAILED",
     "unavailable": "FAILED",
     "killed": "KILLED",
+    "hung": "FAILED",
     "lost": "FAILED",
     "skipped": "FINISHED",
 }
 MAX_PARAM_LENGTH = 6000
 MAX_TAG_LENGTH = 5000
-# Retries with backoff 2 s: waits of 0, 4, 8, 16, 32 s between the 6 tries, about a minute in all.
+# MLflow's own retries are short (waits of 0 and 2 s): an outage longer than that is ridden out by OutageWatch,
+# for tracking.outage_s, whatever the request.
 HTTP_RETRY_DEFAULTS = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
 }
+DEFAULT_OUTAGE_S = 300.0  # tracking.outage_s
 
 
 class TrackingUnavailable(RuntimeError):
     """The tracking store cannot be reached or written. str() is the one line shown to the user."""
+
+
+class StoreFailed(BaseException):
+    """The tracking store stopped accepting writes mid-sweep (its disk is full, it became read-only, its files
+    were removed): nothing more can be recorded, so the sweep ends at once. A BaseException, like Ctrl-C, so
+    that it unwinds through Hydra's launchers (which record an Exception as the job's result and carry on)
+    and through the `except Exception` of code that only means to skip a record. str(): the one line shown."""
+
+
+# What a store that can no longer be written says, in MLflow's, SQLAlchemy's, SQLite's and the OS's words.
+_STORE_FAULTS = (
+    ("the disk is full", ("database or disk is full", "no space left on device", "disk quota exceeded")),
+    (
+        "it is read-only",
+        ("read-only file system", "readonly database", "attempt to write a readonly", "permission denied"),
+    ),
+    (
+        "its files were removed",
+        ("unable to open database file", "no such table", "disk i/o error"),
+    ),
+)
+
+
+def store_fault(error: BaseException, uri: str = "") -> str | None:
+    """Why a store refused a write, when the reason means it will refuse every other one too; else None."""
+    text = f"{error} {error.__cause__ or ''} {error.__context__ or ''}".lower()
+    for cause, needles in _STORE_FAULTS:
+        if any(needle in text for needle in needles):
+            # SQLite calls a database whose file was deleted under it read-only (SQLITE_READONLY_DBMOVED)
+            if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?", 1)[0]).exists():
+                return "its files were removed"
+            return cause
+    return None
 
 
 # ------------------------------------------------------------------------------------------ where it is
@@ -83,21 +122,27 @@ def configure_http_retries() -> None:
 # --------------------------------------------------------------------------------------- opening a store
 
 
-def client(uri: str) -> Any:
-    """An MlflowClient for `uri` that gives up fast once the store has not answered for a whole retry budget."""
+def client(uri: str, outage_s: float = DEFAULT_OUTAGE_S) -> Any:
+    """An MlflowClient for `uri` that rides out a server's outage of up to `outage_s` seconds, and raises
+    StoreFailed when the store stops accepting writes."""
     from mlflow.tracking import MlflowClient
 
-    return _GivesUpFast(MlflowClient(tracking_uri=uri))
+    return _GuardedClient(MlflowClient(tracking_uri=uri), uri, outage_s)
 
 
-class _GivesUpFast:
-    """Passes every call to the MlflowClient it wraps. When a call fails because the server did not answer
-    through all of MLflow's retries (about a minute), the server is taken for gone: later calls in this process
-    try twice at once, so a sweep whose server died ends in about a minute instead of a minute per write. A
-    server that comes back is used again by the next call."""
+class _GuardedClient:
+    """Passes every call to the MlflowClient it wraps, and watches how it fails.
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
+    - A server that does not answer (refused, reset, a gateway's 502-504, MLflow's few retries exhausted):
+      the call waits and tries again until the server answers or the outage has lasted tracking.outage_s
+      (OutageWatch, shared by every thread of the process). A restart costs no record and no cell; a server
+      that is really gone ends the sweep after that bound, every later call then failing at once.
+    - A store that refuses writes for good (disk full, read-only, its files removed): StoreFailed, naming it.
+    """
+
+    def __init__(self, inner: Any, uri: str, outage_s: float) -> None:
+        self._inner, self._uri, self._outage_s = inner, uri, outage_s
+        self._server = uri.startswith(("http://", "https://"))
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)
@@ -105,43 +150,126 @@ class _GivesUpFast:
             return attribute
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attribute(*args, **kwargs)
-            except Exception as error:
-                if "max retries exceeded" in str(error).lower():
-                    give_up_fast()
-                raise
+            while True:
+                try:
+                    result = attribute(*args, **kwargs)
+                except Exception as error:
+                    if self._server and unanswered(error):
+                        wait_s = OUTAGE.failed(error, self._outage_s)
+                        if wait_s is not None:
+                            time.sleep(wait_s)
+                            continue
+                    cause = store_fault(error, self._uri)
+                    if cause is not None:
+                        raise StoreFailed(
+                            f"the tracking store {private(self._uri)} stopped accepting writes: {cause} "
+                            f"({_reason(error)[:160]})"
+                        ) from error
+                    raise
+                if self._server:
+                    OUTAGE.answered()
+                return result
 
         return call
 
 
-def give_up_fast() -> None:
-    """The store did not answer through a whole retry budget: from now on, one quick retry per call."""
-    if os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES") != "1":
-        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "1"
-        sys.stderr.write("trainbench: the tracking server has not answered for a minute: later writes try once\n")
+# What a server that is down, restarting or behind a gateway that lost it answers (or fails to).
+_UNANSWERED = (
+    "max retries exceeded",
+    "connection refused",
+    "connection aborted",
+    "connection reset",
+    "remote end closed",
+    "remotedisconnected",
+    "failed to establish a new connection",
+    "read timed out",
+    "502",
+    "503",
+    "504",
+    "bad gateway",
+    "service unavailable",
+    "gateway timeout",
+)
 
 
-def open_store(uri: str, *, mid_sweep: bool = False) -> Any:
+def unanswered(error: BaseException) -> bool:
+    text = f"{type(error).__name__} {error}".lower()
+    return any(needle in text for needle in _UNANSWERED)
+
+
+class OutageWatch:
+    """One outage of the tracking server at a time, as every thread of this process sees it: when it began,
+    whether it has outlasted its bound; one line when it begins, ends or is given up on."""
+
+    POLL_S = 5.0  # how often a waiting call tries again
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.began: float | None = None
+        self.given_up = False
+
+    def failed(self, error: BaseException, outage_s: float) -> float | None:
+        """Seconds to wait before trying again, or None: give up (the outage has lasted outage_s)."""
+        with self._lock:
+            now = time.monotonic()
+            if self.began is None:
+                self.began, self.given_up = now, False
+                sys.stderr.write(
+                    f"trainbench: the tracking server does not answer ({_reason(error)[:120]}): waiting for it up to "
+                    f"{outage_s:g} s (tracking.outage_s); what the cells record meanwhile is kept\n"
+                )
+            if self.given_up:
+                return None
+            left = outage_s - (now - self.began)
+            if left <= 0:
+                self.given_up = True
+                sys.stderr.write(
+                    f"trainbench: the tracking server has not answered for {now - self.began:.0f} s "
+                    "(tracking.outage_s): giving up on it\n"
+                )
+                return None
+            return min(self.POLL_S, left)
+
+    def answered(self) -> None:
+        if self.began is None:
+            return
+        with self._lock:
+            if self.began is not None:
+                sys.stderr.write(
+                    f"trainbench: the tracking server answers again after {time.monotonic() - self.began:.0f} s\n"
+                )
+                self.began, self.given_up = None, False
+
+
+OUTAGE = OutageWatch()
+
+
+def open_store(uri: str, *, mid_sweep: bool = False, outage_s: float = DEFAULT_OUTAGE_S) -> Any:
     """A client for `uri`, checked to answer; raises TrackingUnavailable with what to do.
 
     Before a sweep a server that is down fails at once (one line, exit 2). `mid_sweep` (a cell's job: the
-    sweep's owner reached the server already) rides out a blink with MLflow's retries instead, so a
-    restart between two cells costs no cell."""
+    sweep's owner reached the server already) rides out an outage of up to `outage_s` instead, so a restart
+    between two cells costs no cell."""
     configure_http_retries()
     quiet_logs()
     # MLflow prints "View run ... at: <the URI, credentials and all>" whenever a run ends on a server; the
     # sweep prints its own redacted link instead (inherited by every cell's process).
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     problem = _local_problem(uri)
+    if problem and mid_sweep:  # it was there when the sweep began
+        raise StoreFailed(
+            f"the tracking store {private(uri)} stopped accepting writes: its files were removed ({problem})"
+        )
     if problem:
         raise TrackingUnavailable(f"cannot use the MLflow tracking store {redact(uri)}: {problem}")
+    one_line_store_errors()
     if uri.startswith(("http://", "https://")) and not mid_sweep:
         _check_server(uri)
     try:
         with _creation_lock(uri):
-            tracking = client(uri)
-            tracking.search_experiments(max_results=1)
+            tracking = client(uri, outage_s)
+            # Before a sweep, one plain request: a server that does not answer now is refused, not waited for.
+            (tracking if mid_sweep else tracking._inner).search_experiments(max_results=1)
     except TrackingUnavailable:
         raise
     except Exception as error:  # MLflow raises many types here: connection, SQL, permission
@@ -254,14 +382,37 @@ def verbose() -> bool:
 def quiet_logs() -> None:
     """MLflow's INFO lines and TensorFlow's C++ log (oneDNN notes, a `failed call to cuInit` on machines
     without a GPU) say nothing a user must act on: off unless hydra.verbose is given."""
-    import logging
-
     if verbose():
         return
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read by MLflow when it configures its loggers
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read by TensorFlow's C++ logging when it loads
     for name in ("mlflow", "alembic", "absl", "jax._src.xla_bridge"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class _OneLine(logging.Filter):
+    """MLflow's warnings and errors as one redacted line each (their tracebacks are MLflow's internals), and
+    none at all from its stores: a store that fails is reported by trainbench, once, with what it means for the
+    sweep (StoreFailed, the outage lines). hydra.verbose shows them all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or verbose():
+            return True
+        if record.name.startswith("mlflow.store."):
+            return False
+        first = (record.getMessage().strip().splitlines() or [""])[0]
+        record.msg, record.args = private(first)[:300], None
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def one_line_store_errors() -> None:
+    """Attach _OneLine to MLflow's handlers (MLflow's loggers do not propagate to the root); once."""
+    import mlflow  # noqa: F401  (configures its loggers and their handler)
+
+    for handler in logging.getLogger("mlflow").handlers:
+        if not any(isinstance(f, _OneLine) for f in handler.filters):
+            handler.addFilter(_OneLine())
 
 
 # ----------------------------------------------------------------------------------------- privacy

@@ -605,8 +605,17 @@ class TrackingConfig:
     uri: str | None = None  # null: $MLFLOW_TRACKING_URI, else sqlite:///<project root>/mlflow.db
     experiment: str = "trainbench"  # MLflow experiment name (ignored under `mlflow run`)
     system_metrics_interval_s: float = 10.0  # MLflow system metrics every N seconds; 0 turns them off
+    # a tracking server that stops answering mid-sweep is waited for this long (what it is sent meanwhile is
+    # kept and sent once it answers) before the sweep gives up on it: a restart, a deploy, a host reboot
+    outage_s: float = 300.0
 
     def check(self, at: str) -> None:
+        need(
+            finite(self.outage_s) and 0 <= self.outage_s <= 86400,
+            f"{at}.outage_s",
+            self.outage_s,
+            "must be seconds from 0 to 86400, e.g. tracking.outage_s=300",
+        )
         need(
             bool(self.experiment.strip()) and len(self.experiment) <= 200 and self.experiment.isprintable(),
             f"{at}.experiment",
@@ -633,6 +642,9 @@ class CellLimits:
     memory_limit_mb: int | None = None  # cap the cell's host memory (Linux); a cell over it is tagged oom
     max_batch_size: int = 65536  # batch_size=max doubles from 1 up to this, then bisects
     cpus: int | None = None  # pin the cell to this many cores (cells running side by side get different ones)
+    # stop a cell that shows no sign of progress for this long (no event, no output line, no CPU time: a stopped
+    # or deadlocked process), recorded `hung`; null: never. A compile or a long epoch keeps a core busy.
+    hung_after_s: float | None = 600.0
 
     def check(self, at: str) -> None:
         need(
@@ -640,6 +652,12 @@ class CellLimits:
             f"{at}.timeout_s",
             self.timeout_s,
             "must be null or seconds > 0",
+        )
+        need(
+            self.hung_after_s is None or (finite(self.hung_after_s) and 2 <= self.hung_after_s <= 10**7),
+            f"{at}.hung_after_s",
+            self.hung_after_s,
+            "must be null (never) or seconds >= 2, e.g. cell.hung_after_s=600",
         )
         need_optional_count(self.memory_limit_mb, f"{at}.memory_limit_mb", 1, 2**24)
         need_count(self.max_batch_size, f"{at}.max_batch_size", 1, MAX_BATCH_SIZE, "")

@@ -32,15 +32,18 @@ import yaml
 
 from trainbench import hardware, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
+from trainbench.config.schema import CellLimits
 from trainbench.runner import liveness, scaling, slots
 from trainbench.runner.batch_search import Probe, SearchFailed, find_max_batch
-from trainbench.runner.events import RunWriter
+from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.timeline import mark
 
 STDERR_TAIL_LINES = 200
 GRACE_S = 10  # how long a cell's process gets to write its result after SIGINT/SIGTERM
 TIMED_OUT = -1000
 STUCK_AT_CAP = -1001
+HUNG = -1002
+STORE_FAILED = -1003
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,9 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
             _attempt(lambda: tracking.set_tags(store.client, run_id, {"trainbench.failure": result["failure"]}))
     except SearchFailed as error:
         reason = str(error)
+    except tracking.StoreFailed as fault:  # closing it is tried below: the store may still take that write
+        reason = str(fault)
+        raise
     except Stopped as stop:
         outcome, reason = "killed", stop.reason
         raise
@@ -124,9 +130,12 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
 
 
 def _attempt(call: Any) -> None:
-    """A store write on the way out: one failure must not stop the run from being closed."""
+    """A store write on the way out: one failure must not stop the run from being closed. A store that stopped
+    accepting writes is reported once, by the sweep."""
     try:
         call()
+    except tracking.StoreFailed:
+        return
     except Exception as error:
         sys.stderr.write(f"trainbench: could not write to the tracking store: {tracking.private(str(error))[:200]}\n")
 
@@ -155,12 +164,17 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
         store.experiment_id, run_name=name, tags={k: tracking.private(str(v)) for k, v in tags.items() if v is not None}
     )
     run_id = str(run.info.run_id)
-    tracking.log_params(store.client, run_id, params(cell))
-    spec = to_spec(cell)
-    shown = {k: v for k, v in spec["cell"].items() if k != "launch"}
-    store.client.log_text(run_id, tracking.private(yaml.safe_dump(shown, sort_keys=False)), "config.yaml")
-    store.client.log_text(run_id, tracking.private("\n".join(overrides) + "\n"), "overrides.txt")
-    store.client.log_text(run_id, tracking.installed_packages(), "requirements-freeze.txt")
+    try:
+        tracking.log_params(store.client, run_id, params(cell))
+        spec = to_spec(cell)
+        shown = {k: v for k, v in spec["cell"].items() if k != "launch"}
+        store.client.log_text(run_id, tracking.private(yaml.safe_dump(shown, sort_keys=False)), "config.yaml")
+        store.client.log_text(run_id, tracking.private("\n".join(overrides) + "\n"), "overrides.txt")
+        store.client.log_text(run_id, tracking.installed_packages(), "requirements-freeze.txt")
+    except tracking.StoreFailed as fault:  # e.g. its artifact folder is read-only while its database is not
+        why = str(fault)
+        _attempt(lambda: tracking.close(store.client, run_id, "failed", why))
+        raise
     return run_id
 
 
@@ -224,17 +238,22 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
             )
         )
         env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
+        activity = Activity()
         writer = None
         if run_id and events_read is not None and events_write is not None:
-            writer = RunWriter(store.client, run_id, os.fdopen(events_read, encoding="utf-8")).start()
+            events = os.fdopen(events_read, encoding="utf-8")
+            writer = RunWriter(store.client, run_id, events, on_event=activity.touch, on_fault=activity.failed)
+            writer.start()
+        oom_kills_before = oom_kill_count()
         try:
-            returncode, stderr_tail = _run_child(
-                spec_path, cell.cell.timeout_s, env, events_write, cell.cell.memory_limit_mb
-            )
+            returncode, stderr_tail = _run_child(spec_path, cell.cell, env, events_write, activity)
         finally:
-            if writer is not None:
-                writer.finish()
-        result = read_result(result_path, returncode, cell.cell.timeout_s, cell.cell.memory_limit_mb)
+            if writer is not None:  # a server down at the cell's end is waited for (tracking.outage_s), then some
+                writer.finish(timeout_s=cell.tracking.outage_s + DRAIN_MARGIN_S)
+        if activity.fault is not None:  # the cell was stopped: nothing it recorded can reach the store
+            raise activity.fault
+        oom_kills = (oom_kill_count() or 0) - (oom_kills_before or 0)
+        result = read_result(result_path, returncode, cell.cell, oom_kills)
         lost = writer.lost() if writer is not None else 0
         if lost and result["outcome"] == "finished":  # its figures are not in the store: not a result
             result = {
@@ -245,12 +264,23 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
         return result, stderr_tail
 
 
+class Activity:
+    """What the launcher's threads learn about a running cell: when its process last showed a sign of progress
+    (an event, an output line: the hung watch), and whether the store stopped accepting its records."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.fault: tracking.StoreFailed | None = None
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+    def failed(self, fault: tracking.StoreFailed) -> None:
+        self.fault = fault
+
+
 def _run_child(
-    spec_path: Path,
-    timeout_s: float | None,
-    extra_env: dict[str, str],
-    events_fd: int | None,
-    memory_limit_mb: int | None = None,
+    spec_path: Path, limits: CellLimits, extra_env: dict[str, str], events_fd: int | None, activity: Activity
 ) -> tuple[int, str]:
     """Start the cell's process, echo its stderr while keeping the tail; return (exit status, tail)."""
     env = {**os.environ, **extra_env}
@@ -273,13 +303,13 @@ def _run_child(
     if events_fd is not None:
         os.close(events_fd)  # the child holds the only writing end: its exit ends the stream
     try:
-        reader = threading.Thread(target=_pump, args=(child.stderr, tail), daemon=True)
+        reader = threading.Thread(target=_pump, args=(child.stderr, tail, activity), daemon=True)
         reader.start()
-        returncode = _wait(child, timeout_s, memory_limit_mb)
-        if returncode == TIMED_OUT:
+        returncode = _wait(child, limits, activity)
+        if returncode in (TIMED_OUT, STORE_FAILED):
             _stop(child, signal.SIGTERM)
-        elif returncode == STUCK_AT_CAP:
-            child.kill()  # it holds the GIL in C code: no Python signal handler would run
+        elif returncode in (STUCK_AT_CAP, HUNG):
+            child.kill()  # stopped, deadlocked or in C code holding the GIL: no Python handler would run
             child.wait()
         reader.join(timeout=5)
         mark("job: the cell's process ended")
@@ -291,10 +321,13 @@ def _run_child(
     return returncode, "".join(tail)
 
 
-def _wait(child: subprocess.Popen[str], timeout_s: float | None, memory_limit_mb: int | None) -> int:
-    """The child's exit status; TIMED_OUT past timeout_s; STUCK_AT_CAP when it spins at its memory cap."""
+def _wait(child: subprocess.Popen[str], limits: CellLimits, activity: Activity) -> int:
+    """The child's exit status; TIMED_OUT past cell.timeout_s; STUCK_AT_CAP when it spins at its memory cap;
+    HUNG when it showed no progress for cell.hung_after_s."""
+    timeout_s, memory_limit_mb = limits.timeout_s, limits.memory_limit_mb
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     watch = _CapWatch(child.pid, memory_limit_mb) if memory_limit_mb and sys.platform.startswith("linux") else None
+    hung = _HungWatch(child.pid, limits.hung_after_s, activity) if limits.hung_after_s else None
     while True:
         wait_s = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
         try:
@@ -305,6 +338,41 @@ def _wait(child: subprocess.Popen[str], timeout_s: float | None, memory_limit_mb
             return TIMED_OUT
         if watch is not None and watch.stuck():
             return STUCK_AT_CAP
+        if hung is not None and hung.hung():
+            return HUNG
+        if activity.fault is not None:
+            return STORE_FAILED
+
+
+class _HungWatch:
+    """Notices a cell's process that has stopped making progress: no event over its pipe, no line on its error
+    output and no CPU time used (by it or its children) for cell.hung_after_s. A stopped process (SIGSTOP, a
+    debugger), a deadlock or a wait that never returns look like this; a compile, a warm-up or a long timed
+    epoch keeps at least a core busy. Its run's heartbeat, written from another thread of another process,
+    says nothing about it."""
+
+    BUSY_S = 0.05  # CPU seconds per check (about one) that count as work: a watcher thread's wake-ups use less
+
+    def __init__(self, pid: int, hung_after_s: float, activity: Activity) -> None:
+        self.pid, self.hung_after_s, self.activity = pid, hung_after_s, activity
+        self.cpu_s = self._cpu_s()
+
+    def hung(self) -> bool:
+        cpu_s = self._cpu_s()
+        if cpu_s is not None and self.cpu_s is not None and cpu_s - self.cpu_s > self.BUSY_S:
+            self.activity.touch()
+        self.cpu_s = cpu_s
+        return time.monotonic() - self.activity.last > self.hung_after_s
+
+    def _cpu_s(self) -> float | None:
+        import psutil
+
+        try:
+            process = psutil.Process(self.pid)
+            tree = [process, *process.children(recursive=True)]
+            return sum(sum(p.cpu_times()[:2]) for p in tree)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
 
 
 class _CapWatch:
@@ -375,10 +443,11 @@ def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[No
                 monitor.finish()
 
 
-def _pump(stream: Any, tail: collections.deque[str]) -> None:
+def _pump(stream: Any, tail: collections.deque[str], activity: Activity) -> None:
     """Echo the cell's stderr (credentials redacted: MLflow's errors quote the store's URI) and keep its tail."""
     quiet = not tracking.verbose()
     for line in stream:
+        activity.touch()
         if not (quiet and _NOISE.match(line)):
             sys.stderr.write(tracking.redact(line))
         tail.append(line)
@@ -396,15 +465,34 @@ def _stop(child: subprocess.Popen[str], first: signal.Signals) -> None:
             continue
 
 
-def read_result(path: Path, returncode: int, timeout_s: float | None, memory_limit_mb: int | None) -> dict[str, Any]:
+def oom_kill_count(vmstat: str | Path = "/proc/vmstat") -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (Linux 4.13+; a container
+    reads its host's count); None where the kernel does not say."""
+    try:
+        text = Path(vmstat).read_text()
+    except OSError:
+        return None
+    found = re.search(r"^oom_kill (\d+)$", text, flags=re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int = 0) -> dict[str, Any]:
     """The cell's outcome: its own result when it wrote one (even if the timeout fired just as it finished),
-    else what its exit status says."""
+    else what its exit status says. `oom_kills`: processes the kernel's out-of-memory killer killed while the
+    cell ran (oom_kill_count's change): a SIGKILL then is almost surely it."""
+    timeout_s, memory_limit_mb = limits.timeout_s, limits.memory_limit_mb
     if path.exists():
         result: dict[str, Any] = json.loads(path.read_text())
         if returncode != TIMED_OUT or result.get("outcome") == "finished":
             return _blame_memory_limit(result, memory_limit_mb)
     if returncode == TIMED_OUT:
         return {"outcome": "failed", "reason": f"timed out after {timeout_s:g} s (cell.timeout_s) and was stopped"}
+    if returncode == HUNG:
+        return {
+            "outcome": "hung",
+            "reason": f"no progress for {limits.hung_after_s:g} s (no event, no output, no CPU time: stopped or "
+            "deadlocked) and was stopped (cell.hung_after_s)",
+        }
     if returncode == STUCK_AT_CAP:
         return {
             "outcome": "failed",
@@ -415,6 +503,13 @@ def read_result(path: Path, returncode: int, timeout_s: float | None, memory_lim
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = ""
+        if name == "SIGKILL" and oom_kills > 0:
+            return {
+                "outcome": "failed",
+                "failure": "oom",
+                "reason": "cell process killed by the kernel's out-of-memory killer (SIGKILL, and /proc/vmstat's "
+                "oom_kill rose while it ran): try a smaller batch_size, or cell.memory_limit_mb to fail it sooner",
+            }
         if name == "SIGKILL":
             hint = " (most often the kernel's out-of-memory killer: try a smaller batch_size)"
         return _blame_memory_limit(

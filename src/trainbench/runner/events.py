@@ -15,11 +15,13 @@ import json
 import queue
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-DRAIN_TIMEOUT_S = 300  # at the end of a cell: how long the queue may take to reach the store
+# At the end of a cell, how long its queue may take to reach the store beyond tracking.outage_s (the writes of a
+# long cell, after an outage that ended just before it did).
+DRAIN_MARGIN_S = 120
 
 
 class LauncherGone(BrokenPipeError):
@@ -71,12 +73,22 @@ class RunWriter:
     """The launcher's side: reads the cell's events and logs them into its run, in order, without ever
     making the cell wait for the store."""
 
-    def __init__(self, store: Any, run_id: str, stream: IO[str]) -> None:
+    def __init__(
+        self,
+        store: Any,
+        run_id: str,
+        stream: IO[str],
+        on_event: Callable[[], None] | None = None,
+        on_fault: Callable[[Any], None] | None = None,
+    ) -> None:
         from trainbench import tracking
 
         self.tracking, self.store, self.run_id, self.stream = tracking, store, run_id, stream
+        self.on_event = on_event  # told of every event as it arrives (the cell shows progress)
+        self.on_fault = on_fault  # told when the store stops accepting writes (the cell is then stopped)
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.failures = 0
+        self.fault: BaseException | None = None  # the store stopped accepting writes (tracking.StoreFailed)
         self._reader = threading.Thread(target=self._read, name=f"events-{run_id[:8]}", daemon=True)
         self._writer = threading.Thread(target=self._write, name=f"logging-{run_id[:8]}", daemon=True)
 
@@ -85,7 +97,7 @@ class RunWriter:
         self._writer.start()
         return self
 
-    def finish(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+    def finish(self, timeout_s: float = DRAIN_MARGIN_S) -> None:
         """After the cell's process ended: read what is left, then log it all (or give up after timeout_s)."""
         self._reader.join(timeout=10)
         self.events.put(None)
@@ -97,6 +109,8 @@ class RunWriter:
 
     def _read(self) -> None:
         for line in self.stream:
+            if self.on_event is not None:
+                self.on_event()
             try:
                 self.events.put(json.loads(line))
             except json.JSONDecodeError:
@@ -104,14 +118,23 @@ class RunWriter:
 
     def _write(self) -> None:
         while (event := self.events.get()) is not None:
+            if self.fault is not None:  # the store refuses every write now: count what is lost, try nothing
+                self.failures += 1
+                continue
             try:
                 self._apply(event)
-            except Exception as error:  # after MLflow's own retries: say so, go on with the next event
+            except self.tracking.StoreFailed as fault:
+                self.fault = fault
                 self.failures += 1
-                sys.stderr.write(
-                    f"trainbench: could not record {sorted(event)[0]} in the run: "
-                    f"{self.tracking.private(str(error))[:200]}\n"
-                )
+                if self.on_fault is not None:
+                    self.on_fault(fault)
+            except Exception as error:  # after the outage bound: say so once, go on with the next event
+                self.failures += 1
+                if self.failures == 1:
+                    sys.stderr.write(
+                        f"trainbench: could not record {sorted(event)[0]} in the run: "
+                        f"{self.tracking.private(str(error))[:200]}\n"
+                    )
 
     def _apply(self, event: dict[str, Any]) -> None:
         tracking, store, run_id = self.tracking, self.store, self.run_id

@@ -29,7 +29,7 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         )
     overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+").startswith("launch.")]
     store = Store(
-        tracking.open_store(launch.tracking_uri, mid_sweep=True),
+        tracking.open_store(launch.tracking_uri, mid_sweep=True, outage_s=cell.tracking.outage_s),
         launch.tracking_uri,
         launch.experiment_id,
         launch.parent_run_id,

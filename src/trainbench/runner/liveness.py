@@ -84,7 +84,9 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.interval_s):
-            with contextlib.suppress(Exception):  # a missed beat is harmless; see the class docstring
+            # A missed beat is harmless (see the class docstring); a store that stopped accepting writes is
+            # the sweep's to report, not this thread's.
+            with contextlib.suppress(Exception, tracking.StoreFailed):
                 tracking.set_tags(self.store, self.run_id, {HEARTBEAT_TAG: str(int(time.time()))})
 
 

@@ -14,6 +14,7 @@ store), closes anything left open, prints the summary and returns the exit statu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -57,7 +58,7 @@ class Sweep:
         first = self.cells[0]
         uri = tracking.resolve_tracking_uri(first.tracking.uri)
         mark("parent: cells composed and judged")
-        store = tracking.open_store(uri)  # raises TrackingUnavailable before any work
+        store = tracking.open_store(uri, outage_s=first.tracking.outage_s)  # TrackingUnavailable before any work
         mark("parent: store open")
         lost = liveness.close_lost_runs(store, self.settings.lost_after_s)
         if lost:
@@ -90,6 +91,7 @@ class Sweep:
         results: dict[int, CellResult] = {}
         job_errors: dict[int, str] = {}
         stopped: Stopped | None = None
+        broken: tracking.StoreFailed | None = None  # the store stopped accepting writes: the sweep ends there
         to_run = [i for i, d in enumerate(decisions) if d.run]
         try:
             with _stop_signals_raise(), _parent_heartbeat(store, parent, self.settings.heartbeat_s):
@@ -105,17 +107,28 @@ class Sweep:
                             job_errors[i] = returned
         except Stopped as stop:
             stopped = stop
+        except tracking.StoreFailed as fault:
+            broken = fault
         finally:
             with _stop_signals_ignored():  # a second Ctrl-C must not leave the sweep half-recorded
                 results.update(self._recorded(store, experiment_id, sweep_id, results))
-                self._close_left_open(store, experiment_id, sweep_id, stopped)
-                rows = self._rows(results, job_errors, stopped)
+                self._close_left_open(store, experiment_id, sweep_id, stopped, broken)
+                rows = self._rows(results, job_errors, stopped, broken)
                 table = summary_table(rows)
                 print(table, flush=True)
+                if broken is not None:
+                    print(
+                        f"trainbench: {broken}. The sweep stopped there; what it could not close, the next "
+                        "invocation against the store closes as `lost`",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 mine = {r.run_id for r in rows if r.outcome == "finished" and r.run_id}
                 mine |= {d.prior_run.info.run_id for d in decisions if d.prior_run is not None}
                 page = (
-                    None if stopped else where_it_stands(store, uri, experiment_id, mine, self.sweep_name or sweep_id)
+                    None
+                    if stopped or broken
+                    else where_it_stands(store, uri, experiment_id, mine, self.sweep_name or sweep_id)
                 )
                 print(
                     f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
@@ -125,11 +138,12 @@ class Sweep:
                 )
                 print(f"Browse: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
                 if parent:
-                    self._close_parent(store, parent, rows, table, stopped, adopted, page)
+                    self._close_parent(store, parent, rows, table, stopped, adopted, page, broken)
         mark("parent: summary printed")
         if stopped is not None:
             return 128 + stopped.signum
-        return EXIT_OK if all(r.outcome in ("finished", "skipped") for r in rows) else EXIT_CELLS_DID_NOT_FINISH
+        finished = all(r.outcome in ("finished", "skipped") for r in rows) and broken is None
+        return EXIT_OK if finished else EXIT_CELLS_DID_NOT_FINISH
 
     # -- the cells' runs ----------------------------------------------------------------------------
     def _launch_all(self, jobs: list[list[str]]) -> list[dict[str, Any] | str]:
@@ -196,7 +210,7 @@ class Sweep:
         (a Ctrl-C in the middle of a batch) or cells run on other machines."""
         try:
             runs = store.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}'", max_results=10_000)
-        except Exception:  # the store is unreachable now: report what the launcher returned
+        except (Exception, tracking.StoreFailed):  # the store is unreachable now: report what the launcher returned
             return {}
         found: dict[int, CellResult] = {}
         for run in runs:
@@ -214,26 +228,39 @@ class Sweep:
             )
         return found
 
-    def _close_left_open(self, store: Any, experiment_id: str, sweep_id: str, stopped: Stopped | None) -> None:
-        """A cell whose launcher died without closing its run (a killed joblib worker): close it now."""
+    def _close_left_open(
+        self, store: Any, experiment_id: str, sweep_id: str, stopped: Stopped | None, broken: BaseException | None
+    ) -> None:
+        """A cell whose launcher died without closing its run (a killed joblib worker, a store that failed under
+        it): close it now, if the store still takes that write."""
         try:
             runs = store.search_runs(
                 [experiment_id],
                 f"tags.`trainbench.sweep_id` = '{sweep_id}' and attributes.status = 'RUNNING'",
                 max_results=10_000,
             )
-        except Exception:
+        except (Exception, tracking.StoreFailed):
             return
         for run in runs:
             outcome = "killed" if stopped else "failed"
-            reason = stopped.reason if stopped else "the job running this cell ended without closing its run"
+            reason = (
+                stopped.reason
+                if stopped
+                else str(broken)
+                if broken
+                else "the job running this cell ended without closing its run"
+            )
             try:
                 tracking.close(store, run.info.run_id, outcome, reason)
-            except Exception:  # noqa: S112  (the next invocation closes it as lost)
+            except (Exception, tracking.StoreFailed):  # (the next invocation closes it as lost)
                 continue
 
     def _rows(
-        self, results: dict[int, CellResult], job_errors: dict[int, str], stopped: Stopped | None
+        self,
+        results: dict[int, CellResult],
+        job_errors: dict[int, str],
+        stopped: Stopped | None,
+        broken: BaseException | None = None,
     ) -> list[CellResult]:
         rows = []
         for i, name in enumerate(self.names):
@@ -253,6 +280,10 @@ class Sweep:
                 )
             elif i in job_errors:
                 rows.append(CellResult(i + 1, name, "failed", None, job_errors[i], None))
+            elif broken is not None:
+                rows.append(
+                    CellResult(i + 1, name, "not started", None, "the tracking store stopped taking writes", None)
+                )
             else:
                 why = "the sweep was stopped before it started" if stopped else "its job left no record"
                 rows.append(CellResult(i + 1, name, "not started" if stopped else "failed", None, why, None))
@@ -286,12 +317,15 @@ class Sweep:
         stopped: Stopped | None,
         adopted: bool,
         page: Path | None = None,
+        broken: BaseException | None = None,
     ) -> None:
         done = [r for r in rows if r.outcome in ("finished", "skipped")]
-        outcome = "killed" if stopped else "finished" if len(done) == len(rows) else "failed"
+        outcome = "killed" if stopped else "finished" if len(done) == len(rows) and not broken else "failed"
         reason = (
             stopped.reason
             if stopped
+            else str(broken)
+            if broken
             else None
             if outcome == "finished"
             else f"{len(rows) - len(done)} of {len(rows)} cells did not finish"
@@ -302,13 +336,18 @@ class Sweep:
                 parent,
                 {"cells": len(rows), "cells_finished": len(done), "sweep_time_s": time.time() - self.started},
             )
-            store.log_text(parent, table + "\n", "summary.txt")
-            if page is not None:
-                store.log_artifact(parent, str(page))  # the first screen, with the sweep's run
+            # Artifacts may live where the database does not (a read-only artifact folder): the run is
+            # closed whatever becomes of them.
+            with contextlib.suppress(tracking.StoreFailed):
+                store.log_text(parent, table + "\n", "summary.txt")
+                if page is not None:
+                    store.log_artifact(parent, str(page))  # the first screen, with the sweep's run
             if adopted:  # `mlflow run` closes its own run from our exit status
                 tracking.set_tags(store, parent, {"trainbench.outcome": outcome, "trainbench.reason": reason})
             else:
                 tracking.close(store, parent, outcome, reason)
+        except tracking.StoreFailed:  # said once already, with the summary
+            return
         except Exception as error:
             sys.stderr.write(f"trainbench: could not close the sweep's run: {tracking.private(str(error))[:200]}\n")
 
@@ -442,6 +481,8 @@ def where_it_stands(store: Any, uri: str, experiment_id: str, mine: set[str], sw
 
     try:
         found, path = standing.after_sweep(store, uri, experiment_id, mine, sweep_id)
+    except tracking.StoreFailed:
+        return None
     except Exception as error:
         sys.stderr.write(f"trainbench: no comparison page: {tracking.private(str(error)).splitlines()[0][:200]}\n")
         return None
@@ -464,6 +505,8 @@ def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None
 
     try:
         return tracking.redact(ui_url(uri, experiment_id, sweep_run_id=parent))
+    except tracking.StoreFailed:
+        return "(no link: the tracking store stopped taking writes)"
     except Exception as error:  # the link is a convenience: never fail a sweep over it
         return f"(no link: {tracking.private(str(error))[:120]})"
 

@@ -3,9 +3,13 @@
 A cell counts as done when a finished run in the store has the same config hash (trainbench.config_hash),
 ran on a machine with this machine's label for the device the cell asks for (trainbench.hardware.label of
 the run's own tags: the GPU with its memory, the Apple GPU or the CPU with its cores, so a 24-core M1 Max never
-stands for a 32-core one), and with the version of the framework installed here (trainbench.framework_version). Such cells are skipped: the new
-sweep records a `skipped` run pointing at the result (trainbench.result_run_id). With resume=failed, only
-the cells whose latest run failed, was killed or was lost run again.
+stands for a 32-core one), and with the version of the framework installed here (trainbench.framework_version).
+Such cells are skipped: the new sweep records a `skipped` run pointing at the result (trainbench.result_run_id).
+With resume=failed, the cells whose latest run failed, was killed or was lost run again, and so do the cells that
+never ran here (a sweep stopped before it reached them); only finished cells are skipped.
+
+A run that died before its cell bound a device (the OOM killer at import time) has no backend and no
+framework version: it is this machine's when the host it recorded has this machine's label for the device.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 from trainbench import hardware
 from trainbench.config import CellConfig, config_hash
 
-RERUN_OUTCOMES = ("failed", "killed", "lost")
+RERUN_OUTCOMES = ("failed", "killed", "hung", "lost")
 
 
 @dataclass(frozen=True)
@@ -45,23 +49,31 @@ def _decide(cell: CellConfig, store: Any, experiment_id: str, mode: Any, host: d
     )
     labels = hardware.labels_for(cell.device.name, host)
     installed = _public(_installed(cell.framework.package))
-    comparable = [
-        r
-        for r in runs
-        if hardware.run_label(r.data.tags) in labels
-        and _public(r.data.tags.get("trainbench.framework_version", "")) == installed
-    ]
+    comparable = [r for r in runs if _here(r.data.tags, cell.device.name, labels, installed)]
     finished = [r for r in comparable if r.data.tags.get("trainbench.outcome") == "finished"]
     if mode == "failed":
         latest = next((r for r in comparable if r.data.tags.get("trainbench.outcome") != "skipped"), None)
-        if latest is not None and latest.data.tags.get("trainbench.outcome") in RERUN_OUTCOMES:
-            return Decision(True)
+        outcome = latest.data.tags.get("trainbench.outcome") if latest is not None else None
+        if outcome is None or outcome in RERUN_OUTCOMES:
+            return Decision(True)  # it failed, or it never ran here
         if finished:
             return Decision(False, finished[0], f"already finished in run {finished[0].info.run_id} (sweep.resume)")
-        return Decision(False, None, "no failed, killed or lost run of this cell here (sweep.resume=failed)")
+        return Decision(
+            False,
+            None,
+            f"its latest run here was {outcome} (sweep.resume=failed reruns failed, killed, lost and never-run cells)",
+        )
     if finished:
         return Decision(False, finished[0], f"already finished in run {finished[0].info.run_id} (sweep.resume)")
     return Decision(True)
+
+
+def _here(tags: dict[str, str], device: str, labels: set[str], installed: str) -> bool:
+    """Whether a run of the cell ran on this machine's kind of device with the framework installed here. A run
+    that died before binding its device records neither backend nor version: its host's tags decide."""
+    if "trainbench.backend" not in tags:
+        return bool(hardware.labels_for(device, tags) & labels) and not tags.get("trainbench.framework_version")
+    return hardware.run_label(tags) in labels and _public(tags.get("trainbench.framework_version", "")) == installed
 
 
 def _public(version_string: str) -> str:
