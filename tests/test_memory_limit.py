@@ -66,12 +66,14 @@ def test_a_cell_process_spinning_at_its_cap_is_stopped_and_recorded_oom(tmp_path
     child = subprocess.Popen([sys.executable, "-c", SPINS_AT_CAP, str(limit_mb)], text=True)
     started = time.monotonic()
     try:
-        returncode = runner._wait(child, CellLimits(memory_limit_mb=limit_mb), runner.Activity())
+        # timeout_s bounds the test if the watch never sees it spinning (it would otherwise wait forever)
+        limits = CellLimits(memory_limit_mb=limit_mb, timeout_s=120)
+        returncode = runner._wait(child, limits, runner.Activity())
     finally:
         child.kill()
         child.wait()
     assert returncode == runner.STUCK_AT_CAP
     assert time.monotonic() - started < 60
-    outcome = runner.read_result(tmp_path / "result.json", returncode, CellLimits(memory_limit_mb=limit_mb))
+    outcome = runner.read_result(tmp_path / "result.json", returncode, limits)
     assert (outcome["outcome"], outcome["failure"]) == ("failed", "oom")
     assert "cell.memory_limit_mb=600" in outcome["reason"]
