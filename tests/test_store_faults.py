@@ -11,7 +11,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import RUN_PY, child_env, runs_in, start_multirun
+from conftest import runs_in, start_multirun
 from trainbench.config.schema import CellLimits
 from trainbench.runner import cell as runner
 
@@ -99,10 +98,14 @@ def test_a_read_only_artifact_folder_ends_the_sweep_at_once_with_every_run_close
 
 
 def test_a_full_disk_ends_the_sweep_with_one_line_and_the_next_invocation_closes_what_it_left(tmp_path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from trainbench import tracking
+    from trainbench.runner import liveness
+
     with tmpfs(tmp_path / "store", "4m") as store:
         uri = f"sqlite:///{store / 'mlflow.db'}"
-        first = sweep(tmp_path / "first", uri, "seed=0", *CELLS[1:])  # the store's schema, and a finished cell
-        assert first[0] == 0, first[2][-3000:]
+        tracking.experiment_id(MlflowClient(uri), "trainbench", uri)  # the store's schema and experiment
         filler = store / "filler"
         free = shutil.disk_usage(store).free
         filler.write_bytes(b"\0" * max(0, free - 96 * 1024))  # about 96 KiB left: a few runs' worth
@@ -111,9 +114,10 @@ def test_a_full_disk_ends_the_sweep_with_one_line_and_the_next_invocation_closes
         assert "Traceback" not in err and "autoflush" not in err, err[-3000:]
         (line,) = fault_lines(err)
         assert "the disk is full" in line
-        filler.unlink()  # room again: the next invocation closes what the full disk kept open
-        after = sweep(tmp_path / "after", uri, "seed=9", *CELLS[1:])
-        assert after[0] == 0, after[2][-3000:]
+        filler.unlink()  # room again: the next invocation's first step closes what the full disk kept open
+        client = MlflowClient(uri)
+        left_open = [r.info.run_id for r in runs_in(uri) if r.info.status == "RUNNING"]
+        assert sorted(liveness.close_lost_runs(client, lost_after_s=300)) == sorted(left_open)
         assert not [r for r in runs_in(uri) if r.info.status == "RUNNING"]
 
 
@@ -168,55 +172,42 @@ def test_a_cell_that_stops_making_progress_is_recorded_hung_and_the_sweep_goes_o
     assert time.monotonic() - stopped_at < BOUND_S * 3
 
 
-def test_resume_failed_runs_the_cells_a_stopped_sweep_never_started_and_those_that_died_early(tmp_path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = [*CELLS, "task.epochs=6", "data.num_samples=1024"]
-    running = start_multirun(uri, tmp_path / "first", *args)
-    deadline = time.monotonic() + BOUND_S
-    while not tagged(tmp_path / "mlflow.db", "trainbench.cell_index", "2"):
-        assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
-        time.sleep(0.2)
-    # Cell 2's process dies before it binds a device (the OOM killer at import time, say): no backend recorded.
-    worker = None
-    while worker is None and time.monotonic() < deadline:
-        worker = next(
-            (
-                p
-                for p in psutil.Process(running.pid).children(recursive=True)
-                if "runner.worker" in " ".join(p.cmdline())
-            ),
-            None,
-        )
-    assert worker is not None
-    worker.kill()
-    running.send_signal(signal.SIGINT)  # and the sweep is stopped before cell 3
-    running.communicate(timeout=BOUND_S)
-    first = {
-        r.data.tags["trainbench.cell_index"]: r.data.tags
-        for r in runs_in(uri)
-        if "trainbench.cell_index" in r.data.tags
-    }
-    assert first["1"]["trainbench.outcome"] == "finished" and "3" not in first
-    assert first["2"]["trainbench.outcome"] in ("failed", "killed") and "trainbench.backend" not in first["2"]
+def test_resume_reads_its_own_history_whatever_a_run_managed_to_record(tmp_path) -> None:
+    """A real store holding the runs a sweep leaves (as a cell records them): a run killed before its cell bound a
+    device (no backend, no framework version: the OOM killer at import time) is this machine's and reruns under
+    resume=failed; a finished one is skipped under both modes; a cell with no run at all runs; an unavailable one
+    is left alone by resume=failed."""
+    from mlflow.tracking import MlflowClient
 
-    resumed = subprocess.run(
-        [sys.executable, str(RUN_PY), "-m", *args, "sweep.resume=failed"],
-        cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        capture_output=True,
-        text=True,
-        timeout=BOUND_S * 2,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    newest = max(
-        (r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "sweep"), key=lambda r: r.info.start_time
-    )
-    children = {
-        r.data.tags["trainbench.cell_index"]: r.data.tags["trainbench.outcome"]
-        for r in runs_in(uri)
-        if r.data.tags.get("mlflow.parentRunId") == newest.info.run_id
+    from trainbench import hardware, tracking
+    from trainbench.config import config_hash
+    from trainbench.config.compose import cells_for
+    from trainbench.runner import resume
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = tracking.experiment_id(client, "trainbench", uri)
+    cells = cells_for(["seed=0,1,2,3", "device=cpu"])
+    host = hardware.host_tags()
+    ran = {
+        "trainbench.backend": "cpu",
+        "hw.label": hardware.label("cpu", host),
+        "trainbench.framework_version": resume._installed("torch"),
     }
-    assert children == {"1": "skipped", "2": "finished", "3": "finished"}
+    recorded = [
+        (cells[0], "finished", ran),
+        (cells[1], "failed", {}),  # died before binding its device: only the host's tags
+        (cells[3], "unavailable", ran),
+    ]  # cells[2]: never ran
+    for cell, outcome, extra in recorded:
+        prepared = cell.task.prepared(cell)
+        tags = {"trainbench.kind": "cell", "trainbench.config_hash": config_hash(prepared), **host, **extra}
+        run = client.create_run(experiment, tags=tags)
+        tracking.close(client, run.info.run_id, outcome, "as recorded")
+    failed = [(d.run, d.reason.split(" (")[0]) for d in resume.decide(cells, client, experiment, "failed")]
+    assert [run for run, _ in failed] == [False, True, True, False]
+    assert failed[3][1] == "its latest run here was unavailable"
+    assert [d.run for d in resume.decide(cells, client, experiment, True)] == [False, True, True, True]
 
 
 def test_a_sigkill_while_the_kernel_killed_processes_for_memory_is_recorded_oom(tmp_path) -> None:

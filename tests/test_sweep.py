@@ -199,6 +199,8 @@ def test_a_killed_sweep_leaves_no_orphan_and_nothing_running_after_the_next_invo
 
 
 def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
+    """Ctrl-C with cell 1 finished, cell 2 running and cell 3 never started; `sweep.resume=failed` then runs 2
+    (killed) and 3 (it never ran here: once recorded `skipped` with no result) and skips 1."""
     sweep, uri = start_sweep(
         tmp_path,
         "batch_size=8,16,32",
@@ -230,7 +232,7 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
             "data.num_samples=2048",
             "data.num_val_samples=16",
             "tracking.system_metrics_interval_s=0",
-            "sweep.resume=true",
+            "sweep.resume=failed",
         ],
         cwd=tmp_path,
         env=child_env({"MLFLOW_TRACKING_URI": uri}),
