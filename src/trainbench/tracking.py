@@ -299,9 +299,28 @@ def _local_problem(uri: str) -> str | None:
             return (
                 f"{redact_paths(str(folder))} is a file, not a folder of runs: name a folder or a sqlite:/// database"
             )
+        return _folder_store_refused(folder)
     elif not uri.startswith(("http://", "https://", "databricks", "postgresql", "mysql", "mssql", "sqlite")):
         return "unknown kind of URI: use http(s)://host:port, sqlite:///path/mlflow.db or a folder"
     return None
+
+
+def _folder_store_refused(folder: Path) -> str | None:
+    """MLflow 3 refuses its filesystem backend unless MLFLOW_ALLOW_FILE_STORE is true; its own message is a
+    paragraph whose way out comes last. Said in one line, with both ways out; older MLflow, which has no such
+    switch, takes the folder."""
+    try:
+        from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
+    except ImportError:
+        return None
+    if MLFLOW_ALLOW_FILE_STORE.get():
+        return None
+    shown = redact_paths(str(folder))
+    return (
+        f"{shown} is a folder store, and MLflow keeps its filesystem backend in maintenance mode: use a database, "
+        f"e.g. sqlite:///{shown}/mlflow.db (`mlflow migrate-filestore` moves runs already in the folder), or set "
+        "MLFLOW_ALLOW_FILE_STORE=true to use the folder anyway"
+    )
 
 
 def _check_server(uri: str) -> None:
@@ -354,8 +373,10 @@ class _creation_lock:  # noqa: N801  (used as a context manager)
 
 
 def _reason(error: BaseException) -> str:
+    """The error's first line, whole: MLflow often ends it with what to do (a cut at 200 characters lost the
+    hint of its folder-store refusal). Bounded only against a line that is really a dump."""
     text = str(error).strip()
-    line = text.splitlines()[0][:200] if text else type(error).__name__
+    line = text.splitlines()[0][:2000] if text else type(error).__name__
     return redact_paths(redact(line))
 
 

@@ -95,6 +95,7 @@ def to_cell(composed: DictConfig) -> CellConfig:
         node = plain._get_node(group)  # noqa: SLF001  (None or a MISSING value: a group nobody chose)
         if node is None or OmegaConf.is_missing(plain, group) or node._is_none():  # noqa: SLF001
             raise PlainError(group, f"`{group}` must be chosen: {group}=<one of {', '.join(choices(group))}>")
+    _refuse_added_keys(plain)
     _check_input_kinds(plain)
     try:
         cell = OmegaConf.to_object(plain)
@@ -108,6 +109,37 @@ def to_cell(composed: DictConfig) -> CellConfig:
     if not isinstance(cell, CellConfig):
         raise PlainError("config", "the composed config is not a trainbench cell (is conf/config.yaml intact?)")
     return cell
+
+
+def _refuse_added_keys(plain: DictConfig) -> None:
+    """A key added with `+` or `++` (`+cell.timeout=5`) lands in the composed config, because Hydra opens the
+    typed node to add it, and converting to dataclasses then drops it without a word: refuse it as the same key
+    without `+` is refused, with the same did-you-mean."""
+    added = _added_keys(plain)
+    if not added:
+        return
+    from trainbench.config.compose import choices_having, describe_group, known_keys
+    from trainbench.config.errors import unknown_key
+
+    chosen = [f"{group}={plain[group].get('name')}" for group in GROUPS]
+    raise unknown_key(added[0], known_keys(), lambda group: describe_group(group, chosen), choices_having)
+
+
+def _added_keys(node: DictConfig, prefix: str = "") -> list[str]:
+    """The dotted keys under `node` that its dataclass does not have."""
+    cls = OmegaConf.get_type(node)
+    if not dataclasses.is_dataclass(cls):
+        return []
+    fields = {f.name for f in dataclasses.fields(cls)}
+    added = []
+    for key in node:
+        if key not in fields:
+            added.append(f"{prefix}{key}")
+            continue
+        child = node._get_node(key)  # noqa: SLF001  (the node itself: a value may be an unresolved interpolation)
+        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():  # noqa: SLF001
+            added += _added_keys(child, f"{prefix}{key}.")
+    return added
 
 
 def _check_input_kinds(plain: DictConfig) -> None:

@@ -65,7 +65,7 @@ def unknown_key(
         if described:
             having = choices_having(group, field)
             if having:
-                hint = f"; {group}={', '.join(having)} have it"
+                hint = f"; {group}={', '.join(having)} " + ("has it" if len(having) == 1 else "have it")
             else:
                 hint = f"; did you mean {' or '.join(close)}?" if close else ""
             return PlainError(bare, f"`{bare}` is not a setting of {described}{hint}")

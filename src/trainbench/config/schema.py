@@ -664,9 +664,6 @@ class CellLimits:
         need_optional_count(self.cpus, f"{at}.cpus", 1, 4096)
 
 
-RESUME = (False, True, "failed")
-
-
 @dataclass
 class SweepSettings:
     resume: Any = False  # true: skip cells already finished here; failed: re-run only failed/killed/lost cells
@@ -675,7 +672,14 @@ class SweepSettings:
     lost_after_s: float = 300.0  # a RUNNING run without a heartbeat for this long is closed as `lost`
 
     def check(self, at: str) -> None:
-        need(self.resume in RESUME, f"{at}.resume", self.resume, "false, true or failed")
+        # `is`, not `in`: 0 == False in Python, so `0 in (False, True, "failed")` holds, and runner.resume, which
+        # tests `mode is False`, would then resume
+        need(
+            self.resume is True or self.resume is False or self.resume == "failed",
+            f"{at}.resume",
+            self.resume,
+            "must be false, true or failed, e.g. sweep.resume=true",
+        )
         need(
             finite(self.heartbeat_s) and 0.5 <= self.heartbeat_s <= 3600,
             f"{at}.heartbeat_s",

@@ -1,0 +1,107 @@
+"""What a Hydra launcher cannot take, refused before anything runs.
+
+Hydra types a launcher's settings from the launcher's own schema (hydra_joblib_launcher's JobLibLauncherConf,
+submitit's queue confs), so `hydra.launcher.n_jobs=abc` is refused while composing. What a type cannot say
+(`n_jobs=0`, a joblib backend that does not exist) would surface only once the launcher starts, after the
+sweep's run is recorded, as a failed sweep: checked here instead, from the values each schema documents.
+Large values are left alone (trainbench.runner bounds how many cells run at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from trainbench.config.errors import ConfigError, PlainError, need
+from trainbench.config.schema import whole
+
+
+def check_launcher(composed: DictConfig) -> None:
+    """Raise ConfigError for a `hydra.launcher.*` value the chosen launcher cannot take."""
+    launcher = OmegaConf.select(composed, "hydra.launcher", default=None)
+    if not isinstance(launcher, DictConfig):
+        return
+    target = str(launcher.get("_target_", ""))
+    for suffix, check in CHECKS.items():
+        if target.endswith(suffix):
+            check(launcher)
+
+
+def _joblib(launcher: DictConfig) -> None:
+    # The schema's comments: "if -1, all CPUs are used"; backend "hard-code[d]" or inferred from prefer
+    # ("processes or threads") and require ("null or sharedmem"). The backends are joblib's own registry.
+    import joblib
+    from joblib.parallel import BACKENDS
+
+    cpus = joblib.cpu_count()
+    n_jobs = launcher.get("n_jobs")
+    # joblib reads a negative n_jobs as cpus + 1 + n_jobs (-1: every CPU, -2: all but one); below -cpus it
+    # would quietly run one cell at a time, and 0 "has no meaning" (joblib raises when the launcher starts).
+    need(
+        n_jobs is None or (whole(n_jobs) and (n_jobs >= 1 or -cpus <= n_jobs <= -1)),
+        "hydra.launcher.n_jobs",
+        n_jobs,
+        f"how many cells run at once: a whole number >= 1, or -1 for one per CPU (joblib reads -2 as all CPUs "
+        f"but one, and so on down to -{cpus}: this machine has {cpus}), e.g. hydra.launcher.n_jobs=2",
+    )
+    backends = sorted(BACKENDS)
+    _one_of(launcher, "backend", [None, *backends], "joblib's backends; null: chosen from hydra.launcher.prefer")
+    _one_of(launcher, "prefer", [None, "processes", "threads"], "")
+    _one_of(launcher, "require", [None, "sharedmem"], "")
+
+
+def _submitit(launcher: DictConfig) -> None:
+    for key in ("timeout_min", "nodes", "tasks_per_node"):
+        value = launcher.get(key)
+        need(
+            whole(value) and value >= 1,
+            f"hydra.launcher.{key}",
+            value,
+            f"a whole number >= 1, e.g. hydra.launcher.{key}=1",
+        )
+    for key, least in (("cpus_per_task", 1), ("mem_gb", 1), ("gpus_per_node", 0)):
+        value = launcher.get(key)
+        need(
+            value is None or (whole(value) and value >= least),
+            f"hydra.launcher.{key}",
+            value,
+            f"null or a whole number >= {least}",
+        )
+
+
+def _one_of(launcher: DictConfig, key: str, allowed: list[Any], why: str) -> None:
+    value = launcher.get(key)
+    shown = ", ".join("null" if a is None else str(a) for a in allowed)
+    need(value in allowed, f"hydra.launcher.{key}", value, f"choose one of {shown}" + (f" ({why})" if why else ""))
+
+
+# The launcher class (`_target_`) -> its check.
+CHECKS: dict[str, Callable[[DictConfig], None]] = {
+    ".JoblibLauncher": _joblib,
+    ".LocalLauncher": _submitit,
+    ".SlurmLauncher": _submitit,
+}
+
+
+def unknown_launcher_key(key: str, overrides: list[str]) -> ConfigError:
+    """`hydra.launcher.backend` under the basic launcher: say which launchers have it, not trainbench's settings."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    chosen = next((o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("hydra/launcher=")), "basic")
+    field = key[len("hydra.launcher.") :].split(".", 1)[0]
+    having, own = [], []
+    for entry in store.list("hydra/launcher"):
+        name = entry.removesuffix(".yaml")
+        fields = [k for k in store.load(f"hydra/launcher/{entry}").node if not str(k).startswith("_")]
+        if name == chosen:
+            own = fields
+        elif field in fields:
+            having.append(name)
+    if having:
+        hint = f"; hydra/launcher={' or hydra/launcher='.join(having)} has it"
+    else:
+        hint = f"; its settings: {', '.join(map(str, own))}" if own else "; it has no settings"
+    return PlainError(key, f"`{key}` is not a setting of the {chosen} launcher{hint}")
