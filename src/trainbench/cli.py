@@ -188,6 +188,7 @@ def download(argv: list[str]) -> int:
     from trainbench import data
     from trainbench.config import CONF_DIR, ConfigError
     from trainbench.config.compose import compose_or_explain
+    from trainbench.tracking import private
 
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -198,12 +199,17 @@ def download(argv: list[str]) -> int:
         data_cfg = OmegaConf.to_object(cfg)
         missing = data.missing_files(data_cfg)
         if missing is None:
-            print(f"{cfg.name}: nothing to download (already on disk, or generated)")
+            data.check_files(data_cfg)
+            print(f"{cfg.name}: nothing to download (already on disk and readable, or generated)")
             return 0
+        archive = data.archive_on_disk(data_cfg)
+        if archive is not None:
+            print(f"{cfg.name}: extracting {private(str(archive))}", flush=True)
         data.download(data_cfg)
+        data.check_files(data_cfg)
     except ConfigError as error:
         return fail(str(error))
-    except data.DatasetMissing as error:
+    except data.DatasetError as error:
         return fail(str(error))
-    print(f"{cfg.name}: downloaded into {missing[1]}")
+    print(f"{cfg.name}: {'extracted' if archive else 'downloaded'} into {private(str(missing[1]))}")
     return 0

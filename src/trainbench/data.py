@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
+import os
 import pickle
 import re
 import shutil
@@ -20,7 +22,7 @@ import struct
 import sys
 import tarfile
 import urllib.request
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +40,26 @@ SST2_FILES = ["train.tsv", "dev.tsv"]
 PAD_ID, UNK_ID, CLS_ID, SEP_ID = 0, 100, 101, 102
 FIRST_WORD_ID = 1000  # ids below are BERT's special and unused tokens
 MARKERS_PER_SEQUENCE = 8
+DIGITS_SAMPLES = 1797  # scikit-learn's bundled 8x8 digits
 MNIST_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
 
 
-class DatasetMissing(RuntimeError):
+class DatasetError(RuntimeError):
+    """A dataset read from files cannot be used. str() is one line: which folder or file, what is wrong, what
+    to do."""
+
+
+class DatasetMissing(DatasetError):
     """The dataset is not on disk and could not be downloaded. str() says where it must be."""
+
+
+class DatasetBroken(DatasetError):
+    """A dataset's file (or its archive) is on disk but unusable: empty, truncated, not its format, counts that
+    disagree; or the config asks for more samples than the files hold. str() names the file, what is wrong and
+    what to do (check_files raises it before a sweep's first cell)."""
 
 
 @dataclass
@@ -152,7 +166,8 @@ def resize_bilinear(x: np.ndarray, size: int) -> np.ndarray:
 
 
 def load(cfg: DataConfig, seed: int) -> Dataset:
-    """The dataset `cfg` describes, capped to its num_samples / num_val_samples."""
+    """The dataset `cfg` describes, capped to its num_samples / num_val_samples (files: never to more than they
+    hold; DatasetBroken then, as check_counts says before the sweep)."""
     if isinstance(cfg, TextData):
         return _load_text(cfg, seed)
     if isinstance(cfg, SyntheticImages):
@@ -161,6 +176,7 @@ def load(cfg: DataConfig, seed: int) -> Dataset:
     else:
         assert isinstance(cfg, ImageFiles)
         train, val, classes = _read_images(cfg, seed)
+        check_counts(cfg, (len(train), len(val)))
         channels = cfg.channels_given()
     train, val = train.first(cfg.num_samples), val.first(cfg.num_val_samples)
     mean, std = list(cfg.mean), list(cfg.std)
@@ -179,37 +195,170 @@ def _read_images(cfg: ImageFiles, seed: int) -> tuple[Split, Split, int]:
     return digits(cfg.val_fraction, seed)
 
 
-def missing_files(cfg: DataConfig) -> tuple[str, Path, list[str], str] | None:
-    """For a dataset read from files that are not all on disk: (what, folder, files expected, url); else None.
-    Reads nothing but the folder listing, so the parent can check a whole sweep before its first cell."""
-    if isinstance(cfg, ImageFiles) and cfg.loader == "cifar10":
-        folder = Path(cfg.root).resolve() / "cifar-10-batches-py"
-        expected = CIFAR10_FILES
-        if not all((folder / name).exists() for name in expected):
-            return "CIFAR-10", folder, expected, CIFAR10_URL
-    if isinstance(cfg, ImageFiles) and cfg.loader == "mnist":
-        folder = Path(cfg.root).resolve() / "MNIST" / "raw"
-        expected = [name for pair in MNIST_FILES.values() for name in pair]
-        if not all((folder / n).exists() or (folder / f"{n}.gz").exists() for n in expected):
-            return "MNIST", folder, expected, MNIST_URL
+# -- the files on disk: where they are, how they get there, whether they can be read --------------------------
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """A dataset read from files: what messages call it, its `data=NAME` (also its loader), the folder its
+    files are read from, the files expected there, where the download fetches them, and the names its
+    archive has when one lies in data.root (the folder's parent)."""
+
+    what: str
+    name: str
+    folder: Path
+    files: list[str]
+    url: str
+    md5: str | None = None
+    archives: tuple[str, ...] = ()  # the download's own file first; empty: files are fetched one by one
+    gzip_too: bool = False  # each file may also be NAME.gz (MNIST)
+
+    def path(self, name: str) -> Path | None:
+        """Where file `name` is read from: itself, else (gzip_too) NAME.gz; None when neither is there."""
+        candidates = [self.folder / name, *([self.folder / f"{name}.gz"] if self.gzip_too else [])]
+        return next((c for c in candidates if c.is_file()), None)
+
+    def missing(self) -> list[str]:
+        return [name for name in self.files if self.path(name) is None]
+
+    def archive_on_disk(self) -> Path | None:
+        return next((p for p in (self.folder.parent / a for a in self.archives) if p.is_file()), None)
+
+    def broken(self, path: Path, problem: str) -> DatasetBroken:
+        """`path` (a file of the dataset) is unusable: one line naming it, what is wrong, what to do."""
+        return DatasetBroken(f"{self.what}: {path} {problem}; {self.fix()}")
+
+    def fix(self) -> str:
+        command = f"`trainbench download data={self.name}`"
+        archive = self.archive_on_disk()
+        if archive is not None:
+            return f"delete {self.folder} to extract {archive} again, or delete both and run {command}"
+        return f"delete {self.folder} and run {command} (or run again with data.download=true)"
+
+
+def dataset_files(loader: str, root: Path) -> DataFiles:
+    """The files of dataset `loader` (cifar10, mnist, sst2) under data.root `root`."""
+    root = root.resolve()
+    if loader == "cifar10":
+        return DataFiles(
+            "CIFAR-10",
+            "cifar10",
+            root / "cifar-10-batches-py",
+            CIFAR10_FILES,
+            CIFAR10_URL,
+            CIFAR10_MD5,
+            ("cifar-10-python.tar.gz", "cifar-10-python.tar"),  # .tar: what some browsers leave of the .tar.gz
+        )
+    if loader == "mnist":
+        names = [name for pair in MNIST_FILES.values() for name in pair]
+        return DataFiles("MNIST", "mnist", root / "MNIST" / "raw", names, MNIST_URL, gzip_too=True)
+    assert loader == "sst2", loader
+    return DataFiles("SST-2", "sst2", root / "SST-2", SST2_FILES, SST2_URL, archives=("SST-2.zip",))
+
+
+def files_of(cfg: DataConfig) -> DataFiles | None:
+    """The files `cfg` reads; None for data generated in memory or bundled with a package (digits)."""
+    if isinstance(cfg, ImageFiles) and cfg.loader in ("cifar10", "mnist"):
+        return dataset_files(cfg.loader, Path(cfg.root))
     if isinstance(cfg, TextFiles):
-        folder = Path(cfg.root).resolve() / "SST-2"
-        if not all((folder / name).exists() for name in SST2_FILES):
-            return "SST-2", folder, SST2_FILES, SST2_URL
+        return dataset_files(cfg.loader, Path(cfg.root))
     return None
 
 
+def missing_files(cfg: DataConfig) -> tuple[str, Path, list[str], str] | None:
+    """For a dataset read from files that are not all on disk: (what, folder, files expected, url); else None.
+    Reads nothing but the folder listing, so the parent can check a whole sweep before its first cell."""
+    files = files_of(cfg)
+    if files is None or not files.missing():
+        return None
+    return files.what, files.folder, files.files, files.url
+
+
+def archive_on_disk(cfg: DataConfig) -> Path | None:
+    """The dataset's archive lying in data.root while its folder lacks files (the download's own file, e.g.
+    cifar-10-python.tar.gz, put there by hand or left by an earlier download): extract_archive unpacks it."""
+    files = files_of(cfg)
+    return files.archive_on_disk() if files is not None and files.missing() else None
+
+
+def extract_archive(cfg: DataConfig) -> Path:
+    """Unpack archive_on_disk(cfg) into the dataset's folder, as the download does after fetching it; returns
+    the archive. DatasetBroken names the archive when it cannot be read or lacks the dataset's files."""
+    files = files_of(cfg)
+    archive = archive_on_disk(cfg)
+    assert files is not None and archive is not None, "extract_archive needs archive_on_disk(cfg)"
+    _unpack(files, archive)
+    return archive
+
+
 def download(cfg: DataConfig) -> None:
-    """Fetch a dataset's files now (the `trainbench download` command); raises DatasetMissing when offline."""
-    if isinstance(cfg, TextFiles):
-        sst2(Path(cfg.root), True, cfg.seq_len, cfg.vocab_size)
-    elif isinstance(cfg, ImageFiles):
-        _read_images(replace(cfg, download=True), 0)
+    """Fetch a dataset's missing files now (the `trainbench download` command, and a sweep before its first cell):
+    unpacked from an archive in data.root when there is one, else downloaded. Reads none of them: check_files
+    does. Raises DatasetMissing when offline, DatasetBroken for an archive that cannot be extracted."""
+    files = files_of(cfg)
+    if files is not None:
+        _fetch(files, download=True)
+
+
+def check_files(cfg: DataConfig) -> tuple[int, int] | None:
+    """Every file of a dataset read from files, checked as the cell will read it, and cheaply: CIFAR-10's batches
+    unpickled (all that reading them costs: about 5 ms per 10,000 images) and their `data` and labels checked;
+    MNIST's IDX headers checked against their files' lengths (a .gz's recorded length; decompressed only when
+    that disagrees) and the labels read, not the images; SST-2's rows split into sentence and label, not
+    tokenised. Returns the (training, validation) samples the files hold. Raises DatasetBroken naming the first
+    bad file, what is wrong and what to do; DatasetMissing when a file is not on disk. None for generated data."""
+    if isinstance(cfg, ImageFiles) and cfg.loader == "digits":
+        return _digits_held(cfg.val_fraction)
+    files = files_of(cfg)
+    if files is None:
+        return None
+    if files.missing():
+        raise DatasetMissing(_missing(files, "data.download=true"))
+    if files.name == "cifar10":
+        counts = [len(_cifar10_batch(files, files.folder / name)[1]) for name in CIFAR10_FILES]
+        return sum(counts[:5]), counts[5]
+    if files.name == "mnist":
+        train, val = (len(_mnist_checked(files, split)[2]) for split in MNIST_FILES)
+        return train, val
+    train, val = (len(_sst2_rows(files, files.folder / name)[1]) for name in SST2_FILES)
+    return train, val
+
+
+def check_counts(cfg: DataConfig, held: tuple[int, int]) -> None:
+    """The files hold some training samples, and at least data.num_samples / num_val_samples of them: a cell
+    never silently trains or validates on fewer than asked. DatasetBroken says how many they hold."""
+    files = files_of(cfg)
+    if files is not None:
+        where = f"{files.what} in {files.folder}"
+    else:
+        assert isinstance(cfg, ImageFiles)
+        where = f"{cfg.name} (scikit-learn's {DIGITS_SAMPLES:,} digits, data.val_fraction={cfg.val_fraction})"
+    train, val = held
+    if train == 0:
+        assert files is not None  # digits always holds samples
+        raise DatasetBroken(f"{where} holds no training samples; {files.fix()}")
+    asked = (
+        ("num_samples", cfg.num_samples, train, "training"),
+        ("num_val_samples", cfg.num_val_samples, val, "validation"),
+    )
+    for key, wanted, count, kind in asked:
+        if wanted is not None and wanted > count:
+            raise DatasetBroken(
+                f"data.{key}={wanted} is more than the {count:,} {kind} samples of {where}: "
+                f"use data.{key}={count} or fewer (null: all of them)"
+            )
+
+
+def _digits_held(val_fraction: float) -> tuple[int, int]:
+    """What digits() splits scikit-learn's digits into: the validation share rounded up, as train_test_split does."""
+    val = math.ceil(val_fraction * DIGITS_SAMPLES)
+    return DIGITS_SAMPLES - val, val
 
 
 def _load_text(cfg: TextData, seed: int) -> Dataset:
     if isinstance(cfg, TextFiles):
         train, val, classes = sst2(Path(cfg.root), cfg.download, cfg.seq_len, cfg.vocab_size)
+        check_counts(cfg, (len(train), len(val)))
     else:
         assert isinstance(cfg, SyntheticText)
         train, val, classes = synthetic_text(cfg, seed)
@@ -254,23 +403,46 @@ def synthetic_text(cfg: SyntheticText, seed: int) -> tuple[Split, Split, int]:
 
 def sst2(root: Path, download: bool, seq_len: int, vocab_size: int) -> tuple[Split, Split, int]:
     """GLUE SST-2 from root/SST-2/{train,dev}.tsv, tokenised by hashing words (see tokenize)."""
-    folder = root.resolve() / "SST-2"
-    _ensure_unpacked("SST-2", folder, SST2_FILES, SST2_URL, None, download)
+    files = dataset_files("sst2", root)
+    _fetch(files, download)
 
     def read(name: str) -> Split:
-        sentences, labels = [], []
-        with open(folder / name, encoding="utf-8") as tsv:
-            header = tsv.readline().rstrip("\n").split("\t")
-            text_column, label_column = header.index("sentence"), header.index("label")
-            for number, line in enumerate(tsv, start=2):
-                fields = line.rstrip("\n").split("\t")
-                if len(fields) <= max(text_column, label_column) or not fields[label_column].isdigit():
-                    raise ValueError(f"{folder / name}:{number}: expected 'sentence<TAB>label', got {line[:80]!r}")
-                sentences.append(fields[text_column])
-                labels.append(int(fields[label_column]))
+        sentences, labels = _sst2_rows(files, files.folder / name)
         return Split(tokenize(sentences, seq_len, vocab_size), np.asarray(labels, dtype=np.int64))
 
     return read("train.tsv"), read("dev.tsv"), 2
+
+
+def _sst2_rows(files: DataFiles, path: Path) -> tuple[list[str], list[int]]:
+    """A GLUE TSV's sentences and labels: UTF-8, a header naming the `sentence` and `label` columns, then one
+    row per sentence with a label 0 or 1. DatasetBroken names the file (and the line) that is not."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise files.broken(
+            path, f"is not UTF-8 text (byte {error.start:,} is 0x{error.object[error.start]:02x})"
+        ) from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last row
+    if not lines:
+        raise files.broken(path, "is empty")
+    header = lines[0].rstrip("\r").split("\t")
+    if "sentence" not in header or "label" not in header:
+        raise files.broken(
+            path,
+            f"has no `sentence` and `label` columns: its first line is {lines[0][:60]!r} (GLUE's: sentence<TAB>label)",
+        )
+    text_column, label_column = header.index("sentence"), header.index("label")
+    sentences, labels = [], []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) <= max(text_column, label_column) or fields[label_column] not in ("0", "1"):
+            where = "ends mid-row (truncated?): its last line" if number == len(lines) else f"line {number}"
+            raise files.broken(path, f"{where} is {line[:60]!r}, not 'sentence<TAB>label' with label 0 or 1")
+        sentences.append(fields[text_column])
+        labels.append(int(fields[label_column]))
+    return sentences, labels
 
 
 def tokenize(sentences: list[str], seq_len: int, vocab_size: int) -> np.ndarray:
@@ -331,6 +503,7 @@ def digits(val_fraction: float, seed: int) -> tuple[Split, Split, int]:
     from sklearn.model_selection import train_test_split
 
     bunch = load_digits()
+    assert len(bunch.target) == DIGITS_SAMPLES
     images = np.clip(bunch.images * (255.0 / 16.0), 0, 255).astype(np.uint8)[:, None]
     labels = bunch.target.astype(np.int64)
     x_train, x_val, y_train, y_val = train_test_split(
@@ -341,91 +514,250 @@ def digits(val_fraction: float, seed: int) -> tuple[Split, Split, int]:
 
 def cifar10(root: Path, download: bool) -> tuple[Split, Split, int]:
     """CIFAR-10 from the python-pickle batches in root/cifar-10-batches-py."""
-    folder = root.resolve() / "cifar-10-batches-py"
-    _ensure_unpacked("CIFAR-10", folder, CIFAR10_FILES, CIFAR10_URL, CIFAR10_MD5, download)
+    files = dataset_files("cifar10", root)
+    _fetch(files, download)
 
     def read(names: list[str]) -> Split:
-        images, labels = [], []
-        for name in names:
-            with open(folder / name, "rb") as batch_file:
-                batch = pickle.load(batch_file, encoding="bytes")
-            images.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-            labels.append(np.asarray(batch[b"labels"], dtype=np.int64))
-        return Split(np.concatenate(images), np.concatenate(labels))
+        images, labels = zip(*(_cifar10_batch(files, files.folder / name) for name in names), strict=True)
+        return Split(np.concatenate(images).reshape(-1, 3, 32, 32), np.concatenate(labels))
 
     return read(CIFAR10_FILES[:5]), read(CIFAR10_FILES[5:]), 10
 
 
+def _cifar10_batch(files: DataFiles, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One python-pickle batch: a dict whose `data` is N x 3072 uint8 (N images, channel-major 3 x 32 x 32) and
+    whose `labels` (CIFAR-100's batches: `fine_labels`) are N classes 0-9. DatasetBroken names what is not."""
+    if path.stat().st_size == 0:
+        raise files.broken(path, "is empty")
+    try:
+        with open(path, "rb") as batch_file:
+            batch = pickle.load(batch_file, encoding="bytes")
+    except Exception as error:  # a damaged pickle raises nearly anything: EOFError, UnpicklingError, KeyError...
+        if isinstance(error, EOFError) or "truncated" in str(error):
+            raise files.broken(path, f"is truncated ({_why(error)})") from None
+        raise files.broken(path, f"is not a CIFAR-10 python batch: it does not unpickle ({_why(error)})") from None
+    if not isinstance(batch, dict):
+        raise files.broken(path, f"holds a {type(batch).__name__}, not a CIFAR-10 batch (a dict)")
+    data, labels = _entry(batch, "data"), _entry(batch, "labels", "fine_labels")
+    keys = ", ".join(k.decode(errors="replace") if isinstance(k, bytes) else str(k) for k in batch)[:120]
+    if data is None or labels is None:
+        absent = "data" if data is None else "labels"
+        raise files.broken(path, f"has no `{absent}` entry (its keys: {keys or 'none'})")
+    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 2 and data.shape[1] == 3072):
+        raise files.broken(path, f"has `data` of {_described(data)}; a CIFAR-10 batch's is N x 3072 uint8")
+    try:
+        labels = np.asarray(labels, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise files.broken(path, f"has `labels` of {_described(labels)}, not integers") from None
+    if labels.ndim != 1:
+        raise files.broken(path, f"has `labels` of {_described(labels)}; a CIFAR-10 batch's is one label per image")
+    if len(labels) != len(data):
+        raise files.broken(path, f"has {len(labels):,} labels for {len(data):,} images")
+    if len(labels) and (labels.min() < 0 or labels.max() > 9):
+        raise files.broken(path, f"has labels {labels.min()} to {labels.max()}; CIFAR-10's classes are 0 to 9")
+    return data, labels
+
+
+def _entry(batch: dict[Any, Any], *keys: str) -> Any:
+    """batch[key] for the first of `keys` it has, as bytes (Python 2's pickles) or str; else None."""
+    for key in keys:
+        for form in (key.encode(), key):
+            if form in batch:
+                return batch[form]
+    return None
+
+
+def _described(value: Any) -> str:
+    """An array as `uint8 100 x 1000`, a list as `a list of 100`, anything else as its type."""
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} {' x '.join(str(n) for n in value.shape) or 'scalar'}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value):,}"
+    return type(value).__name__
+
+
 def mnist(root: Path, download: bool) -> tuple[Split, Split, int]:
     """MNIST from the IDX files in root/MNIST/raw (torchvision's layout; plain or .gz)."""
-    folder = root.resolve() / "MNIST" / "raw"
-    names = [name for pair in MNIST_FILES.values() for name in pair]
-
-    def path(name: str) -> Path | None:
-        for candidate in (folder / name, folder / f"{name}.gz"):
-            if candidate.exists():
-                return candidate
-        return None
-
-    for name in names:
-        if path(name) is None:
-            if not download:
-                raise DatasetMissing(_missing("MNIST", folder, names, MNIST_URL, "data.download=true"))
-            _download(
-                f"{MNIST_URL}{name}.gz",
-                folder / f"{name}.gz",
-                None,
-                lambda why: _missing("MNIST", folder, names, MNIST_URL, why),
-            )
-
-    def found(name: str) -> Path:
-        located = path(name)
-        assert located is not None  # every file was found or downloaded above
-        return located
+    files = dataset_files("mnist", root)
+    _fetch(files, download)
 
     def read(split: str) -> Split:
-        image_file, label_file = MNIST_FILES[split]
-        images = read_idx(found(image_file))
-        return Split(images[:, None].astype(np.uint8), read_idx(found(label_file)).astype(np.int64))
+        images, shape, labels = _mnist_checked(files, split)
+        return Split(_idx_data(files, images, shape)[:, None], labels)
 
     return read("train"), read("val"), 10
 
 
-def read_idx(path: Path) -> np.ndarray:
-    """An IDX file (the MNIST format): magic (0, 0, dtype, ndim), big-endian dims, then the data."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as idx:
-        raw = idx.read()
-    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype_code != 0x08:
-        raise ValueError(f"{path} is not an unsigned-byte IDX file")
-    shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+def _mnist_checked(files: DataFiles, split: str) -> tuple[Path, tuple[int, ...], np.ndarray]:
+    """A split's images file and its shape (header checked against the file), and its labels: read, as many as
+    the images, classes 0-9. Everything but decoding the images; DatasetBroken names the file that is wrong."""
+    image_name, label_name = MNIST_FILES[split]
+    images, labels = files.path(image_name), files.path(label_name)
+    assert images is not None and labels is not None, "_fetch found or fetched every file"
+    shape = _idx_shape(files, images, 3, "images")
+    if shape[1:] != (28, 28):
+        raise files.broken(images, f"holds {shape[1]} x {shape[2]} images; MNIST's are 28 x 28")
+    count = _idx_shape(files, labels, 1, "labels")
+    if count[0] != shape[0]:
+        raise files.broken(labels, f"holds {count[0]:,} labels for the {shape[0]:,} images of {images.name}")
+    values = _idx_data(files, labels, count).astype(np.int64)
+    if len(values) and values.max() > 9:
+        raise files.broken(labels, f"has labels up to {values.max()}; MNIST's classes are 0 to 9")
+    return images, shape, values
 
 
-def _ensure_unpacked(what: str, folder: Path, files: list[str], url: str, md5: str | None, download: bool) -> None:
-    """`files` in `folder`, else download the archive at `url` next to the folder and unpack it there;
-    offline or with download=false, raise DatasetMissing naming the folder and the files."""
-    if all((folder / name).exists() for name in files):
+def _idx_shape(files: DataFiles, path: Path, ndim: int, kind: str) -> tuple[int, ...]:
+    """The shape an IDX file's header gives (magic 0, 0, 0x08 unsigned byte, `ndim`; then big-endian sizes),
+    checked against the length of the data that follows: a plain file's size, a .gz's recorded length."""
+    size = 4 + 4 * ndim
+    try:
+        with _open_idx(path) as idx:
+            header = idx.read(size)
+    except Exception as error:
+        raise files.broken(path, _unreadable(error)) from None
+    if len(header) < 4:
+        raise files.broken(path, "is empty" if not header else f"is too short for an IDX file ({len(header)} bytes)")
+    zero, code, dims = struct.unpack(">HBB", header[:4])
+    if zero != 0:
+        raise files.broken(path, f"is not an IDX file (it starts {header[:4].hex()}; an IDX file starts 0000)")
+    if code != 0x08:
+        raise files.broken(path, f"holds IDX type 0x{code:02x}, not unsigned bytes (0x08)")
+    if dims != ndim:
+        raise files.broken(path, f"has {dims} dimension(s); an MNIST {kind} file has {ndim}")
+    if len(header) < size:
+        raise files.broken(path, "is truncated inside its header")
+    shape = struct.unpack(f">{ndim}I", header[4:])
+    expected = size + math.prod(shape)
+    held = _idx_length(files, path, expected)
+    if held != expected:
+        said = f"its header says {' x '.join(f'{n:,}' for n in shape)} ({expected:,} bytes)"
+        what = "is truncated" if held < expected else "is too long"
+        raise files.broken(path, f"{what}: {said} but it holds {held:,}")
+    return shape
+
+
+def _open_idx(path: Path) -> Any:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _idx_length(files: DataFiles, path: Path, expected: int) -> int:
+    """The bytes an IDX file holds: a plain file's size; a .gz's length as its trailer records it (mod 2**32)
+    when that is the `expected` one, else as decompressing the whole stream finds it (a truncated or damaged
+    stream: DatasetBroken)."""
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    with open(path, "rb") as raw:
+        if raw.seek(0, os.SEEK_END) >= 4:
+            raw.seek(-4, os.SEEK_END)
+            if struct.unpack("<I", raw.read(4))[0] == expected % 2**32:
+                return expected
+    total = 0
+    try:
+        with gzip.open(path, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                total += len(block)
+    except Exception as error:
+        raise files.broken(path, _unreadable(error)) from None
+    return total
+
+
+def _idx_data(files: DataFiles, path: Path, shape: tuple[int, ...]) -> np.ndarray:
+    """The data of an IDX file whose header _idx_shape checked, as a uint8 array of `shape`."""
+    try:
+        with _open_idx(path) as idx:
+            raw = idx.read()
+        return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * len(shape)).reshape(shape)
+    except Exception as error:  # changed since it was checked
+        raise files.broken(path, _unreadable(error)) from None
+
+
+def _unreadable(error: Exception) -> str:
+    if isinstance(error, gzip.BadGzipFile):
+        return "is not a gzip file"
+    if isinstance(error, EOFError):
+        return f"is truncated ({error})"
+    return f"cannot be read ({_why(error)})"
+
+
+def _why(error: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0][:160]}" if text else type(error).__name__
+
+
+def _fetch(files: DataFiles, download: bool) -> None:
+    """Every file in files.folder: as they are; else unpacked from the dataset's archive when one lies in
+    data.root; else (download) fetched: the archive, md5-checked and unpacked, or (MNIST) each missing file.
+    Offline or with download=false, DatasetMissing names the folder and the files."""
+    missing = files.missing()
+    if not missing:
         return
-    if not download:
-        raise DatasetMissing(_missing(what, folder, files, url, "data.download=true"))
-    archive = folder.parent / url.rsplit("/", 1)[-1]
-    _download(url, archive, md5, lambda why: _missing(what, folder, files, url, why))
-    if archive.suffix == ".zip":
-        import zipfile
+    archive = files.archive_on_disk()
+    if archive is None and not download:
+        raise DatasetMissing(_missing(files, "data.download=true"))
+    if archive is None and not files.archives:  # files fetched one by one, as .gz
+        for name in missing:
+            _download(f"{files.url}{name}.gz", files.folder / f"{name}.gz", None, lambda why: _missing(files, why))
+        return
+    if archive is None:
+        archive = files.folder.parent / files.url.rsplit("/", 1)[-1]
+        _download(files.url, archive, files.md5, lambda why: _missing(files, why))
+    _unpack(files, archive)
 
-        with zipfile.ZipFile(archive) as bundle:
-            bundle.extractall(folder.parent)
-    else:
-        with tarfile.open(archive) as tar:
-            tar.extractall(folder.parent, filter="data")
+
+def _unpack(files: DataFiles, archive: Path) -> None:
+    """Extract `archive` (tar, any compression, or zip) next to the dataset's folder, and move into the folder
+    whatever of it is not there yet; nothing half-extracted is left behind. DatasetBroken names the archive when
+    it cannot be read or does not hold the folder's files."""
+    import tempfile
+    import zipfile
+
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{archive.name}.", dir=archive.parent))
+    except OSError as error:
+        raise _cannot_write(files, archive, error) from None
+    try:
+        try:
+            if archive.suffix == ".zip":
+                with zipfile.ZipFile(archive) as bundle:
+                    bundle.extractall(staging)
+            else:
+                with tarfile.open(archive) as tar:
+                    tar.extractall(staging, filter="data")
+        except Exception as error:  # a damaged archive raises EOFError, ReadError, BadZipFile, zlib.error...
+            if isinstance(error, OSError) and error.errno is not None:  # the disk's fault (full, read-only)
+                raise _cannot_write(files, archive, error) from None
+            problem = "is truncated" if isinstance(error, EOFError) else "cannot be extracted"
+            raise _bad_archive(files, archive, f"{problem} ({_why(error)})") from None
+        unpacked = staging / files.folder.name
+        lacking = [name for name in files.files if not (unpacked / name).is_file()]
+        if lacking:
+            raise _bad_archive(files, archive, f"holds no {files.folder.name}/{lacking[0]}")
+        if not files.folder.exists():
+            unpacked.rename(files.folder)
+            return
+        for entry in unpacked.iterdir():
+            if not (files.folder / entry.name).exists():
+                entry.rename(files.folder / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
-def _missing(what: str, folder: Path, files: list[str], url: str, remedy: str) -> str:
+def _bad_archive(files: DataFiles, archive: Path, problem: str) -> DatasetBroken:
+    return DatasetBroken(
+        f"{files.what}: archive {archive} {problem}; delete it and run `trainbench download data={files.name}` "
+        "(or run again with data.download=true)"
+    )
+
+
+def _cannot_write(files: DataFiles, archive: Path, error: OSError) -> DatasetMissing:
+    return DatasetMissing(f"{files.what}: could not extract {archive} into {archive.parent} ({_why(error)})")
+
+
+def _missing(files: DataFiles, remedy: str) -> str:
     return (
-        f"{what} not found: expected {', '.join(files)} in {folder} "
-        f"({remedy}; or download from {url} and place the files there)"
+        f"{files.what} not found: expected {', '.join(files.files)} in {files.folder} "
+        f"({remedy}; or download from {files.url} and place the files there)"
     )
 
 

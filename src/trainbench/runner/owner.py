@@ -3,10 +3,10 @@
 trainbench's Hydra sweeper (hydra_plugins/trainbench_sweeper) expands the command line into jobs, composes
 and judges every one of them, and hands them here. The owner then, before any cell runs: opens the store
 (closing runs whose process vanished as `lost`), makes sure every dataset and pretrained weights file the
-sweep needs is on disk, decides what `sweep.resume` skips, and creates the parent run. The cells run
-through whatever Hydra launcher is configured (in this process, or joblib, submitit, Ray workers): each job
-carries everything its cell needs in `launch.*`, and its own process creates, heartbeats and closes the
-cell's run (trainbench.runner.cell). The owner reads the outcomes back (from the launcher, else from the
+sweep needs is on disk and every dataset file can be read, decides what `sweep.resume` skips, and creates the
+parent run. The cells run through whatever Hydra launcher is configured (in this process, or joblib,
+submitit, Ray workers): each job carries everything its cell needs in `launch.*`, and its own process
+creates, heartbeats and closes the cell's run (trainbench.runner.cell). The owner reads the outcomes back (from the launcher, else from the
 store), closes anything left open, prints the summary and returns the exit status:
   0 every cell finished (or was skipped by resume); 1 some cell did not; 2 bad input, nothing ran;
   128 + the signal when stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
@@ -353,41 +353,69 @@ class Sweep:
 
 
 def fetch_or_refuse_missing_files(cells: list[CellConfig]) -> None:
-    """Every dataset and weights file the sweep needs, on disk before the first cell: downloaded once here
-    when allowed and online, else one message naming each folder and file expected, and how to get them."""
+    """Every dataset and weights file the sweep needs, on disk and readable before the first cell and before
+    any run is created: a dataset's archive lying in data.root is extracted (one line says so), else the files
+    are downloaded once here when allowed and online; then every file is checked (trainbench.data.check_files:
+    headers, sizes, counts) and each cell's data.num_samples / num_val_samples against what the files hold.
+    Otherwise one line (PlainError, exit 2) naming each folder or file, what is wrong and what to do."""
     from trainbench import data as datasets
 
     problems: list[str] = []
-    seen: set[Path] = set()
+    held: dict[str, tuple[int, int] | None] = {}
     for cell in cells:
         if not getattr(cell.task, "uses_model", True):
             continue
-        missing = datasets.missing_files(cell.data)
-        if missing and missing[1] not in seen:
-            seen.add(missing[1])
-            what, folder, files, url = missing
-            if getattr(cell.data, "download", False):
-                try:
-                    print(
-                        f"trainbench: {what} is not in {tracking.private(str(folder))}: downloading it once for the "
-                        "whole sweep",
-                        flush=True,
-                    )
-                    datasets.download(cell.data)
-                    continue
-                except datasets.DatasetMissing as error:
+        files = datasets.files_of(cell.data)
+        key = str(files.folder) if files is not None else f"{type(cell.data).__name__}:{cell.data.name}"
+        if key not in held:
+            try:
+                held[key] = _fetch_and_check(cell.data)
+            except datasets.DatasetError as error:
+                held[key] = None
+                problems.append(str(error))
+        counts = held[key]
+        if counts is not None:
+            try:
+                datasets.check_counts(cell.data, counts)
+            except datasets.DatasetBroken as error:
+                if str(error) not in problems:
                     problems.append(str(error))
-                    continue
-            problems.append(
-                f"{what} not found: expected {', '.join(files)} in {tracking.private(str(folder))} "
-                f"(data.download=false); download with `trainbench download data={cell.data.name}` "
-                f"or from {url}"
-            )
         weights = _missing_weights(cell)
         if weights and weights not in problems:
             problems.append(weights)
     if problems:
         raise PlainError("data", " | ".join(tracking.private(p) for p in problems))
+
+
+def _fetch_and_check(cfg: Any) -> tuple[int, int] | None:
+    """The samples (training, validation) a dataset's files hold, once they are on disk and checked; None for
+    generated data. Raises trainbench.data.DatasetError."""
+    from trainbench import data as datasets
+
+    missing = datasets.missing_files(cfg)
+    if missing:
+        what, folder, files, url = missing
+        archive = datasets.archive_on_disk(cfg)
+        if archive is not None:
+            print(
+                f"trainbench: {what} is not in {tracking.private(str(folder))}: extracting it from "
+                f"{tracking.private(str(archive))}",
+                flush=True,
+            )
+            datasets.extract_archive(cfg)
+        elif getattr(cfg, "download", False):
+            print(
+                f"trainbench: {what} is not in {tracking.private(str(folder))}: downloading it once for the "
+                "whole sweep",
+                flush=True,
+            )
+            datasets.download(cfg)
+        else:
+            raise datasets.DatasetMissing(
+                f"{what} not found: expected {', '.join(files)} in {folder} (data.download=false); download with "
+                f"`trainbench download data={cfg.name}` or from {url}"
+            )
+    return datasets.check_files(cfg)
 
 
 def _missing_weights(cell: CellConfig) -> str | None:
