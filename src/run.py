@@ -9,11 +9,15 @@ Every cell runs in its own process and is recorded in MLflow; see README.md.
 
 import sys
 
-import hydra
-from omegaconf import DictConfig
+from trainbench.stops import exit_quietly_on_stop
 
-from trainbench import cli
-from trainbench.runner.job import run_job
+# A stop before the sweep takes charge of stops (Ctrl-C while Hydra loads): exit 130 / 143 / 129, no traceback.
+with exit_quietly_on_stop():
+    import hydra
+    from omegaconf import DictConfig
+
+    from trainbench import cli
+    from trainbench.runner.job import run_job
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -22,4 +26,5 @@ def job(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.main(job))
+    with exit_quietly_on_stop():
+        sys.exit(cli.main(job))

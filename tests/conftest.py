@@ -116,3 +116,14 @@ def mlflow_server_postgres(tmp_path: Path, postgres_cluster: PostgresCluster):
     """`mlflow server` on loopback over a fresh PostgreSQL database (stopped before the database is)."""
     with MlflowServer(tmp_path / "mlflow-server", postgres_cluster.uri) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def migrated_store(tmp_path_factory) -> Path:
+    """An empty MLflow SQLite store with its schema made, once per session: creating one takes 5-10 s on two
+    busy cores, longer than a whole sweep of hanging cells. Copy it (shutil.copy) to use it."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path

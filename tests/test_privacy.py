@@ -4,8 +4,12 @@ absolute path of the project in a failed cell's reason or stderr tail. A real sw
 
 from __future__ import annotations
 
+import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +96,101 @@ def test_a_sweep_with_a_password_in_its_uri_stores_and_prints_no_password(mlflow
     for text in (tail, failed.data.tags["trainbench.reason"]):
         assert str(ROOT) not in text
     assert 'File "./src/trainbench/runner/worker.py"' in tail  # the traceback, relative to the project
+
+
+def test_whatever_a_process_prints_after_quiet_logs_names_no_password(tmp_path) -> None:
+    """Log records of any logger through handlers made before or after (MLflow makes its own), their
+    tracebacks, print() and warnings: all redacted, in a process of its own (it changes the process's streams)."""
+    script = f"""
+import logging, sys, warnings
+early = logging.StreamHandler(sys.stderr)  # made before: MLflow and Hydra make theirs when they load
+logging.getLogger("mlflow.system_metrics").addHandler(early)
+from trainbench.tracking import quiet_logs
+quiet_logs()
+uri = "http://trainbench:{SECRET}@127.0.0.1:5000"
+logging.getLogger("mlflow.system_metrics").warning("Failed to log system metrics: API request to %s/api failed", uri)
+logging.getLogger("urllib3.connectionpool").warning(f"Retrying {{uri}}")
+try:
+    raise ConnectionError(f"API request to {{uri}} failed")
+except ConnectionError:
+    logging.getLogger("mlflow").exception("while logging")
+print(f"uri: {{uri}}")
+warnings.warn(f"insecure request to {{uri}}")
+raise RuntimeError(f"cannot reach {{uri}}")
+"""
+    completed = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=child_env({"PYTHONPATH": str(ROOT / "src")}),  # this checkout's trainbench, not the installed one
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    printed = completed.stdout + completed.stderr
+    assert completed.returncode == 1 and "RuntimeError: cannot reach http://trainbench:***@127.0.0.1" in printed
+    assert printed.count("trainbench:***@") == 6, printed  # each of the six, redacted
+    assert SECRET not in printed
+
+
+def stored_system_points(database: Path) -> int:
+    """System-metric points in a server's SQLite file, read directly (no HTTP: it works while the server is down)."""
+    if not database.exists():
+        return 0
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10) as connection:
+        try:
+            return connection.execute("select count(*) from metrics where key like 'system/%'").fetchone()[0]
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return 0
+
+
+@pytest.mark.slow
+def test_a_server_outage_prints_no_password_from_any_process_of_the_sweep(tmp_path, migrated_store) -> None:
+    """MLflow's system-metrics monitor says `API request to <the URI> failed` every second while the server is
+    down, in each job's process (here two joblib workers); urllib3 and MLflow log their own failures."""
+    from servers import MlflowServer, kill_group
+
+    (tmp_path / "server").mkdir()
+    database = tmp_path / "server" / "mlflow.db"
+    shutil.copy(migrated_store, database)
+    with MlflowServer(tmp_path / "server", f"sqlite:///{database}") as server:
+        uri = server.uri.replace("http://", f"http://trainbench:{SECRET}@")
+        sweep = subprocess.Popen(
+            [sys.executable, str(RUN_PY), "-m", f"tracking.uri={uri}", "hydra/launcher=joblib",
+             "hydra.launcher.n_jobs=2", "seed=0,1", "device=cpu", "debug.inject_fault=sleep",
+             "tracking.system_metrics_interval_s=1", "sweep.heartbeat_s=1"],
+            cwd=tmp_path,
+            env=child_env({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while stored_system_points(database) < 4:  # both cells' monitors write
+                assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()[1][-3000:]
+                time.sleep(0.2)
+            server.stop(kill=True)
+            time.sleep(3)  # a few failed writes of system metrics and heartbeats
+            sweep.send_signal(signal.SIGTERM)
+            out, err = sweep.communicate(timeout=120)
+        finally:
+            kill_group(sweep, signal.SIGKILL, grace_s=5)
+    assert sweep.returncode == 143, err[-3000:]
+    assert f"API request to http://trainbench:***@127.0.0.1:{server.port}/" in err  # the failures were printed
+    assert SECRET not in out and SECRET not in err
+
+
+@pytest.mark.slow
+def test_the_composed_config_printed_by_cfg_names_no_password(tmp_path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(RUN_PY), "--cfg", "job", f"tracking.uri=http://user:{SECRET}@host:5000"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "uri: http://user:***@host:5000" in completed.stdout
+    assert SECRET not in completed.stdout + completed.stderr

@@ -134,10 +134,13 @@ def _console(argv: list[str]) -> None:
 
 
 def hydra_entry() -> Callable[[], Any]:
-    import hydra
+    from trainbench.stops import exit_quietly_on_stop
 
-    from trainbench.config import CONF_DIR
-    from trainbench.runner.job import run_job
+    with exit_quietly_on_stop():  # Ctrl-C while Hydra loads: exit 130, no traceback
+        import hydra
+
+        from trainbench.config import CONF_DIR
+        from trainbench.runner.job import run_job
 
     return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(run_job)
 

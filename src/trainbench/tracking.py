@@ -402,7 +402,9 @@ def verbose() -> bool:
 
 def quiet_logs() -> None:
     """MLflow's INFO lines and TensorFlow's C++ log (oneDNN notes, a `failed call to cuInit` on machines
-    without a GPU) say nothing a user must act on: off unless hydra.verbose is given."""
+    without a GPU) say nothing a user must act on: off unless hydra.verbose is given. Whatever is printed,
+    verbose or not, names no password (redact_output)."""
+    redact_output()
     if verbose():
         return
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read by MLflow when it configures its loggers
@@ -448,6 +450,68 @@ _SECRET_QUERY = re.compile(r"(?i)([?&](?:password|passwd|pwd|token|secret|api_ke
 def redact(text: str) -> str:
     """Credentials in any URI in `text` replaced: http://user:***@host, ?password=***."""
     return _SECRET_QUERY.sub(r"\1***", _CREDENTIALS.sub(r"\g<scheme>\g<user>\g<colon>***@", text))
+
+
+def redact_output() -> None:
+    """Everything this process prints goes through redact(): every log record, of any logger, whatever handler
+    prints it (MLflow's "API request to http://user:pass@host failed" while a server is down, urllib3's retries,
+    Hydra's), and every write to sys.stdout and sys.stderr (print, tracebacks, warnings, Hydra's `--cfg`).
+    Called first thing by each process trainbench starts: the sweep, a launcher's worker and its job, a cell."""
+    import logging
+
+    global _records_redacted
+    if not _records_redacted:
+        logging.setLogRecordFactory(_redacting_records(logging.getLogRecordFactory()))
+        _records_redacted = True
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _Redacted):
+            setattr(sys, name, _Redacted(stream))
+
+
+_records_redacted = False
+
+
+def _redacting_records(make_record: Any) -> Any:
+    """A log record factory that redacts the record's message and traceback as it is made, before any handler
+    (whoever installed it, whenever) formats it."""
+    import logging
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        record = make_record(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed call: logging reports it as it would have
+            return record
+        if redact(message) != message:
+            record.msg, record.args = redact(message), ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return record
+
+    return make
+
+
+class _Redacted:
+    """A text stream that writes through redact(); everything else is the stream it wraps (fileno, isatty,
+    encoding, flush). Each write is redacted whole: a URI split over two writes would pass, and no caller here
+    writes one that way (print, logging and tracebacks write a URI within one string)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def redact_paths(text: str) -> str:

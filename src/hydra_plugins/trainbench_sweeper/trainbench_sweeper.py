@@ -3,7 +3,8 @@
 Hydra expands the command line (comma lists, glob, range, choice; a preset's `hydra.sweeper.params`)
 exactly as its basic sweeper does; every job is then composed and judged before the first one runs, and
 trainbench.runner.owner.Sweep runs them through the configured launcher (basic, joblib, submitit, ray)
-and owns their runs, summary and exit status. Hydra finds this plugin in the `hydra_plugins` namespace.
+and owns their runs, summary and exit status; trainbench.runner.launchers bounds how many cells a launcher runs
+at once and ties its workers to the sweep's life. Hydra finds this plugin in the `hydra_plugins` namespace.
 """
 
 import sys
@@ -27,6 +28,8 @@ ConfigStore.instance().store(
 
 
 class TrainbenchSweeper(BasicSweeper):
+    _cpus_per_cell: int | None = None  # the most cores a cell of this sweep pins (cell.cpus): bounds parallelism
+
     def sweep(self, arguments: list[str]) -> Any:
         from trainbench.cli import fail
         from trainbench.config import ConfigError
@@ -39,6 +42,7 @@ class TrainbenchSweeper(BasicSweeper):
             params = [f"{key}={value}" for key, value in (self.params or {}).items()]
             parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
             jobs, cells = expand_and_judge(parser, params + list(arguments), self._compose)
+            self._cpus_per_cell = max((cell.cell.cpus or 0 for cell in cells), default=0) or None
             code = Sweep(cells, jobs, self._launch, command_line=list(arguments)).run()
         except (ConfigError, TrackingUnavailable) as error:
             code = fail(str(error))
@@ -50,8 +54,18 @@ class TrainbenchSweeper(BasicSweeper):
         return self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
 
     def _launch(self, jobs: list[list[str]]) -> list[Any]:
+        from trainbench.runner import launchers
+
         assert self.launcher is not None
-        returns = self.launcher.launch(jobs, initial_job_idx=0)
+        at_a_time = max(1, launchers.prepare(self.launcher, len(jobs), self._cpus_per_cell))
+        returns: list[Any] = []
+        try:
+            with launchers.ctrl_c_for_the_sweep_alone(self.launcher):
+                for first in range(0, len(jobs), at_a_time):
+                    returns += self.launcher.launch(jobs[first : first + at_a_time], initial_job_idx=first)
+        except BaseException:  # stopped (Ctrl-C, SIGTERM, SIGHUP) or failed: no cell runs on without the sweep
+            launchers.stop_local_workers()
+            raise
         results: list[Any] = []
         for job in returns:
             if job.status == JobStatus.COMPLETED:

@@ -19,6 +19,10 @@ from trainbench.runner.cell import Store, run_cell
 def run_job(composed: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
+    from trainbench.runner import launchers
+
+    tracking.quiet_logs()  # a launcher's worker prints nothing unredacted either
+    launchers.die_with_sweep()  # a worker of a launcher on this machine must not outlive the sweep
     cell = validate(composed)  # judged again where it runs: it may be another machine
     launch = cell.launch
     if launch.tracking_uri is None or launch.experiment_id is None:

@@ -111,8 +111,9 @@ class Sweep:
             broken = fault
         finally:
             with _stop_signals_ignored():  # a second Ctrl-C must not leave the sweep half-recorded
-                results.update(self._recorded(store, experiment_id, sweep_id, results))
+                # Runs a dead job left open are closed first, so that the summary reads their reason back.
                 self._close_left_open(store, experiment_id, sweep_id, stopped, broken)
+                results.update(self._recorded(store, experiment_id, sweep_id, results))
                 rows = self._rows(results, job_errors, stopped, broken)
                 table = summary_table(rows)
                 print(table, flush=True)

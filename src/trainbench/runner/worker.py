@@ -13,23 +13,40 @@ and exits: no orphan keeps computing and logging into a sweep nobody watches. Th
 its own signal (PARENT_DIED), not SIGTERM, the parent's way to stop a cell: while a killed process exits,
 the kernel may send the death signal before this process is re-parented, so the parent pid alone cannot
 tell the two apart.
+
+A stop can come at any moment, also while Python is still importing (Ctrl-C in the first half second of a
+cell): from the first line, a stop is only remembered, and raised once main() is ready to record it, so it
+ends as `killed` like any other stop, with no traceback on the terminal.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import signal
 import sys
-import threading
-import time
-import traceback
-from pathlib import Path
-from typing import Any, NoReturn
+
+PARENT_DIED = signal.SIGUSR2  # sent by the kernel (Linux) or the watch thread when the parent dies
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, PARENT_DIED)
+_stops: list[int] = []  # the stop signals received, in order
+
+
+def _remember_stop(signum: int, frame: object) -> None:
+    _stops.append(signum)
+
+
+if __name__ == "__main__":  # first, before any import that takes time
+    for _stop in _STOPS:
+        signal.signal(_stop, _remember_stop)
+
+import contextlib  # noqa: E402  (after the stop handlers, on purpose)
+import json  # noqa: E402
+import os  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, NoReturn  # noqa: E402
 
 PARENT_CHECK_S = 1.0
-PARENT_DIED = signal.SIGUSR2  # sent by the kernel (Linux) or the watch thread when the parent dies
 
 
 class Terminated(BaseException):
@@ -46,28 +63,29 @@ def main(spec_path: str) -> int:
     mark("cell: python started, trainbench imported")
     spec = json.loads(Path(spec_path).read_text())
     parent_pid = int(spec["parent_pid"])
-    _die_with_parent(parent_pid)
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    signal.signal(signal.SIGHUP, _raise_terminated)
-    signal.signal(PARENT_DIED, _raise_parent_died)
-    if spec.get("cpus"):
-        os.sched_setaffinity(0, spec["cpus"])
-    from trainbench.config import from_spec
-
-    cell = from_spec(spec["cell"])
-    mark("cell: config read")
-    _limit_memory(cell.cell.memory_limit_mb)
     result: dict[str, Any] = {"outcome": "failed", "reason": None}
     parent_died = False
     try:
-        from trainbench.runner.events import PipeLog
+        _die_with_parent(parent_pid)
+        if spec.get("cpus"):
+            os.sched_setaffinity(0, spec["cpus"])
+        from trainbench.config import from_spec
         from trainbench.tracking import NullLog, quiet_logs
 
-        quiet_logs()
+        quiet_logs()  # also redacts credentials in whatever this process prints
+        cell = from_spec(spec["cell"])
+        mark("cell: config read")
+        _limit_memory(cell.cell.memory_limit_mb)
+        from trainbench.runner.events import PipeLog
+
         if spec.get("events_fd") is not None:
             log: Any = PipeLog(os.fdopen(spec["events_fd"], "w", buffering=1), Path(spec["result_path"]).parent)
         else:  # a probe (batch_size=max search): runs the cell, records nothing
             log = NullLog()
+        # Until here a stop was only remembered: raised inside a library's code, it can break the library's state
+        # into another error (OmegaConf turns it into an AttributeError). From here on it unwinds to the
+        # `except` below; one that came earlier is raised now.
+        _raise_stops()
         if cell.debug.fault_rank is None:
             _inject_fault(cell.debug.inject_fault)
         result.update(launch(cell, log, spec))
@@ -83,9 +101,11 @@ def main(spec_path: str) -> int:
         from trainbench.runner.events import LauncherGone
         from trainbench.tracking import private
 
-        parent_died = isinstance(error, LauncherGone) or os.getppid() != parent_pid
+        parent_died = isinstance(error, LauncherGone) or os.getppid() != parent_pid or PARENT_DIED in _stops
         if parent_died:
             pass  # recorded as killed below
+        elif _stops:  # a stop raised inside a library came out as another error: a stop all the same
+            result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
         elif isinstance(error, DeviceUnavailable):
             result.update(outcome="unavailable", reason=private(str(error)))
         else:
@@ -212,6 +232,24 @@ def peak_host_memory_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
+def _raise_stops() -> None:
+    """Stops raise from now on (SIGINT: KeyboardInterrupt; SIGTERM, SIGHUP: Terminated; PARENT_DIED: ParentDied),
+    each remembered first, and the first stop that came while the process was starting is raised now."""
+    for stop in _STOPS:
+        signal.signal(stop, _raise_stop)
+    if _stops:
+        _raise_stop(_stops.pop(0), None)
+
+
+def _raise_stop(signum: int, frame: Any) -> NoReturn:
+    _stops.append(signum)
+    if signum == PARENT_DIED:
+        raise ParentDied()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt()
+    raise Terminated()
+
+
 def _stop_listening() -> None:
     """Once stopping, stay stopping: the parent-death signal and the watch thread each send PARENT_DIED, and a
     second one must not interrupt the recording of the first (closing the run imports MLflow: seconds)."""
@@ -289,14 +327,6 @@ def _inject_fault(fault: str | None) -> None:
         time.sleep(3600)
     if fault == "exit":
         os._exit(3)
-
-
-def _raise_terminated(signum: int, frame: Any) -> NoReturn:
-    raise Terminated()
-
-
-def _raise_parent_died(signum: int, frame: Any) -> NoReturn:
-    raise ParentDied()
 
 
 if __name__ == "__main__":

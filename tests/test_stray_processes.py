@@ -1,0 +1,176 @@
+"""Processes a sweep starts (issue 28): as many launcher workers as the sweep can use, none left behind however
+the sweep ends, and a stop in the first instants of a process printing no traceback. Real sweeps through the
+real entry point, real signals, the processes found with psutil by process group and command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import RUN_PY, child_env, runs_in
+from servers import group_processes, kill_group
+from trainbench.runner.launchers import bound_parallelism
+
+# Cells that cost next to nothing: the cell's process hangs (debug.inject_fault=sleep) before importing a framework.
+HANGING_CELL = ["device=cpu", "debug.inject_fault=sleep", "tracking.system_metrics_interval_s=0", "sweep.heartbeat_s=1"]
+
+
+@pytest.fixture
+def start(tmp_path: Path, migrated_store: Path):
+    """start(ARGS): `python src/run.py -m ARGS` from tmp_path, in a process group of its own (its leader's pid is
+    the group id), against a store of its own in tmp_path; returns the process and the store's URI."""
+
+    def run(*args: str) -> tuple[subprocess.Popen[str], str]:
+        shutil.copy(migrated_store, tmp_path / "mlflow.db")
+        uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        sweep = subprocess.Popen(
+            [sys.executable, str(RUN_PY), "-m", *args],
+            cwd=tmp_path,
+            text=True,
+            env=child_env({"MLFLOW_TRACKING_URI": uri}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        return sweep, uri
+
+    return run
+
+
+def with_command(pgid: int, text: str) -> list[psutil.Process]:
+    """Live processes of group `pgid` whose command line holds `text`."""
+    found = []
+    for process in group_processes(pgid):
+        try:
+            if text in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_until(condition, timeout: float, what: str, sweep: subprocess.Popen[str], poll_s: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if sweep.poll() is not None:
+            raise AssertionError(f"the sweep ended before {what}:\n{sweep.communicate()[1][-3000:]}")
+        if time.monotonic() > deadline:
+            kill_group(sweep, signal.SIGKILL)
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(poll_s)
+
+
+# ------------------------------------------------------------------------------------------------ how many
+
+
+def test_parallelism_is_bounded_by_the_cells_and_the_cores_a_cell_takes() -> None:
+    assert bound_parallelism(50, cells=2, cores=64, cpus_per_cell=None) == (2, "2 cells")
+    assert bound_parallelism(50, cells=20, cores=8, cpus_per_cell=None) == (8, "8 cores")
+    assert bound_parallelism(50, cells=20, cores=16, cpus_per_cell=4) == (4, "16 cores, cell.cpus=4")
+    assert bound_parallelism(4, cells=20, cores=16, cpus_per_cell=4) == (4, None)  # within the bound: as asked
+    assert bound_parallelism(-1, cells=2, cores=64, cpus_per_cell=None) == (2, "2 cells")  # joblib's "all cores"
+    assert bound_parallelism(-1, cells=20, cores=8, cpus_per_cell=None) == (8, None)
+    assert bound_parallelism(2, cells=1, cores=1, cpus_per_cell=8) == (1, "1 cell")  # never below one
+    assert bound_parallelism(None, cells=2, cores=2, cpus_per_cell=None) == (None, None)  # joblib's own default
+
+
+@pytest.mark.slow
+def test_a_joblib_sweep_asking_for_50_workers_for_2_cells_starts_2_and_says_so(start) -> None:
+    sweep, uri = start(
+        "hydra/launcher=joblib", "hydra.launcher.n_jobs=50", "seed=0,1", "cell.timeout_s=2", *HANGING_CELL
+    )
+    workers: set[int] = set()
+    deadline = time.monotonic() + 120
+    try:
+        while sweep.poll() is None:
+            workers |= {p.pid for p in with_command(sweep.pid, "popen_loky_posix")}
+            assert len(workers) <= 2, f"{len(workers)} joblib workers for 2 cells"
+            assert time.monotonic() < deadline, "the sweep did not end in 120 s"
+            time.sleep(0.1)
+    finally:
+        kill_group(sweep, signal.SIGKILL, grace_s=5)
+    _, err = sweep.communicate()
+    assert "trainbench: hydra.launcher.n_jobs=50 cut to 2 (2 cells)" in err.splitlines()
+    assert len(workers) == 2  # both cells ran side by side
+    cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert len(cells) == 2 and all("timed out" in c.data.tags["trainbench.reason"] for c in cells)
+
+
+# ------------------------------------------------------------------------------------------------ none left behind
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("stop", "to_group"), [(signal.SIGKILL, False), (signal.SIGTERM, False), (signal.SIGINT, True)]
+)
+def test_a_joblib_sweep_stopped_mid_cell_leaves_no_process_behind(start, stop, to_group) -> None:
+    """SIGKILL and SIGTERM to the sweep's process alone: what it started must follow on its own. SIGINT to the
+    whole process group, as Ctrl-C on a terminal sends it."""
+    sweep, uri = start("hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1", *HANGING_CELL)
+    pgid = sweep.pid
+    try:
+        wait_until(lambda: len(with_command(pgid, "trainbench.runner.worker")) == 2, 120, "both cells", sweep)
+        time.sleep(0.5)  # the cells hang now, their jobs wait on them in two joblib workers
+        os.killpg(pgid, stop) if to_group else sweep.send_signal(stop)
+        _, err = sweep.communicate(timeout=60)
+        left_after = time.monotonic() + 15
+        while group_processes(pgid) and time.monotonic() < left_after:
+            time.sleep(0.2)
+        left = [" ".join(p.cmdline()[:4]) for p in group_processes(pgid)]
+        assert left == [], f"left behind after {signal.Signals(stop).name}: {left}"
+    finally:
+        kill_group(sweep, signal.SIGKILL, grace_s=5)
+    assert sweep.returncode == (-signal.SIGKILL if stop == signal.SIGKILL else 128 + stop)
+    assert "Traceback" not in err, err[-3000:]
+    cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert len(cells) == 2
+    # SIGKILL: each cell's process saw its launcher die and closed its run; otherwise the sweep closed them.
+    assert {c.data.tags["trainbench.outcome"] for c in cells} == {"killed"}
+    assert {c.info.status for c in cells} == {"KILLED"}
+
+
+# ------------------------------------------------------------------------------------------------ early stops
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("stop", "delay_s"), [(signal.SIGINT, 0.1), (signal.SIGTERM, 0.25), (signal.SIGINT, 0.5)])
+def test_a_stop_in_the_first_instants_of_a_cell_prints_no_traceback_and_is_recorded(start, stop, delay_s) -> None:
+    """Ctrl-C reaches every process of the terminal's process group at once, a service manager's SIGTERM too:
+    sent to the group while the cell's process is still importing."""
+    sweep, uri = start(*HANGING_CELL)
+    pgid = sweep.pid
+    try:
+        wait_until(lambda: with_command(pgid, "trainbench.runner.worker"), 120, "the cell's process", sweep, 0.02)
+        time.sleep(delay_s)
+        os.killpg(pgid, stop)
+        out, err = sweep.communicate(timeout=60)
+    finally:
+        kill_group(sweep, signal.SIGKILL, grace_s=5)
+    assert "Traceback" not in err, err[-3000:]
+    assert sweep.returncode == 128 + stop, err[-3000:]
+    (cell,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert cell.data.tags["trainbench.outcome"] == "killed" and cell.info.status == "KILLED"
+    assert "killed" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_the_sweep_imports_exits_quietly(start, stop) -> None:
+    sweep, uri = start(*HANGING_CELL)
+    time.sleep(0.3)  # Python is importing Hydra and trainbench
+    os.killpg(sweep.pid, stop)
+    try:
+        _, err = sweep.communicate(timeout=60)
+    finally:
+        kill_group(sweep, signal.SIGKILL, grace_s=5)
+    assert "Traceback" not in err, err[-3000:]
+    assert sweep.returncode == 128 + stop
+    assert runs_in(uri) == []
