@@ -207,9 +207,17 @@ class OutageWatch:
         self._lock = threading.Lock()
         self.began: float | None = None
         self.given_up = False
+        self.stopping = False  # the sweep was stopped: its last writes try once, they wait for nobody
+
+    def stop_waiting(self) -> None:
+        """A stopped sweep (Ctrl-C, SIGTERM) ends promptly: what the server does not take now is closed `lost`
+        by the next invocation."""
+        self.stopping = True
 
     def failed(self, error: BaseException, outage_s: float) -> float | None:
         """Seconds to wait before trying again, or None: give up (the outage has lasted outage_s)."""
+        if self.stopping:
+            return None
         with self._lock:
             now = time.monotonic()
             if self.began is None:

@@ -107,6 +107,7 @@ class Sweep:
                             job_errors[i] = returned
         except Stopped as stop:
             stopped = stop
+            tracking.OUTAGE.stop_waiting()
         except tracking.StoreFailed as fault:
             broken = fault
         finally:
