@@ -3,9 +3,13 @@ tracking servers (tests/servers.py) over SQLite or a throwaway PostgreSQL."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,17 +60,47 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def start_multirun(uri: str, folder: Path, *args: str) -> subprocess.Popen[str]:
+@functools.lru_cache(maxsize=1)
+def template_store() -> Path:
+    """An empty MLflow SQLite store with its schema made, once per session: creating one costs every sweep that
+    starts on a new store 2-10 s on two cores. Copy it (with_schema) to use it."""
+    from mlflow.tracking import MlflowClient
+
+    path = Path(tempfile.mkdtemp(prefix="trainbench-template-")) / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    atexit.register(shutil.rmtree, path.parent, True)
+    return path
+
+
+def with_schema(uri: str) -> str:
+    """A SQLite store at `uri` that does not exist yet begins as a copy of the session's empty one."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///") :])
+        if not path.exists() and path.parent.is_dir():
+            shutil.copy(template_store(), path)
+    return uri
+
+
+def start_multirun(
+    uri: str,
+    folder: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    fresh: bool = False,
+    new_session: bool = False,
+) -> subprocess.Popen[str]:
     """`python src/run.py -m ARGS...` started from `folder` (created) against the store at `uri`, not waited for:
-    for tests that signal, kill or race the sweep. Its output is piped."""
+    for tests that signal, kill or race the sweep. Its output is piped. `fresh`: a new SQLite store is made by the
+    sweep itself (not copied with its schema); `new_session`: in a process group of its own."""
     folder.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [sys.executable, str(RUN_PY), "-m", *args],
         cwd=folder,
         text=True,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        env=child_env({"MLFLOW_TRACKING_URI": uri if fresh else with_schema(uri), **(env or {})}),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=new_session,
     )
 
 
@@ -74,6 +108,8 @@ def invoke(folder: Path, *args: str, env: dict[str, str] | None = None, timeout:
     """`python src/run.py ARGS...` from `folder` with the store at folder/mlflow.db (for module-scoped
     fixtures: one sweep feeding several tests)."""
     uri = f"sqlite:///{folder / 'mlflow.db'}"
+    if "MLFLOW_TRACKING_URI" not in (env or {}):  # a test that names its own store makes it as it says
+        with_schema(uri)
     completed = subprocess.run(
         [sys.executable, str(RUN_PY), *args],
         cwd=folder,
@@ -119,11 +155,6 @@ def mlflow_server_postgres(tmp_path: Path, postgres_cluster: PostgresCluster):
 
 
 @pytest.fixture(scope="session")
-def migrated_store(tmp_path_factory) -> Path:
-    """An empty MLflow SQLite store with its schema made, once per session: creating one takes 5-10 s on two
-    busy cores, longer than a whole sweep of hanging cells. Copy it (shutil.copy) to use it."""
-    from mlflow.tracking import MlflowClient
-
-    path = tmp_path_factory.mktemp("store") / "mlflow.db"
-    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
-    return path
+def migrated_store() -> Path:
+    """The session's empty store with its schema (template_store). Copy it (shutil.copy) to use it."""
+    return template_store()

@@ -5,17 +5,15 @@ real entry point, real signals, the processes found with psutil by process group
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import RUN_PY, child_env, runs_in
+from conftest import runs_in, start_multirun
 from servers import group_processes, kill_group
 from trainbench.runner.launchers import bound_parallelism
 
@@ -24,23 +22,13 @@ HANGING_CELL = ["device=cpu", "debug.inject_fault=sleep", "tracking.system_metri
 
 
 @pytest.fixture
-def start(tmp_path: Path, migrated_store: Path):
+def start(tmp_path: Path):
     """start(ARGS): `python src/run.py -m ARGS` from tmp_path, in a process group of its own (its leader's pid is
     the group id), against a store of its own in tmp_path; returns the process and the store's URI."""
 
     def run(*args: str) -> tuple[subprocess.Popen[str], str]:
-        shutil.copy(migrated_store, tmp_path / "mlflow.db")
         uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-        sweep = subprocess.Popen(
-            [sys.executable, str(RUN_PY), "-m", *args],
-            cwd=tmp_path,
-            text=True,
-            env=child_env({"MLFLOW_TRACKING_URI": uri}),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        return sweep, uri
+        return start_multirun(uri, tmp_path, *args, new_session=True), uri
 
     return run
 

@@ -112,7 +112,7 @@ def test_a_server_down_for_over_a_minute_mid_sweep_costs_no_metric_point_and_no_
 @pytest.mark.parametrize("store", ["sqlite", "mlflow_server_postgres"])
 def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_point(store, request, tmp_path) -> None:
     uri = f"sqlite:///{tmp_path / 'fresh.db'}" if store == "sqlite" else request.getfixturevalue(store).uri
-    sweeps = [start_multirun(uri, tmp_path / f"sweep{i}", "seed=0,1,2", *SMALL_CELL) for i in range(4)]
+    sweeps = [start_multirun(uri, tmp_path / f"sweep{i}", "seed=0,1,2", *SMALL_CELL, fresh=True) for i in range(4)]
     finished = [s.communicate(timeout=900) for s in sweeps]
 
     errors = "\n".join(err[-2000:] for _, err in finished)
@@ -133,7 +133,15 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
 
 def test_a_server_gone_for_good_ends_the_sweep_once_tracking_outage_s_has_passed(tmp_path) -> None:
     with MlflowServer(tmp_path / "server") as server:
-        running = start_multirun(server.uri, tmp_path / "gone", "seed=0,1", *BLINK_CELL, "tracking.outage_s=15")
+        # No MLflow retries: once the bound is spent, each of the sweep's last writes fails at once.
+        running = start_multirun(
+            server.uri,
+            tmp_path / "gone",
+            "seed=0,1",
+            *BLINK_CELL,
+            "tracking.outage_s=15",
+            env={"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"},
+        )
         deadline = time.monotonic() + 300
         while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]

@@ -5,19 +5,18 @@ was loading. Light on purpose: it is imported before anything else."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager
-def exit_quietly_on_stop() -> Iterator[None]:
-    """Within the block a stop raises SystemExit(128 + signal), which Python ends on without a word; the
-    handlers in force before are back after it."""
+def raising_on_stop(error: Callable[[int], BaseException]) -> Iterator[None]:
+    """Within the block a stop raises error(signal number); the handlers in force before are back after it."""
 
     def stop(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise error(signum)
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
@@ -25,3 +24,8 @@ def exit_quietly_on_stop() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def exit_quietly_on_stop() -> AbstractContextManager[None]:
+    """A stop raises SystemExit(128 + signal), which Python ends on without a word."""
+    return raising_on_stop(lambda signum: SystemExit(128 + signum))

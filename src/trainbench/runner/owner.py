@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,10 @@ from trainbench import hardware, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
+from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.timeline import mark
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # launch(list of job overrides) -> per job, in order: its CellResult as a dict, or why the job failed
 Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
@@ -441,20 +441,10 @@ def _missing_weights(cell: CellConfig) -> str | None:
 # ----------------------------------------------------------------------------------------- signals
 
 
-@contextmanager
-def _stop_signals_raise() -> Iterator[None]:
+def _stop_signals_raise() -> AbstractContextManager[None]:
     """SIGTERM and SIGHUP stop the sweep the way Ctrl-C does: the running cell is recorded `killed`, the
     rest `not started`, the summary printed. (A timeout, CI cancelling a job, `kill <pid>`.)"""
-
-    def stop(signum: int, frame: Any) -> None:
-        raise Stopped(signum)
-
-    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return raising_on_stop(Stopped)
 
 
 @contextmanager
