@@ -82,3 +82,30 @@ def test_the_first_screen_shows_this_machine_next_to_another(sweep, tmp_path) ->
                 shutil.copy(shot, Path(os.environ["TRAINBENCH_UI_SHOTS"]) / shot.name)
         finally:
             context.close()
+
+
+def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() -> None:
+    """Runs measured on an H100 (results/2026-11-26-mlx-cuda/): MLX and PyTorch cells of one setting on one machine.
+    The terminal line gives both figures, another machine's PyTorch run is set against the PyTorch one, the
+    setting's title is the same whichever framework's run comes first (PyTorch's channels_last is not a
+    setting), and an inference setting does not speak of epochs."""
+    from trainbench import sources
+    from trainbench.report import standing
+    from trainbench.report.selection import Selection, select
+
+    folder = Path(__file__).resolve().parents[1] / "results" / "2026-11-26-mlx-cuda"
+    opened = [sources.open_file(folder / name) for name in ("call-a.json", "call-b.json")]
+    opened += [sources.open_file(path, contributed=True) for path in sources.contributed_files()]
+    entries, _ = select(opened, Selection("trainbench"), mine={"NVIDIA H100 80GB HBM3"}, histories=False)
+    found = {s.title: s for s in standing.standings(entries)}
+    resnet = "resnet50 (benchmark): synthetic_imagenet 224 px, bs128, mixed_bf16, timed: steps"
+    assert resnet in found, sorted(found)
+    (line,) = standing.terminal_lines([found[resnet]])
+    assert re.search(r": mlx 0\.32 [\d,.]+, pytorch 2\.11 [\d,.]+ samples/s here;", line), line
+    default_cell = (
+        "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64, fp32, timed: epoch"
+    )
+    (line,) = standing.terminal_lines([found[default_cell]])
+    assert re.search(r"\(contributed\) [\d,]+, [\d.]+x \((faster|slower) than your pytorch\)", line), line
+    inference = [title for title in found if "(inference)" in title]
+    assert inference and not [title for title in inference if "epochs" in title], inference

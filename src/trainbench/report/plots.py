@@ -39,24 +39,25 @@ def setting_text(e: Entry, leave_out: tuple[str, ...] = ()) -> str:
     )
     if e.task != "matmul":
         parts.append(f"{s['trainbench.data']}{size}")
-    if s["trainbench.samples_per_epoch"]:
+    if s["trainbench.samples_per_epoch"] and e.task == "train":  # inference and benchmark have no epochs
         parts.append(f"{s['trainbench.samples_per_epoch']} samples x {s['trainbench.epochs']} epochs")
     if s["trainbench.batch_size"] and "batch_size" not in leave_out:
         parts.append(f"bs{s['trainbench.batch_size']}")
     parts.append(s["trainbench.precision"])
     parts.append(f"timed: {s['trainbench.timed_region']}")
-    parts += flags({**s, "trainbench.num_devices": ""} if "num_devices" in leave_out else s)
+    parts += flags({**s, "trainbench.num_devices": ""} if "num_devices" in leave_out else s, "applied" not in leave_out)
     return ", ".join(p for p in parts if p)
 
 
-def flags(settings: dict[str, str]) -> list[str]:
-    """The settings that differ from the plain run, in words."""
+def flags(settings: dict[str, str], applied: bool = True) -> list[str]:
+    """The settings that differ from the plain run, in words. `applied=False` leaves out what a framework
+    applied of its own (compile, channels_last): the same setting shows them in one framework's runs only."""
     out = []
-    if settings["trainbench.compile"] == "true":
+    if applied and settings["trainbench.compile"] == "true":
         out.append("compile")
     if settings["trainbench.optimize"] not in ("none", ""):
         out.append(f"optimize={settings['trainbench.optimize']}")
-    if settings["trainbench.channels_last"] == "true":
+    if applied and settings["trainbench.channels_last"] == "true":
         out.append("channels_last")
     if settings["trainbench.pipeline"] not in ("device", ""):
         out.append(f"{settings['trainbench.pipeline']} pipeline")

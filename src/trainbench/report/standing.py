@@ -35,6 +35,7 @@ class Bar:
     kind: str  # "yours", "this store", "imported", "contributed", "published"
     origin: str = ""  # a contributed file, an import, a publication
     speedup: float | None = None  # against the user's figure, higher = faster
+    against: str = "yours"  # which of the user's figures the speed-up is against, when they ran several frameworks
 
 
 @dataclass
@@ -98,19 +99,21 @@ def standing(members: list[Entry], metric: TableMetric) -> Standing:
             kinds = {e.origin_kind for e in runs}
             kind = next((k for k in ("contributed", "imported") if k in kinds), "this store")
         bars.append(Bar(column, statistics.median(values), len(values), kind, "; ".join(origins)))
-    yours = next((b for b in bars if b.kind == "yours"), None)
-    if yours:
-        for bar in bars:
-            if bar is not yours and bar.value > 0 and yours.value > 0:
-                ratio = bar.value / yours.value
-                bar.speedup = ratio if metric.higher_is_better else 1 / ratio
+    mine = [b for b in bars if b.kind == "yours"]
+    for bar in bars:
+        # against the user's run of the same framework where there is one: "this card against mine" per framework
+        yours = next((b for b in mine if b.column.framework == bar.column.framework), mine[0] if mine else None)
+        if yours is not None and bar.kind != "yours" and bar.value > 0 and yours.value > 0:
+            ratio = bar.value / yours.value
+            bar.speedup = ratio if metric.higher_is_better else 1 / ratio
+            bar.against = f"your {yours.column.framework}" if len(mine) > 1 else "yours"
     return Standing(title(members[0]), metric, bars, members[0].setting)
 
 
 def title(e: Entry) -> str:
     """The setting in words: "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64,
     fp32, timed: epoch" (as the report's plots title their panels)."""
-    return f"{e.model} ({e.task}): {setting_text(e, ('model',))}"
+    return f"{e.model} ({e.task}): {setting_text(e, ('model', 'applied'))}"
 
 
 def number(value: float) -> str:
@@ -128,7 +131,7 @@ def speedup_text(bar: Bar) -> str:
     if bar.speedup is None:
         return ""
     faster = "faster" if bar.speedup >= 1 else "slower"
-    return f"{bar.speedup:.2f}x ({faster} than yours)"
+    return f"{bar.speedup:.2f}x ({faster} than {bar.against})"
 
 
 # ------------------------------------------------------------------------------------------------ terminal
@@ -140,7 +143,11 @@ def terminal_lines(found: list[Standing]) -> list[str]:
     for s in found[:MAX_LINES]:
         yours = s.yours
         assert yours is not None
-        head = f"  {s.title}: {number(yours.value)} {s.metric.unit} here"
+        mine = [b for b in s.bars if b.kind == "yours"]
+        figures = (
+            ", ".join(f"{b.column.software} {number(b.value)}" for b in mine) if len(mine) > 1 else number(yours.value)
+        )
+        head = f"  {s.title}: {figures} {s.metric.unit} here"
         if not s.others:
             lines.append(head + "; no other machine has this setting yet")
             continue
