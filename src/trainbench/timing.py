@@ -6,11 +6,13 @@ Synchronizing the host around every step instead is not free: on an H100 it cost
 seed MLP 13% of their speed (the GPU idles while the host waits, then while it queues the next step), so a
 per-step synchronized figure understates fast launch-bound work, and more so the faster the GPU.
 
-Per-step percentiles come from a device clock (`StepClock`: CUDA or MPS events recorded between steps,
-read after the block) at no cost to the block. Where a framework has no events (TensorFlow, JAX, MLX on
-an accelerator), a separate short synchronized pass gives the percentiles; it never feeds samples_per_s,
-and the tag trainbench.step_time_source says which way they were taken. On a CPU the host clock is the
-device's: steps run synchronously.
+Per-step percentiles come from a device clock (`StepClock`: CUDA events recorded between steps, read after
+the block) at no cost to the block. That holds for CUDA only. Where a framework has no events (TensorFlow,
+JAX, MLX on an accelerator), or has events that are not free (PyTorch on MPS: recording one ends kernel
+coalescing, commits the command buffer and waits on the stream's dispatch queue, and its times are host times
+taken in completion callbacks), a separate short synchronized pass gives the percentiles; it never feeds
+samples_per_s, and the tag trainbench.step_time_source says which way they were taken and why. On a CPU the
+host clock is the device's: steps run synchronously.
 
 Warm-up (allocation, autotuning, compilation) is timed on its own; logging happens outside timed regions.
 """
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 
 Step = Callable[[int], None]  # step(i): the i-th step of a block
 SYNCHRONIZED_PASS = "synchronized pass"
+# Backends with device events that are not free between steps, and why (their percentiles: a synchronized pass).
+COSTLY_EVENTS = {"mps": "MPS events are not free: recording one commits the command buffer"}
 
 
 class Timer:
@@ -95,6 +99,11 @@ def time_block(step: Step, steps: int, synchronize: Callable[[], None], clock: S
     synchronize()
     seconds = time.perf_counter() - start
     return Block(seconds, steps, clock.durations_s() if clock is not None else None)
+
+
+def synchronized_pass_source(count: int, what: str, backend: str) -> str:
+    """The step_time_source (latency_source) of percentiles from a synchronized pass of `count` `what`."""
+    return f"{SYNCHRONIZED_PASS} of {count} {what} ({COSTLY_EVENTS.get(backend, 'no device events')})"
 
 
 def synchronized_step_times(step: Step, steps: int, synchronize: Callable[[], None]) -> list[float]:

@@ -47,8 +47,8 @@ class RunLog(Protocol):
 
 
 class StepClock(Protocol):
-    """Timestamps between steps taken on the device's own timeline (CUDA or MPS events), so per-step
-    percentiles cost no host synchronization. `durations_s` may synchronize: call it after the block."""
+    """Timestamps between steps taken on the device's own timeline (CUDA events), so per-step percentiles cost
+    no host synchronization. `durations_s` may synchronize: call it after the block."""
 
     source: str  # what the timestamps are, for the `trainbench.step_time_source` tag
 
@@ -128,9 +128,16 @@ class Framework(Protocol):
 
     def step_clock(self) -> StepClock | None:
         """Device events for per-step times without host synchronization, or None where the framework has
-        none (the task then takes percentiles from a separate synchronized pass and says so)."""
+        none, or none free to record between the steps of a timed block (MPS: trainbench.timing). The task then
+        takes percentiles from a separate synchronized pass and says so."""
 
-    def peak_device_memory_mb(self) -> float | None: ...
+    def peak_device_memory_mb(self) -> float | None:
+        """The most memory the cell's tensors held on the device at once, in MiB (allocator caches excluded);
+        None on a CPU. Called once, after the task: it may run work of its own (PyTorch on MPS: one probe step)."""
+
+    def closing_tags(self) -> dict[str, str]:
+        """Tags known once the task has run, called after peak_device_memory_mb: memory.source (how that figure
+        was measured; with the figure only), and what else qualifies the figures (trainbench.mps_fallback_ops)."""
 
     def device_indices(self) -> list[int]:
         """Indices (as the energy meter and NVML count them) of every GPU this cell uses on this machine, so

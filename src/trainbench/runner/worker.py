@@ -174,6 +174,7 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
     summary = task.run(framework, cell, log, DeviceInfo(backend, label, host, devices))
     summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
     summary["peak_host_memory_mb"] = peak_host_memory_mb()
+    log.tags(framework.closing_tags())
     log.metrics(summary)
     return {
         "backend": backend,

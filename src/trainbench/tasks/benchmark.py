@@ -3,8 +3,8 @@
 Warm-up first (a fixed count, or until step times settle), timed on its own. Then `repeats` blocks of
 `steps` steps, each block between one synchronization at each end: samples_per_s is the mean of the
 blocks' rates (with a 95% CI over repeats). Per-step percentiles come from device events recorded between
-the steps of those same blocks, or, where the framework has none, from a separate synchronized pass
-(trainbench.step_time_source says which).
+the steps of those same blocks (CUDA), or, where the framework has none free to record there (TensorFlow, JAX,
+MLX; PyTorch on MPS), from a separate synchronized pass (trainbench.step_time_source says which).
 
 timed_region=fit times Keras' own model.fit instead (the tf-metal study's quantity): arrays of
 batch_size x steps samples prepared on the host, one warm-up fit epoch of `warmup_steps` batches, then one fit
@@ -95,11 +95,11 @@ class BenchmarkTask(TaskConfig):
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
         from trainbench.timing import (
-            SYNCHRONIZED_PASS,
             StepStats,
             compile_time_s,
             drift_pct,
             mean_ci95,
+            synchronized_pass_source,
             synchronized_step_times,
             time_block,
             warm_up,
@@ -133,7 +133,7 @@ class BenchmarkTask(TaskConfig):
             source = clock.source
         else:
             durations = synchronized_step_times(indexed, min(self.steps, PERCENTILE_PASS_STEPS), sync)
-            source = f"{SYNCHRONIZED_PASS} of {len(durations)} steps after the timed blocks (no device events)"
+            source = synchronized_pass_source(len(durations), "steps after the timed blocks", device.backend)
         stats = StepStats.of(durations)
         drift = drift_pct(durations)
         tags = {"trainbench.step_time_source": source, **meter.tags()}

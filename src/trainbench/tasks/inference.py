@@ -1,10 +1,10 @@
 """task=inference: forward passes in eval mode without gradients, as a model is served.
 
 Two figures per cell, each after its own warm-up: latency at batch 1 (`latency_ms_p50/p90/p99/mean`, per
-request, from device events between requests where the framework has them, else from a synchronized pass:
-a served request waits for its answer) and throughput at the cell's batch size (`samples_per_s`, from a
-block of passes with one synchronization at each end). Energy and MFU (forward FLOPs) cover the
-throughput block, as they cover the timed steps in training.
+request, from device events between requests where the framework has them free to record (CUDA), else from
+a synchronized pass: a served request waits for its answer) and throughput at the cell's batch size
+(`samples_per_s`, from a block of passes with one synchronization at each end). Energy and MFU (forward
+FLOPs) cover the throughput block, as they cover the timed steps in training.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ class InferenceTask(TaskConfig):
         from trainbench import progress
         from trainbench.tasks.benchmark import noise_tags
         from trainbench.timing import (
-            SYNCHRONIZED_PASS,
             StepStats,
             compile_time_s,
+            synchronized_pass_source,
             synchronized_step_times,
             time_block,
             warm_up,
@@ -66,7 +66,7 @@ class InferenceTask(TaskConfig):
             source = clock.source
         else:
             latencies = synchronized_step_times(single, self.latency_steps, sync)
-            source = f"{SYNCHRONIZED_PASS} of {len(latencies)} requests (no device events)"
+            source = synchronized_pass_source(len(latencies), "requests", device.backend)
         latency = StepStats.of(latencies)
 
         passes = _indexed(trainer.inference_step(batch))

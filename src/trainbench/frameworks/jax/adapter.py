@@ -113,6 +113,11 @@ class Adapter(KerasAdapter):
         peak = stats.get("peak_bytes_in_use")
         return None if peak is None else float(peak) / 2**20
 
+    def closing_tags(self) -> dict[str, str]:
+        if self.peak_device_memory_mb() is None:
+            return {}
+        return {"memory.source": "jax memory_stats peak_bytes_in_use"}
+
     def on_device(self, array: Any) -> Any:
         # Data-parallel: a copy on every device, as each PyTorch rank holds the split.
         return self.jax.device_put(array, self.shardings.replicated if self.shardings else None)

@@ -112,6 +112,9 @@ class Adapter:
             return None
         return float(self.mx.get_peak_memory()) / 2**20
 
+    def closing_tags(self) -> dict[str, str]:
+        return {} if self.backend == "cpu" else {"memory.source": "mlx get_peak_memory"}
+
     def device_indices(self) -> list[int]:
         return [0] if self.backend == "cuda" else []
 

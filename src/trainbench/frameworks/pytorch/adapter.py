@@ -20,6 +20,10 @@ transformers and for ResNet-50; `coordinate_descent_tuning` has Inductor tune it
 `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as a CUDA graph and
 replayed per batch; used for the MLPs, whose steps are short and static and where launch overhead is most of the
 time). Every choice in force is tagged.
+
+On Apple MPS no events are recorded between timed steps (they are not free there: step_clock), peak memory
+comes from one more step probed after the measurements, and the ops that ran on the CPU instead are tagged
+(trainbench.frameworks.pytorch.mps).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainbench.frameworks.base import uses_loader
-from trainbench.frameworks.pytorch import PyTorchConfig, distributed
+from trainbench.frameworks.pytorch import PyTorchConfig, distributed, mps
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
@@ -60,6 +64,13 @@ class Adapter:
         self.torch = torch
         self.cell = cell
         self.device = torch.device("cpu")
+        self.backend = "cpu"  # as select_device returned it: what the figures measure (device.type in a real cell)
+        # Before any op runs: PyTorch warns only of the first op that falls back to the CPU.
+        self.fallback_ops = mps.FallbackOps().install()
+        # The step the task got last (a training step, an inference pass, a product): the MPS memory probe
+        # runs it once more after the measurements (trainbench.frameworks.pytorch.mps).
+        self.probe_step: Callable[[], None] | None = None
+        self._probe: mps.Probe | None = None
         self.autocast = {"bfloat16": torch.bfloat16, "float16": torch.float16, None: None}[cell.precision.autocast]
         self.compile_reason: str | None = None
         self.world = distributed.World.from_environment()  # one rank of a data-parallel cell, or the only one
@@ -80,6 +91,7 @@ class Adapter:
         else:
             backend = "cpu"
         self.device = torch.device(backend)
+        self.backend = backend
         if self.world.size > 1:
             self.device = distributed.join(torch, backend, self.world)
         precision = self.cell.precision
@@ -142,9 +154,9 @@ class Adapter:
         return tags
 
     def synchronize(self) -> None:
-        if self.device.type == "cuda":
+        if self.backend == "cuda":
             self.torch.cuda.synchronize()
-        elif self.device.type == "mps":
+        elif self.backend == "mps":
             self.torch.mps.synchronize()
         if self.world.size > 1:
             distributed.barrier(self.torch, self.device)
@@ -155,18 +167,36 @@ class Adapter:
     def step_clock(self) -> Any:
         from trainbench.timing import HostClock
 
-        if self.device.type == "cuda":
+        if self.backend == "cuda":
             return EventClock(self.torch.cuda.Event, "CUDA events between steps")
-        if self.device.type == "mps":
-            return EventClock(self.torch.mps.event.Event, "MPS events between steps")
+        if self.backend == "mps":
+            # MPS has events, but they are not free: recording one ends kernel coalescing, commits the command
+            # buffer and waits on the stream's dispatch queue (PyTorch's MPSEvent.mm), and their times are host
+            # times taken in completion callbacks. Between steps they would slow the very block they time: the
+            # task takes its percentiles from a separate synchronized pass instead.
+            return None
         return HostClock()
 
     def peak_device_memory_mb(self) -> float | None:
-        if self.device.type == "cuda":
+        if self.backend == "cuda":
             return float(self.torch.cuda.max_memory_allocated()) / 2**20
-        if self.device.type == "mps":  # no peak counter on MPS: what the driver holds at the end
-            return float(self.torch.mps.driver_allocated_memory()) / 2**20
+        if self.backend == "mps":  # no peak counter on MPS: one more step, read after every op
+            return self._mps_probe().largest_bytes / 2**20
         return None
+
+    def closing_tags(self) -> dict[str, str]:
+        if self.backend == "cuda":
+            return {"memory.source": "torch.cuda.max_memory_allocated"}
+        if self.backend != "mps":
+            return {}
+        probe = self._mps_probe()
+        self.fallback_ops.ops |= probe.fallback_ops
+        return {"memory.source": probe.source, **self.fallback_ops.tags()}
+
+    def _mps_probe(self) -> mps.Probe:
+        if self._probe is None:
+            self._probe = mps.probe(self.torch, self.probe_step, self.synchronize)
+        return self._probe
 
     def device_indices(self) -> list[int]:
         if self.device.type != "cuda":
@@ -212,9 +242,9 @@ class Adapter:
             from trainbench.frameworks.pytorch.data_parallel import DataParallelTrainer
 
             return DataParallelTrainer(self, model, data, cell)
-        if uses_loader(cell):
-            return LoaderTrainer(self, model, data, cell)
-        return Trainer(self, model, data, cell)
+        trainer = LoaderTrainer(self, model, data, cell) if uses_loader(cell) else Trainer(self, model, data, cell)
+        self.probe_step = trainer.probe_step
+        return trainer
 
     # -- matmul -------------------------------------------------------------------------------
     def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
@@ -229,6 +259,7 @@ class Adapter:
         def multiply() -> None:
             torch.matmul(a, b, out=out)
 
+        self.probe_step = multiply
         return multiply
 
     def matmul_element_bytes(self) -> int:
@@ -513,6 +544,11 @@ class Trainer:
         self._losses.append(loss.detach())
         self._predictions.append(predicted)
 
+    def probe_step(self) -> None:
+        """A step as the epoch runs it, on its first batch, its outputs dropped: what the MPS memory probe runs
+        after the last epoch (whose kept losses and logits are still held, as in its last step)."""
+        self.train_on(*self._batch(0))
+
     def end_epoch(self) -> Any:
         from trainbench.frameworks.base import EpochResult
 
@@ -577,6 +613,7 @@ class Trainer:
         def one_step() -> None:
             self._train_without_metrics(x, y)
 
+        self.adapter.probe_step = one_step
         return one_step
 
     def inference_step(self, batch_size: int) -> Callable[[], None]:
@@ -594,6 +631,7 @@ class Trainer:
 
         if self.adapter.captures():
             return capture_step(torch, predict, None)
+        self.adapter.probe_step = predict
         return predict
 
 
@@ -646,6 +684,10 @@ class LoaderTrainer(Trainer):
         self._losses.append(loss.detach())
         self._predictions.append(predicted)
         self._labels.append(y)
+
+    def probe_step(self) -> None:
+        x, y = next(iter(self.loader))
+        self.train_on(x.to(self.device), y.to(self.device))
 
     def end_epoch(self) -> Any:
         from trainbench.frameworks.base import EpochResult

@@ -119,6 +119,11 @@ class Adapter(KerasAdapter):
         except (ValueError, RuntimeError):  # no counter on this device (Metal)
             return None
 
+    def closing_tags(self) -> dict[str, str]:
+        if self.peak_device_memory_mb() is None:
+            return {}
+        return {"memory.source": "tf.config.experimental.get_memory_info peak"}
+
     def on_device(self, array: Any) -> Any:
         tf = self.tf
         with tf.device(self.tf_device()):
