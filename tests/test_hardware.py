@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -19,13 +20,27 @@ def sample(name: str) -> str:
     return (SAMPLES / name).read_text()
 
 
+def sample_or_nothing(name: str) -> str:
+    """A command's captured output; "" for a command that printed nothing there (ioreg's AGXAccelerator on an
+    Intel Mac) or was not captured (pmset on a desktop)."""
+    return sample(name) if (SAMPLES / name).exists() else ""
+
+
 def mac_tags(machine: str) -> dict[str, Any]:
     """What mac_tags() would give on `machine`, from its captured command outputs."""
-    tags = hardware.mac_tags_from_sysctl(hardware.parse_sysctl(sample(f"{machine}_sysctl.txt")))
-    tags["hw.gpu_cores"] = hardware.parse_ioreg_gpu_cores(sample(f"{machine}_ioreg_agx.txt"))
-    tags["hw.power_source"] = hardware.parse_pmset_batt(sample(f"{machine}_pmset_batt.txt"))
-    tags["hw.low_power_mode"] = hardware.parse_pmset_low_power_mode(sample(f"{machine}_pmset_g.txt"))
-    return tags
+    return hardware.mac_tags_from_outputs(
+        sysctl=sample(f"{machine}_sysctl.txt"),
+        ioreg=sample_or_nothing(f"{machine}_ioreg_agx.txt"),
+        system_profiler=sample_or_nothing(f"{machine}_system_profiler_displays.json"),
+        pmset_batt=sample_or_nothing(f"{machine}_pmset_batt.txt"),
+        pmset_settings=sample_or_nothing(f"{machine}_pmset_g.txt"),
+    )
+
+
+def run_tags(machine: str, backend: str) -> dict[str, str]:
+    """The tags a cell of `backend` on `machine` records (as the worker does: strings), with hw.label."""
+    tags = {k: str(v) for k, v in mac_tags(machine).items()}
+    return {**tags, "trainbench.backend": backend, "hw.label": hardware.label(backend, tags)}
 
 
 # ------------------------------------------------------------------------------------------- this machine
@@ -67,8 +82,9 @@ def test_probing_imports_no_deep_learning_framework():
 def test_m1_macbook_air():
     tags = mac_tags("m1")
     assert tags["hw.chip"] == "Apple M1"
+    assert tags["hw.mac_model"] == "MacBookAir10,1"  # fanless: the same chip slows down under sustained load
     assert (tags["hw.cpu_performance_cores"], tags["hw.cpu_efficiency_cores"]) == (4, 4)
-    assert tags["hw.cpu_cores"] == 8
+    assert tags["hw.cpu_cores"] == tags["hw.cpu_logical"] == 8
     assert tags["hw.memory_gb"] == 16.0
     assert tags["hw.gpu_cores"] == 7
     assert tags["hw.power_source"] == "battery"
@@ -88,11 +104,135 @@ def test_m1_max_macbook_pro():
     assert tags["hw.low_power_mode"] == "false"
 
 
-@pytest.mark.parametrize(("machine", "model", "cores"), [("m1", "Apple M1", 7), ("m1max", "Apple M1 Max", 32)])
-def test_gpu_from_ioreg_and_system_profiler_agree(machine, model, cores):
-    expected = {"model": model, "cores": cores}
+# Apple silicon captures: chip, GPU cores, (performance, efficiency) CPU cores, hw.model.
+APPLE_MACHINES = {
+    "m1": ("Apple M1", 7, (4, 4), "MacBookAir10,1"),
+    "m1_8gpu": ("Apple M1", 8, (4, 4), "Macmini9,1"),
+    "m1pro": ("Apple M1 Pro", 14, (6, 2), "MacBookPro18,3"),
+    "m1max24": ("Apple M1 Max", 24, (8, 2), "MacBookPro18,4"),
+    "m1max": ("Apple M1 Max", 32, (8, 2), "MacBookPro18,2"),
+    "m2": ("Apple M2", 10, (4, 4), "Mac14,2"),
+}
+
+
+@pytest.mark.parametrize("machine", APPLE_MACHINES)
+def test_apple_silicon_chip_gpu_and_cpu_cores(machine):
+    chip, gpu_cores, (performance, efficiency), model = APPLE_MACHINES[machine]
+    tags = mac_tags(machine)
+    assert (tags["hw.chip"], tags["hw.gpu"], tags["hw.gpu_vendor"]) == (chip, chip, "apple")
+    assert tags["hw.gpu_cores"] == gpu_cores
+    assert (tags["hw.cpu_performance_cores"], tags["hw.cpu_efficiency_cores"]) == (performance, efficiency)
+    assert tags["hw.cpu_cores"] == performance + efficiency
+    assert tags["hw.mac_model"] == model
+    assert "hw.gpu_memory_gb" not in tags  # unified memory: hw.memory_gb says it
+    for backend in ("mps", "metal"):
+        assert hardware.label(backend, {k: str(v) for k, v in tags.items()}) == f"{chip} GPU ({gpu_cores} cores)"
+    assert hardware.label("cpu", tags) == f"{chip} CPU ({performance + efficiency} cores)"
+
+
+@pytest.mark.parametrize("machine", APPLE_MACHINES)
+def test_gpu_from_ioreg_and_system_profiler_agree(machine):
+    chip, cores = APPLE_MACHINES[machine][:2]
+    expected = {"model": chip, "vendor": "apple", "cores": cores}
     assert hardware.parse_ioreg_gpu(sample(f"{machine}_ioreg_agx.txt")) == expected
     assert hardware.parse_system_profiler_displays(sample(f"{machine}_system_profiler_displays.json")) == expected
+    without_ioreg = hardware.mac_tags_from_outputs(  # ioreg gave nothing: system_profiler says the same
+        sample(f"{machine}_sysctl.txt"), ioreg="", system_profiler=sample(f"{machine}_system_profiler_displays.json")
+    )
+    assert without_ioreg["hw.gpu_cores"] == cores
+
+
+def test_chips_that_differ_only_in_gpu_cores_are_different_machines():
+    """A 24- and a 32-core M1 Max (a 7- and an 8-core M1) have the same CPU, not the same GPU: their GPU runs
+    are two columns, their CPU runs one."""
+    gpu_labels = {machine: run_tags(machine, "mps")["hw.label"] for machine in APPLE_MACHINES}
+    assert len(set(gpu_labels.values())) == len(APPLE_MACHINES)
+    assert (gpu_labels["m1"], gpu_labels["m1_8gpu"]) == ("Apple M1 GPU (7 cores)", "Apple M1 GPU (8 cores)")
+    assert (gpu_labels["m1max24"], gpu_labels["m1max"]) == (
+        "Apple M1 Max GPU (24 cores)",
+        "Apple M1 Max GPU (32 cores)",
+    )
+    for one, other in (("m1", "m1_8gpu"), ("m1max24", "m1max")):
+        assert hardware.run_label(run_tags(one, "cpu")) == hardware.run_label(run_tags(other, "cpu"))
+        assert hardware.run_label(run_tags(one, "metal")) != hardware.run_label(run_tags(other, "metal"))
+
+
+def test_runs_recorded_without_a_gpu_core_count_are_not_merged_with_either_variant():
+    old_run = {
+        "trainbench.backend": "mps",
+        "hw.chip": "Apple M1 Max",
+        "hw.gpu": "Apple M1 Max",
+        "hw.gpu_vendor": "apple",
+    }
+    assert hardware.run_label(old_run) == "Apple M1 Max GPU (cores unknown)"
+    assert hardware.run_label(old_run) not in {run_tags(m, "mps")["hw.label"] for m in ("m1max24", "m1max")}
+    # An Intel Mac's run from before AMD GPUs were told apart (tagged "apple", no memory): a machine of its own.
+    old_intel_mac = {"trainbench.backend": "mps", "hw.gpu": "AMD Radeon Pro 5500M", "hw.gpu_vendor": "apple"}
+    assert hardware.run_label(old_intel_mac) == "AMD Radeon Pro 5500M (cores unknown)"
+    assert hardware.run_label(old_intel_mac) != run_tags("mbp16_2019", "mps")["hw.label"]
+
+
+# ------------------------------------------------------------------------------------------- Intel Macs
+
+
+@pytest.mark.parametrize(
+    ("machine", "gpu", "cpu_label", "mac_model"),
+    [
+        ("mbp16_2019", "AMD Radeon Pro 5500M", "Intel Core i9-9880H CPU (8 cores)", "MacBookPro16,1"),
+        ("hackintosh_rx570", "AMD Radeon RX 570", "Intel Core i7-8700K CPU (6 cores)", "iMac19,1"),
+    ],
+)
+def test_an_intel_mac_computes_on_its_amd_gpu_and_is_labelled_by_it(machine, gpu, cpu_label, mac_model):
+    """system_profiler lists the integrated Intel GPU first; Metal (PyTorch's MPS, tensorflow-metal) computes on
+    the AMD one, which is what the label names, with its memory, as on Linux."""
+    tags = mac_tags(machine)
+    assert (tags["hw.gpu"], tags["hw.gpu_vendor"], tags["hw.gpu_memory_gb"]) == (gpu, "amd", 8.0)
+    assert "hw.chip" not in tags and "hw.gpu_cores" not in tags
+    assert tags["hw.mac_model"] == mac_model and tags["hw.virtualized"] == "none"
+    host = {k: str(v) for k, v in tags.items()}
+    for backend in ("mps", "metal"):
+        assert hardware.label(backend, host) == f"{gpu} (8 GB)"
+    assert hardware.labels_for("gpu", host) == {f"{gpu} (8 GB)"}  # what sweep.resume looks for before a cell runs
+    host["hw.cpu"] = hardware.parse_sysctl(sample(f"{machine}_sysctl.txt"))["machdep.cpu.brand_string"]
+    assert hardware.label("cpu", host) == cpu_label
+    # macOS's sysctl stops at the first name it does not know (Intel Macs have no hw.perflevel*): -i skips them,
+    # so the names after those (brand string, VM flag) are printed, as in these captures.
+    assert "-i" in hardware.MAC_SYSCTL
+
+
+def test_an_intel_mac_with_only_its_integrated_gpu():
+    displays = {
+        "SPDisplaysDataType": [
+            {
+                "spdisplays_vendor": "Intel",
+                "spdisplays_vram_shared": "1536 MB",
+                "sppci_bus": "spdisplays_builtin",
+                "sppci_model": "Intel Iris Plus Graphics",
+            }
+        ]
+    }
+    gpu = hardware.parse_system_profiler_displays(json.dumps(displays))
+    assert gpu == {"model": "Intel Iris Plus Graphics", "vendor": "intel"}  # shared memory is not its own
+    tags = {k: str(v) for k, v in hardware.mac_gpu_tags(gpu).items()}
+    assert hardware.label("metal", tags) == "Intel Iris Plus Graphics (shared memory)"
+    assert hardware.labels_for("gpu", tags) == {"Intel Iris Plus Graphics (shared memory)"}
+
+
+@pytest.mark.parametrize(
+    ("vendor", "model", "expected"),
+    [
+        ("sppci_vendor_Apple", "Apple M1", "apple"),
+        ("sppci_vendor_amd", "Radeon RX 570", "amd"),
+        ("sppci_vendor_AMD", "AMD Radeon Pro 5500M", "amd"),
+        ("AMD (0x1002)", "AMD Radeon Pro 5500M", "amd"),
+        ("ATI (0x1002)", "AMD Radeon R9 M370X", "amd"),
+        ("Intel", "Intel UHD Graphics 630", "intel"),
+        ("sppci_vendor_intel", "Intel Iris Plus Graphics 655", "intel"),
+        ("", "NVIDIA GeForce GT 750M", "nvidia"),  # no vendor field: the model names it
+    ],
+)
+def test_mac_gpu_vendor_spellings(vendor, model, expected):
+    assert hardware.mac_gpu_vendor(vendor, model) == expected
 
 
 def test_mac_parsers_give_nothing_for_nothing():

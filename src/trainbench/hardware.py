@@ -1,9 +1,9 @@
 """What machine a cell ran on, as hw.* tags; probed without importing a deep-learning framework.
 
-Each probe reads one source (platform, /proc, /sys, sysctl, ioreg, pmset, NVML, amdsmi) and gives up quietly when
-it is not there: a missing fact is a missing tag, never a failed cell. Parsers are pure functions of the
-text a command printed, so tests check them on captured outputs (tests/samples/) from machines we do not
-have.
+Each probe reads one source (platform, /proc, /sys, sysctl, ioreg, system_profiler, pmset, NVML, amdsmi) and
+gives up quietly when it is not there: a missing fact is a missing tag, never a failed cell. Parsers are pure
+functions of the text a command printed, so tests check them on captured outputs (tests/samples/) from
+machines we do not have.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ from typing import Any
 
 import psutil
 
-# One `sysctl` call answers every macOS question; keys absent on a machine are simply not printed.
+# One `sysctl` call answers every macOS question. `-i`: macOS's sysctl stops at the first name it does not know
+# (Intel Macs have no hw.perflevel*, names come and go between releases); with -i unknown names are skipped.
 MAC_SYSCTL_KEYS = (
+    "hw.model",  # "MacBookAir10,1": the same chip in a fanless Air slows down under sustained load
     "hw.memsize",
     "hw.physicalcpu",
+    "hw.logicalcpu",
     "hw.perflevel0.name",
     "hw.perflevel0.physicalcpu",
     "hw.perflevel1.name",
@@ -35,6 +38,9 @@ MAC_SYSCTL_KEYS = (
     "kern.hv_vmm_present",  # 1 inside a macOS virtual machine
     "sysctl.proc_translated",  # 1 when this Python is x86_64 under Rosetta: no MPS, slow everything
 )
+MAC_SYSCTL = ("sysctl", "-i", *MAC_SYSCTL_KEYS)
+MAC_AGX_IOREG = ("ioreg", "-r", "-d", "1", "-c", "AGXAccelerator")  # Apple silicon's GPU; nothing on Intel Macs
+MAC_DISPLAYS = ("system_profiler", "SPDisplaysDataType", "-json")
 NVIDIA_SMI_QUERY = "name,memory.total,driver_version,power.limit"
 
 
@@ -65,28 +71,48 @@ def host_tags() -> dict[str, str]:
 # What frameworks call a discrete GPU: PyTorch says "cuda" on ROCm too (HIP stands in for CUDA), JAX says "gpu"
 # or "rocm". Whose GPU it is comes from the probed tags (hw.gpu_vendor), never from this string.
 GPU_BACKENDS = ("cuda", "rocm", "hip", "gpu")
-VENDOR_GPU = {"nvidia": "NVIDIA GPU", "amd": "AMD GPU"}
+# Metal, through PyTorch (mps) or tensorflow-metal / MLX (metal): Apple silicon's GPU, or an Intel Mac's AMD GPU.
+METAL_BACKENDS = ("mps", "metal")
+VENDOR_GPU = {"nvidia": "NVIDIA GPU", "amd": "AMD GPU", "intel": "Intel GPU"}
 
 
 def label(backend: str, tags: dict[str, str]) -> str:
     """The machine a figure was measured on, named by what changes its speed: the GPU model with its memory
-    ("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 3090 (24 GB)"), the Apple chip with its GPU or CPU cores
-    ("Apple M1 Max GPU (32 cores)", "Apple M1 Max CPU (10 cores)"), the CPU model with its physical cores, or
-    its vCPUs in a virtual machine ("AMD EPYC 7763 CPU (64 cores)", "Intel Xeon CPU (2 vCPUs)"). A count the
-    tags do not have is said to be unknown, so two machines that may differ are never one column. Pure: the
-    report, `trainbench results`, sweep.resume and scaling baselines apply it to any run's tags, old ones
-    included, and a cell records it as hw.label."""
+    ("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 3090 (24 GB)", an Intel Mac's "AMD Radeon Pro 5500M (8 GB)"
+    under Metal), the Apple chip with its GPU or CPU cores ("Apple M1 Max GPU (32 cores)", "Apple M1 Max CPU
+    (10 cores)"), the CPU model with its physical cores, or its vCPUs in a virtual machine ("AMD EPYC 7763 CPU
+    (64 cores)", "Intel Xeon CPU (2 vCPUs)"). A count the tags do not have is said to be unknown, so two
+    machines that may differ (a 24-core and a 32-core M1 Max) are never one column. Pure: the report,
+    `trainbench results`, sweep.resume and scaling baselines apply it to any run's tags, old ones included, and
+    a cell records it as hw.label."""
     chip = tags.get("hw.chip")
-    if backend in GPU_BACKENDS:
-        name = tags.get("hw.gpu") or VENDOR_GPU.get(tags.get("hw.gpu_vendor", "nvidia"), "GPU")
-        return name if GB_IN_NAME.search(name) else f"{name} ({_gigabytes(tags.get('hw.gpu_memory_gb'))})"
-    if backend in ("mps", "metal"):
+    if backend in GPU_BACKENDS or (backend in METAL_BACKENDS and not _apple_gpu(tags)):
+        return _gpu_label(tags)
+    if backend in METAL_BACKENDS:
         name = f"{chip} GPU" if chip else tags.get("hw.gpu", "Apple GPU")
         return f"{name} ({_count(tags.get('hw.gpu_cores'), 'cores')})"
     name = f"{chip} CPU" if chip else short_cpu_name(tags.get("hw.cpu", "unknown"))
     if in_virtual_machine(tags):
         return f"{name} ({_count(tags.get('hw.cpu_logical'), 'vCPUs')})"
     return f"{name} ({_count(tags.get('hw.cpu_cores'), 'cores')})"
+
+
+def _apple_gpu(tags: dict[str, str]) -> bool:
+    """Whether a Metal run's GPU is Apple's: hw.gpu_vendor says so, or is absent (published references name
+    only the chip). An Intel Mac's AMD or Intel GPU is named as other GPUs are, by model and memory."""
+    return tags.get("hw.gpu_vendor", "apple") in ("", "apple")
+
+
+def _gpu_label(tags: dict[str, str]) -> str:
+    """A GPU that is not Apple's: its model with its memory, rounded up as sold; an Intel Mac's integrated GPU
+    has none of its own."""
+    vendor = tags.get("hw.gpu_vendor", "nvidia")  # runs recorded before hw.gpu_vendor existed are NVIDIA's
+    name = tags.get("hw.gpu") or VENDOR_GPU.get(vendor, "GPU")
+    if GB_IN_NAME.search(name):
+        return name
+    if vendor == "intel":
+        return f"{name} (shared memory)"
+    return f"{name} ({_gigabytes(tags.get('hw.gpu_memory_gb'))})"
 
 
 def run_label(tags: dict[str, str]) -> str:
@@ -124,8 +150,8 @@ def labels_for(device: str, tags: dict[str, str]) -> set[str]:
     """The hw.label a cell asking for `device` (cpu, gpu, auto) gets on the machine `tags` describe; known
     before the cell runs, from the probes alone (resume compares it with earlier runs)."""
     gpus = set()
-    if tags.get("hw.gpu") and tags.get("hw.gpu_vendor") != "apple":
-        gpus.add(label("cuda", tags))
+    if tags.get("hw.gpu") and tags.get("hw.gpu_vendor") != "apple":  # NVIDIA, AMD, or an Intel Mac's GPU
+        gpus.add(_gpu_label(tags))
     if tags.get("hw.chip"):
         gpus.add(label("mps", tags))
     if device == "gpu":
@@ -208,20 +234,39 @@ def short_cpu_name(cpu: str) -> str:
 
 
 def mac_tags() -> dict[str, Any]:
-    """Chip, P/E cores, memory, GPU cores, power and VM facts of a Mac: sysctl, ioreg, pmset (each < 0.1 s);
-    system_profiler (about a second) only when ioreg did not give the GPU."""
-    tags = mac_tags_from_sysctl(parse_sysctl(_run("sysctl", *MAC_SYSCTL_KEYS)))
-    gpu = parse_ioreg_gpu(_run("ioreg", "-r", "-d", "1", "-c", "AGXAccelerator"))
+    """Chip, P/E cores, memory, GPU, power and VM facts of a Mac: sysctl, ioreg, pmset (each < 0.1 s);
+    system_profiler (about a second) only when ioreg did not give the GPU (an Intel Mac, a VM)."""
+    ioreg = _run(*MAC_AGX_IOREG)
+    return mac_tags_from_outputs(
+        sysctl=_run(*MAC_SYSCTL),
+        ioreg=ioreg,
+        system_profiler="" if "cores" in parse_ioreg_gpu(ioreg) else _run(*MAC_DISPLAYS),
+        pmset_batt=_run("pmset", "-g", "batt"),
+        pmset_settings=_run("pmset", "-g"),
+    )
+
+
+def mac_tags_from_outputs(
+    sysctl: str, ioreg: str, system_profiler: str = "", pmset_batt: str = "", pmset_settings: str = ""
+) -> dict[str, Any]:
+    """mac_tags() from what its commands printed (MAC_SYSCTL, MAC_AGX_IOREG, MAC_DISPLAYS, `pmset -g batt`,
+    `pmset -g`): tests give it outputs captured on Macs."""
+    tags = mac_tags_from_sysctl(parse_sysctl(sysctl))
+    gpu = parse_ioreg_gpu(ioreg)
     if "cores" not in gpu:
-        gpu = parse_system_profiler_displays(_run("system_profiler", "SPDisplaysDataType", "-json")) or gpu
+        gpu = parse_system_profiler_displays(system_profiler) or gpu
+    tags.update(mac_gpu_tags(gpu))
+    tags["hw.power_source"] = parse_pmset_batt(pmset_batt)
+    tags["hw.low_power_mode"] = parse_pmset_low_power_mode(pmset_settings)
+    return {k: v for k, v in tags.items() if v is not None}
+
+
+def mac_gpu_tags(gpu: dict[str, Any]) -> dict[str, Any]:
+    """hw.gpu* tags of the GPU Metal computes on (parse_ioreg_gpu / parse_system_profiler_displays)."""
+    tags: dict[str, Any] = {"hw.gpu_cores": gpu.get("cores"), "hw.gpu_memory_gb": gpu.get("memory_gb")}
     if gpu.get("model"):
-        tags["hw.gpu"] = gpu["model"]
-        tags["hw.gpu_count"] = 1
-        tags["hw.gpu_vendor"] = "apple"
-    tags["hw.gpu_cores"] = gpu.get("cores")
-    tags["hw.power_source"] = parse_pmset_batt(_run("pmset", "-g", "batt"))
-    tags["hw.low_power_mode"] = parse_pmset_low_power_mode(_run("pmset", "-g"))
-    return tags
+        tags.update({"hw.gpu": gpu["model"], "hw.gpu_vendor": gpu.get("vendor", "apple"), "hw.gpu_count": 1})
+    return {k: v for k, v in tags.items() if v is not None}
 
 
 def parse_sysctl(text: str) -> dict[str, str]:
@@ -244,6 +289,10 @@ def mac_tags_from_sysctl(values: dict[str, str]) -> dict[str, Any]:
         tags["hw.memory_gb"] = round(int(values["hw.memsize"]) / 2**30, 1)
     if values.get("hw.physicalcpu", "").isdigit():
         tags["hw.cpu_cores"] = int(values["hw.physicalcpu"])
+    if values.get("hw.logicalcpu", "").isdigit():
+        tags["hw.cpu_logical"] = int(values["hw.logicalcpu"])
+    if values.get("hw.model"):
+        tags["hw.mac_model"] = values["hw.model"]
     tags.update(_perf_levels(values))
     if values.get("kern.hv_vmm_present") in ("0", "1"):
         tags["hw.virtualized"] = "vm" if values["kern.hv_vmm_present"] == "1" else "none"
@@ -264,14 +313,15 @@ def _perf_levels(values: dict[str, str]) -> dict[str, int]:
 
 
 def parse_ioreg_gpu(text: str) -> dict[str, Any]:
-    """`ioreg -r -d 1 -c AGXAccelerator` -> {"model": "Apple M1 Max", "cores": 32} (what it found)."""
+    """`ioreg -r -d 1 -c AGXAccelerator` -> {"model": "Apple M1 Max", "vendor": "apple", "cores": 32} (what it
+    found). AGXAccelerator is Apple silicon's GPU driver: an Intel Mac prints nothing."""
     gpu: dict[str, Any] = {}
+    model = re.search(r'"model"\s*=\s*"([^"]+)"', text)
+    if model:
+        gpu.update(model=model.group(1), vendor="apple")
     cores = re.search(r'"gpu-core-count"\s*=\s*(\d+)', text)
     if cores:
         gpu["cores"] = int(cores.group(1))
-    model = re.search(r'"model"\s*=\s*"([^"]+)"', text)
-    if model:
-        gpu["model"] = model.group(1)
     return gpu
 
 
@@ -280,18 +330,59 @@ def parse_ioreg_gpu_cores(text: str) -> int | None:
 
 
 def parse_system_profiler_displays(json_text: str) -> dict[str, Any]:
-    """`system_profiler SPDisplaysDataType -json` -> {"model": ..., "cores": ...} of the first GPU listed."""
+    """`system_profiler SPDisplaysDataType -json` -> the GPU Metal computes on: {"model", "vendor", "cores" (Apple
+    silicon), "memory_gb" (a GPU with memory of its own)}. An Apple GPU if there is one; else the first that is
+    not Intel's: PyTorch's MPS skips low-power (integrated) GPUs, so an Intel Mac with an AMD GPU (a MacBook Pro's
+    Radeon Pro, a Hackintosh's or an eGPU's Radeon RX) computes on the AMD one, whatever order the list has."""
     try:
-        gpus = json.loads(json_text)["SPDisplaysDataType"]
-        first = gpus[0]
-    except (ValueError, KeyError, IndexError, TypeError):
+        entries = json.loads(json_text)["SPDisplaysDataType"]
+    except (ValueError, KeyError, TypeError):
         return {}
-    gpu: dict[str, Any] = {}
-    if first.get("sppci_model"):
-        gpu["model"] = first["sppci_model"]
-    if str(first.get("sppci_cores", "")).isdigit():
-        gpu["cores"] = int(first["sppci_cores"])
+    gpus = [mac_display_gpu(entry) for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
+    gpus = [gpu for gpu in gpus if gpu.get("model")]
+    apple = [gpu for gpu in gpus if gpu["vendor"] == "apple"]
+    not_integrated = [gpu for gpu in gpus if gpu["vendor"] != "intel"]
+    return (apple or not_integrated or gpus or [{}])[0]
+
+
+def mac_display_gpu(entry: dict[str, Any]) -> dict[str, Any]:
+    """One SPDisplaysDataType entry -> {"model", "vendor", "cores"?, "memory_gb"?}. system_profiler names the vendor
+    "sppci_vendor_Apple", "sppci_vendor_amd", "Intel" or "AMD (0x1002)" depending on the GPU and the macOS release."""
+    model = str(entry.get("sppci_model") or "").strip()
+    vendor = mac_gpu_vendor(str(entry.get("spdisplays_vendor") or ""), model)
+    gpu: dict[str, Any] = {"model": amd_gpu_name(model) if vendor == "amd" else model, "vendor": vendor}
+    if str(entry.get("sppci_cores", "")).isdigit():
+        gpu["cores"] = int(entry["sppci_cores"])
+    memory = _size_gb(str(entry.get("spdisplays_vram") or entry.get("_spdisplays_vram") or ""))  # never "_shared"
+    if memory:
+        gpu["memory_gb"] = memory
     return gpu
+
+
+MAC_GPU_VENDORS = {"apple": "apple", "amd": "amd", "ati": "amd", "intel": "intel", "nvidia": "nvidia"}
+MAC_GPU_MODELS = (("apple", "apple"), ("radeon", "amd"), ("amd", "amd"), ("intel", "intel"), ("nvidia", "nvidia"))
+
+
+def mac_gpu_vendor(raw: str, model: str) -> str:
+    """system_profiler's vendor ("sppci_vendor_amd", "Intel", "AMD (0x1002)") -> apple, amd, intel, nvidia; from the
+    model's name when the vendor field is missing or unfamiliar."""
+    text = re.sub(r"^sppci_vendor_", "", raw.strip(), flags=re.I)
+    text = re.sub(r"\s*\(0x[0-9a-f]+\)$", "", text, flags=re.I).lower()
+    if text in MAC_GPU_VENDORS:
+        return MAC_GPU_VENDORS[text]
+    for needle, vendor in MAC_GPU_MODELS:
+        if needle in model.lower():
+            return vendor
+    return text or "unknown"
+
+
+def _size_gb(text: str) -> float | None:
+    """ "8 GB" -> 8.0, "4096 MB" -> 4.0; None for anything else."""
+    match = re.fullmatch(r"\s*([\d.]+)\s*(GB|MB)\s*", text, flags=re.I)
+    if not match:
+        return None
+    size = float(match.group(1)) / (1024 if match.group(2).upper() == "MB" else 1)
+    return round(size, 1) if size > 0 else None
 
 
 def parse_pmset_batt(text: str) -> str | None:

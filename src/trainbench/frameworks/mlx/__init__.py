@@ -26,3 +26,23 @@ class MlxConfig(FrameworkConfig):
 
     def min_memory_mb(self) -> int:
         return 768
+
+
+def why_no_mlx(system: str, machine: str, mac_version: str) -> str:
+    """One line saying why MLX cannot be imported here and what would install it: `system` and `machine` as
+    platform.system() and platform.machine() give them, `mac_version` as platform.mac_ver()[0] ("13.6.1")."""
+    if system == "Darwin":
+        if machine != "arm64":
+            return (
+                f"MLX cannot be imported: on a Mac it needs Apple silicon (arm64), and this Python runs on {machine} "
+                "(an Intel Mac, or a Python under Rosetta)"
+            )
+        major = mac_version.split(".")[0]
+        if major.isdigit() and int(major) < 14:
+            return (
+                f"MLX cannot be imported: its wheels need macOS 14 or newer, and this Mac runs macOS {mac_version} "
+                "(requirements.txt installs everything else here)"
+            )
+    if system == "Linux":
+        return "MLX cannot be imported: `pip install 'mlx[cpu]'` (glibc 2.35+), or 'mlx[cuda13]' for NVIDIA GPUs"
+    return "MLX cannot be imported: `pip install mlx`"

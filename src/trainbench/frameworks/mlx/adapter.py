@@ -35,10 +35,19 @@ class Adapter:
 
     def __init__(self, cell: CellConfig) -> None:
         import os
+        import platform
+
+        from trainbench.frameworks.base import DeviceUnavailable
+        from trainbench.frameworks.mlx import why_no_mlx
 
         # Read once, at the first product: "fp32" must mean fp32 on CUDA (MLX's default there is TF32).
         os.environ["MLX_ENABLE_TF32"] = "1" if cell.precision.tf32 else "0"
-        import mlx.core as mx
+        try:
+            import mlx.core as mx
+        except ImportError as error:  # requirements.txt leaves MLX out where it has no wheel (macOS 13, Intel Macs)
+            why = why_no_mlx(platform.system(), platform.machine(), platform.mac_ver()[0])
+            detail = next(iter(str(error).splitlines()), type(error).__name__)  # "No module named 'mlx'"
+            raise DeviceUnavailable(f"{why} ({detail})") from error
 
         self.mx, self.cell = mx, cell
         self.backend = "cpu"
