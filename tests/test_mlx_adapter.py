@@ -8,6 +8,7 @@ The end-to-end cells (through the real entry point) are in tests/test_inference_
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,3 +173,19 @@ def test_glorot_init_is_keras_default_as_in_the_other_frameworks() -> None:
     bound = (6 / (64 + 1024)) ** 0.5  # 0.074; torch's default U(+-1/sqrt(64)) reaches 0.125
     assert 0.9 * bound < np.abs(first["layers.layers.0.weight"]).max() <= bound
     assert not first["layers.layers.0.bias"].any()
+
+
+def test_the_epochs_shuffle_is_computed_before_its_timed_block(tmp_path: Path) -> None:
+    """MLX is lazy and synchronize waits only for queued work: a permutation left as a graph would be drawn by
+    the epoch's first step, inside the timed block (CUDA and MPS draw theirs before it). After begin_epoch the
+    order is a computed array: its graph (mx.export_to_dot) holds no operation left to run."""
+    adapter, train = trainer(*SMALL_MLP)
+    for epoch in (1, 2):
+        train.begin_epoch(epoch)
+        graph = tmp_path / f"order-{epoch}.dot"
+        mx.export_to_dot(str(graph), train.order)
+        assert "label" not in graph.read_text(), graph.read_text()  # operations are the labelled nodes
+        for index in range(train.steps_per_epoch):
+            train.step(index)
+        adapter.synchronize()
+        train.end_epoch()

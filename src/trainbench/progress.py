@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 
@@ -11,33 +10,36 @@ def interactive() -> bool:
     return sys.stdout.isatty()
 
 
-class EpochBar:
-    """A per-epoch progress bar over batches; absent when stdout is not a terminal.
+class EpochsBar:
+    """A bar over a cell's epochs on a terminal (`with EpochsBar(...) as bar:`); absent elsewhere (logs get the
+    epoch lines alone).
 
-    On a terminal each step also updates the bar (a counter increment; tqdm redraws at most every 0.1 s),
-    so it may sit inside a timed epoch; elsewhere the step runs unwrapped and the plain-text line is
-    printed by `line` after the epoch, outside the timing.
+    It moves between epochs, never within one: updating it from the steps, even as a counter with tqdm's
+    redraws at most every 0.1 s, would be host work inside the timed epoch that the same cell without a
+    terminal does not do, so a figure would depend on where its output went.
     """
 
-    def __init__(self, total: int, description: str) -> None:
+    def __init__(self, epochs: int, description: str) -> None:
         self._bar: Any = None
         if interactive():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=description, unit="batch", leave=False, file=sys.stdout)
+            tqdm.monitor_interval = 0  # no monitor thread waking up inside the timed epochs
+            # Redrawn at every update: updates come once an epoch, outside the timing.
+            self._bar = tqdm(total=epochs, desc=description, unit="epoch", leave=False, file=sys.stdout, mininterval=0)
 
-    def wrap(self, step: Callable[[int], None]) -> Callable[[int], None]:
-        bar = self._bar
-        if bar is None:
-            return step
+    def epoch_done(self, text: str) -> None:
+        """After an epoch's timed pass and its validation: print its line above the bar, then advance the bar."""
+        if self._bar is None:
+            line(text)
+            return
+        self._bar.write(text, file=sys.stdout)
+        self._bar.update()
 
-        def step_and_count(index: int) -> None:
-            step(index)
-            bar.update()
+    def __enter__(self) -> EpochsBar:
+        return self
 
-        return step_and_count
-
-    def close(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.close()
 

@@ -9,7 +9,12 @@ MLX; PyTorch on MPS), from a separate synchronized pass (trainbench.step_time_so
 timed_region=fit times Keras' own model.fit instead (the tf-metal study's quantity): arrays of
 batch_size x steps samples prepared on the host, one warm-up fit epoch of `warmup_steps` batches, then one fit
 of `repeats` epochs of `steps` batches timed as a whole, fit copying every batch to the device itself;
-samples_per_s = samples trained / that wall clock.
+samples_per_s = samples trained / that wall clock, i.e. samples per epoch / the fit's wall clock per epoch.
+Its CI comes from that same per-epoch quantity: the fit's epochs are each timed too (epoch_time_s, between
+synchronizations at the epoch's ends), their spread gives the 95% CI of the mean time per epoch, and
+samples_per_s_ci95 is that half-width as a share of the wall clock per epoch, times samples_per_s (the
+first-order interval of samples per epoch / mean epoch time). The wall clock per epoch is an epoch's time
+plus an equal share of what fit does outside its epochs, which moves the mean, not the spread.
 """
 
 from __future__ import annotations
@@ -189,19 +194,24 @@ class BenchmarkTask(TaskConfig):
             epochs = trainer.fit(self.repeats, self.sync_every_step, samples=samples)
         trained = samples * self.repeats
         steps = -(-samples // batch) * self.repeats
-        _, ci95 = mean_ci95([samples / seconds for seconds, _ in epochs])
+        samples_per_s = trained / timed.seconds
+        _, epoch_ci95_s = mean_ci95([seconds for seconds, _ in epochs])
+        ci95 = None if epoch_ci95_s is None else samples_per_s * epoch_ci95_s / (timed.seconds / self.repeats)
+        for epoch, (seconds, _) in enumerate(epochs, start=1):
+            log.metrics({"epoch_time_s": seconds}, step=epoch)
         log.tags(
             {"trainbench.step_time_source": "fit wall clock / steps (fit gives no per-step times)", **meter.tags()}
         )
         progress.line(
-            f"benchmark: {timed.seconds * 1000 / steps:.2f} ms/step, {trained / timed.seconds:,.0f} samples/s"
+            f"benchmark: {timed.seconds * 1000 / steps:.2f} ms/step, {samples_per_s:,.0f} samples/s"
+            + (f" +/- {ci95:,.0f} (95% CI)" if ci95 is not None else "")
         )
         summary: dict[str, Any] = {
             "warmup_time_s": warm.seconds,
             "warmup_steps_run": self.warmup_steps,
             "compile_time_s": max(0.0, warm.seconds - self.warmup_steps * timed.seconds / steps),
             "total_time_s": warm.seconds + timed.seconds,
-            "samples_per_s": trained / timed.seconds,
+            "samples_per_s": samples_per_s,
             "samples_per_s_ci95": ci95,
             "step_time_ms_mean": timed.seconds * 1000 / steps,
             **meter.metrics(trained),

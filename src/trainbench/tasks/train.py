@@ -1,14 +1,21 @@
 """task=train: epochs over the training split, a validation pass after each.
 
 What is timed is `timed_region` (the tag trainbench.timed_region says which):
-- epoch (default): each epoch's training pass, as one block (trainbench.timing): shuffling, the batch
-  gather (data.pipeline=device) or the loader's batches and their copies to the device (data.pipeline=loader),
-  the train step and the on-device loss and accuracy sums; not validation, not logging.
+- epoch (default): each epoch's training pass, as one block (trainbench.timing): the batch gather from the
+  epoch's order, drawn and computed before the block in every framework (data.pipeline=device), or the loader's
+  shuffled batches and their copies to the device (data.pipeline=loader), the train step and the on-device
+  loss and accuracy sums; not validation, not logging, not progress output.
 - fit: the whole training call as one wall-clock block, as a user times `model.fit`: Keras' own fit on
   arrays prepared on the host (fit copies every batch to the device itself); PyTorch has no fit, so its
   closest equivalent is trainbench's epoch loop over all epochs as one block. Validation runs once, after.
 - build_fit: the model's build, the trainer's set-up (Keras: compile) and the fit, as one block.
 Per-epoch figures are taken inside fit and build_fit too (between synchronizations at epoch ends).
+
+total_time_s is one quantity in every region: the training's wall clock between synchronizations, every
+epoch's training pass with what the trainer does around it (shuffle, the read-back of the epoch's loss and
+accuracy), never validation, logging or progress output. epoch sums it epoch by epoch; fit and build_fit
+take it as their one block (with fit's own set-up inside, as a timer around model.fit has it; build_fit:
+with the model's build and compile too).
 
 The first epoch pays for allocation, autotuning and compilation: it is reported on its own
 (first_epoch_time_s, compile_time_s) and left out of samples_per_s whenever a later epoch exists.
@@ -132,15 +139,16 @@ class TrainTask(TaskConfig):
         mark("cell: ready for the first step")
         log.tags({"trainbench.samples_per_epoch": trainer.samples_per_epoch})
         epochs: list[EpochStats] = []
+        training_s = 0.0  # total_time_s: each epoch's training, from its shuffle to its read-back
         meter = energy_meter(framework, device)
         # Energy covers all epochs, validation included: the counters cannot be paused per batch.
-        with meter, Timer(framework.synchronize) as total:
+        with meter, progress.EpochsBar(self.epochs, "train") as bar:
             for epoch in range(1, self.epochs + 1):
-                trainer.begin_epoch(epoch)
-                bar = progress.EpochBar(trainer.steps_per_epoch, f"epoch {epoch}/{self.epochs}")
-                block = time_block(bar.wrap(trainer.step), trainer.steps_per_epoch, framework.synchronize)
-                bar.close()
-                result = trainer.end_epoch()
+                with Timer(framework.synchronize) as training:
+                    trainer.begin_epoch(epoch)
+                    block = time_block(trainer.step, trainer.steps_per_epoch, framework.synchronize)
+                    result = trainer.end_epoch()
+                training_s += training.seconds
                 val_loss, val_accuracy = trainer.evaluate()
                 stats = EpochStats(
                     epoch,
@@ -154,14 +162,15 @@ class TrainTask(TaskConfig):
                 )
                 epochs.append(stats)
                 log.metrics(stats.metrics(), step=epoch)
-                _epoch_line(stats, self.epochs)
-        summary = self._summary(epochs, total.seconds, meter, log)
+                bar.epoch_done(_epoch_line(stats, self.epochs))
+        summary = self._summary(epochs, training_s, meter, log)
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
 
     def _run_fit(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         """fit / build_fit: the training call as one block; validation once, after it."""
         from trainbench import data as datasets
+        from trainbench import progress
         from trainbench.timing import Timer
 
         build = self.timed_region == "build_fit"
@@ -201,7 +210,7 @@ class TrainTask(TaskConfig):
             )
             epochs.append(stats)
             log.metrics(stats.metrics(), step=epoch)
-            _epoch_line(stats, self.epochs)
+            progress.line(_epoch_line(stats, self.epochs))
         summary = self._summary(epochs, total.seconds, meter, log)
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
@@ -258,12 +267,10 @@ def _count_after(framework: Framework, model: Any, data: Dataset, log: RunLog) -
     return flops
 
 
-def _epoch_line(stats: EpochStats, epochs: int) -> None:
-    from trainbench import progress
-
+def _epoch_line(stats: EpochStats, epochs: int) -> str:
     val = "" if stats.val_accuracy is None else f", val_accuracy {stats.val_accuracy:.3f}"
     wait = "" if stats.input_wait_s is None else f", waited {stats.input_wait_s:.2f} s for input"
-    progress.line(
+    return (
         f"epoch {stats.epoch}/{epochs}: {stats.seconds:.2f} s, "
         f"{stats.samples / stats.seconds:,.0f} samples/s, train_loss {stats.train_loss:.4f}{val}{wait}"
     )

@@ -232,6 +232,8 @@ class Trainer(KerasTrainer):
         self._take_state()
         self.key, shuffle = self.jax.random.split(self.key)
         self.order = self.jax.random.permutation(shuffle, self.samples_per_epoch)
+        # Done before the epoch's timed block, as in the other frameworks: synchronize waits for the state only.
+        self.order.block_until_ready()
 
     def step(self, index: int) -> None:
         size = self.batch_size if index < self.full_steps else self.tail

@@ -50,7 +50,10 @@ class KerasAdapter:
         self.policy = DTYPE_POLICIES[cell.precision.autocast]
         self.backend = "cpu"
         self.compile_reason: str | None = None
-        self.pending: Any = None  # the newest outputs of the device's queue, for synchronize
+        self.pending: Any = None  # the newest outputs of work that writes no variable (a product, a prediction)
+        # Values the cell's device work writes last (step counters, metric sums) and the tensors it prepared on
+        # the device: set by the trainer, read back by synchronize where the device has no wait of its own.
+        self.device_state: Callable[[], list[Any]] = list
         self.replicas = 1  # devices one step runs on (keras.distribution.DataParallel, tf MirroredStrategy)
 
     # -- device -------------------------------------------------------------------------------
@@ -254,6 +257,7 @@ class FitTrainer:
         self.batch_size = int(cell.batch_size)
         self.inputs, self.labels = host_split(data.train, data)
         adapter.compile_model(model)
+        adapter.device_state = lambda: end_of_step_state(model)  # fit's metric sums exist once it has begun
         self.samples_per_epoch = len(self.labels)
         self.steps_per_epoch = math.ceil(self.samples_per_epoch / self.batch_size)
 
@@ -284,10 +288,20 @@ class FitTrainer:
         return float(result["loss"]), float(result["accuracy"])
 
 
+def end_of_step_state(model: Any) -> list[Any]:
+    """The variables a Keras train step writes last, each once: the optimizer's iteration counter (incremented
+    after the weights' updates) and the metrics' sums (updated after the loss). A few scalars, whatever the
+    model's size."""
+    optimizer = getattr(model, "optimizer", None)
+    counters = [optimizer.iterations] if optimizer is not None else []
+    return list({id(variable): variable for variable in [*counters, *model.metrics_variables]}.values())
+
+
 def _epoch_clock(keras: Any, synchronize: Callable[[], None]) -> Any:
-    """A callback timing each epoch of fit between synchronizations (Keras reads the epoch's logs back to the
-    host before on_epoch_end, which on Metal and JAX is the synchronization). Epoch hooks only, so Keras keeps
-    dispatching steps asynchronously."""
+    """A callback timing each epoch of fit between synchronizations: `synchronize` waits for every step fit has
+    queued (TensorFlow: on CUDA the device, on Metal a read-back of what the steps write last; JAX: Keras reads the
+    epoch's logs, outputs of the last step's XLA program, back to the host before on_epoch_end). Epoch hooks
+    only, so Keras keeps dispatching steps asynchronously."""
     import time
 
     from trainbench.frameworks.base import EpochResult
@@ -341,10 +355,15 @@ class KerasTrainer:
         # Builds the model, its optimizer and metric variables without running a step (as fit does).
         self.model._symbolic_build(data_batch=(self.inputs[: self.batch_size], self.labels[: self.batch_size]))
         self._validation: tuple[Any, Any, bool] | None = None
+        adapter.device_state = self.device_state
 
     def training_split(self) -> tuple[Any, Any, bool]:
         """(inputs, labels, prepared) the steps use: the training split on the device (prepared_split)."""
         return self.adapter.prepared_split(self.data.train, self.data)
+
+    def device_state(self) -> list[Any]:
+        """What the steps write last (end_of_step_state) and the training split prepared on the device."""
+        return [*end_of_step_state(self.model), self.inputs, self.labels]
 
     def end_epoch(self) -> Any:
         from trainbench.frameworks.base import EpochResult

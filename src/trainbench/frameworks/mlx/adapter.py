@@ -307,6 +307,9 @@ class Trainer:
         mx = self.mx
         self.model.train()
         self.order = mx.random.permutation(self.samples_per_epoch, key=mx.random.key(self.cell.seed + epoch))
+        # Computed now, before the epoch's timed block, as the other frameworks draw theirs: left lazy, the
+        # first step would compute it inside the block (synchronize waits for queued work, not for this).
+        mx.eval(self.order)
         self._losses, self._predictions = [], []
 
     def step(self, index: int) -> None:

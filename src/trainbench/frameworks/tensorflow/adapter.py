@@ -37,6 +37,8 @@ SPLIT_CPU_NO_XLA = (
 class Adapter(KerasAdapter):
     keras_backend = "tensorflow"
     strategy: Any = None  # tf.distribute.MirroredStrategy when the cell runs on several devices
+    _state_reader: Any = None  # read_back's tf.function, traced for the device_state whose ids follow
+    _state_reader_ids: list[int] | None = None
 
     def bind_device(self, device: DeviceConfig) -> str:
         from trainbench.frameworks.base import DeviceUnavailable
@@ -99,12 +101,35 @@ class Adapter(KerasAdapter):
         if self.backend == "cuda":
             self.tf.test.experimental.sync_devices()
         elif self.backend == "metal":
-            # tensorflow-metal has no SyncDevice kernel; reading values back waits for Metal's in-order
-            # queue up to the ops that wrote them (the newest outputs).
-            for value in self.tf.nest.flatten(self.pending):
-                if value is not None and hasattr(value, "numpy"):
-                    value.numpy()
+            self.read_back()
         # On the CPU, TensorFlow returns from an op or a tf.function once it has run: nothing is queued.
+
+    def read_back(self) -> Any:
+        """Wait for the cell's device work where TensorFlow has no "wait for the device" (tensorflow-metal has
+        no SyncDevice kernel): copy to the host, in one small tensor, the first element of what the work writes
+        last and of what it prepared on the device (`device_state`: the optimizer's iteration counter, the
+        metrics' sums, the trainer's position and permutation, the split prepared on the device) and of the
+        newest outputs of work that writes no variable (`pending`: a product, a prediction). Returns what was
+        read, as float32 (None when there was nothing to read).
+
+        Why that is enough, with or without a trainer's newest output (Keras' fit keeps its own):
+        - TensorFlow's read of a variable sees every write issued before it, on every device: the copy cannot
+          finish before the last step queued has counted itself, nor before the prepared split exists.
+        - A copy from a plug-in device to the host first waits for the device's compute stream, which holds
+          every kernel issued so far in issue order (TensorFlow's PluggableDevice contract:
+          CopyPluggableDeviceTensorToCPU in core/common_runtime/pluggable_device/pluggable_device_util.cc):
+          so the work with no data path to what is read (the weights' updates) is done too.
+        The read is issued after everything it waits for, so it is never a stale value that was ready early."""
+        tf = self.tf
+        state = self.device_state()
+        if [id(value) for value in state] != self._state_reader_ids:
+            self._state_reader = _first_elements(tf, state)
+            self._state_reader_ids = [id(value) for value in state]
+        newest = [value for value in tf.nest.flatten(self.pending) if value is not None and hasattr(value, "numpy")]
+        with tf.device(self.tf_device()):
+            read = [self._state_reader()] if self._state_reader is not None else []
+            read += [tf.cast(tf.reshape(value, [-1])[:1], tf.float32) for value in newest]
+        return tf.concat(read, 0).numpy() if read else None
 
     def step_clock(self) -> Any:
         from trainbench.timing import HostClock
@@ -214,6 +239,9 @@ class Trainer(KerasTrainer):
         self._steps[size] = tf.function(train)
         return self._steps[size]
 
+    def device_state(self) -> list[Any]:
+        return [*super().device_state(), self.order, self.position]
+
     def begin_epoch(self, epoch: int) -> None:
         tf = self.tf
         self.model.reset_metrics()
@@ -312,6 +340,19 @@ class LoaderTrainer(HostBatches, Trainer):
 
     def end_epoch(self) -> Any:
         return self.with_wait(super().end_epoch())
+
+
+def _first_elements(tf: Any, values: list[Any]) -> Any:
+    """A tf.function returning the first element of each of `values` (variables read as they are when it is
+    called) as one float32 vector, or None when there is none. Without XLA: it runs where the values are."""
+    import math
+
+    present = [value for value in values if math.prod(tuple(value.shape)) > 0]
+
+    def first_elements() -> Any:
+        return tf.stack([tf.cast(tf.reshape(value, [-1])[0], tf.float32) for value in present])
+
+    return tf.function(first_elements) if present else None
 
 
 def _no_tensorflow_gpu_reason(tf: Any) -> str:
