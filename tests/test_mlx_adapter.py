@@ -189,3 +189,25 @@ def test_the_epochs_shuffle_is_computed_before_its_timed_block(tmp_path: Path) -
             train.step(index)
         adapter.synchronize()
         train.end_epoch()
+
+
+def test_per_product_matmul_operands_are_drawn_for_every_product() -> None:
+    """task.operands=per_product (the Hackintosh blog's timeit of "draw, multiply"): each product multiplies
+    operands drawn for it; resident products multiply the same operands every time."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cell = validate(compose("config", overrides=["framework=mlx", "device=cpu", "task=matmul"]))
+    adapter = Adapter(cell)
+    adapter.select_device(cell.device)
+
+    def two_products(fresh: bool) -> list[np.ndarray]:
+        multiply = adapter.matmul_step(4, "square", fresh_operands=fresh)
+        found = []
+        for _ in range(2):
+            multiply()
+            found.append(np.array(adapter.pending))
+        return found
+
+    first, again = two_products(fresh=False)
+    np.testing.assert_array_equal(first, again)
+    first, again = two_products(fresh=True)
+    assert not np.array_equal(first, again)

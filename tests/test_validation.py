@@ -36,6 +36,7 @@ ISSUE_EXAMPLES = [
     (["data.num_classes=0"], "`data.num_classes`"),
     (["model.activation=nope"], "`model.activation`"),
     (["task=matmul", "task.sizes=[99999999]"], "`task.sizes`"),
+    (["task=matmul", "task.operands=timeit"], "`task.operands`='timeit'"),
     (["model=resnet50", "data=digits"], "grayscale_to_rgb"),
     (["framework=tensorflow", "model=resnet50", "model.keras=null"], "cannot build model"),
     (["model=mlp", "model.pretrained=true"], "have it"),

@@ -78,7 +78,8 @@ class Trainer(Protocol):
 
     A trainer built for task.timed_region=fit / build_fit may instead have a fit of its own,
     `fit(epochs, sync_every_step) -> [(seconds, EpochResult), ...]` (Keras' model.fit on host arrays), which the
-    train task then times in place of its loop (trainbench.tasks.train.fit_epochs)."""
+    train task then times in place of its loop (trainbench.tasks.train.fit_epochs), and `host_prep_time_s`, the
+    seconds its set-up spent preparing those host arrays (recorded by build_fit, whose block holds them)."""
 
     steps_per_epoch: int
     samples_per_epoch: int
@@ -154,7 +155,8 @@ class Framework(Protocol):
 
     def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer: ...
 
-    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
-        """One product in the cell's precision: n x n @ n x n (square) or 1 x n @ n x 1 (vector)."""
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
+        """One product in the cell's precision: n x n @ n x n (square) or 1 x n @ n x 1 (vector), on random
+        operands drawn once on the device; `fresh_operands`: each call draws its own on the device first."""
 
     def matmul_element_bytes(self) -> int: ...

@@ -1,9 +1,16 @@
 """task=matmul: achievable matrix-multiply throughput, per size n.
 
 Each size: warm-up products, then `steps` products as one block (one synchronization at each end), so a
-small product's figure is not its launch-and-wait latency. `tflops` per size with step = n; `peak_tflops`
-the best; a log-x plot. The dtype follows `precision`: fp32 (TF32 off), tf32, mixed_bf16 -> bf16 operands,
-mixed_fp16 -> fp16 operands. Model, data and optimizer play no part (and are not recorded).
+small product's figure is not its launch-and-wait latency. Per size (step = n): `block_time_s`, the block's
+seconds, and `matmul_time_ms`, one product's share of it. What a product is follows `operands`:
+- resident (default): random operands drawn once per size, before timing; the block times the products
+  alone: `tflops` (and `gbytes_per_s` for the vector shape) per size, `peak_tflops` the best, a log-x plot.
+- per_product: new random operands drawn on the device for every product, inside the block, as a
+  `timeit(number=steps)` of "draw two random operands, multiply" times them (the Hackintosh blog's
+  CPU-vs-GPU chart, conf/experiment/matmul_vector_study.yaml): `block_time_s` is that timeit's total. The
+  draws dominate a vector product, so no FLOPs or bandwidth rate is derived from it.
+The dtype follows `precision`: fp32 (TF32 off), tf32, mixed_bf16 -> bf16 operands, mixed_fp16 -> fp16
+operands. Model, data and optimizer play no part (and are not recorded).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ if TYPE_CHECKING:
     from trainbench.frameworks.base import Framework, RunLog
 
 SHAPES = ("square", "vector")
+OPERANDS = ("resident", "per_product")
 # Square products up to 16384 (the published GEMM sweeps); on a CPU 4096 already takes seconds per product.
 # The vector product 1 x n @ n x 1 goes from 10^2 to 10^8 elements, as in the published CPU-vs-GPU chart.
 DEFAULT_SIZES = {"square": [2**k for k in range(7, 15)], "vector": [10**k for k in range(2, 9)]}
@@ -39,9 +47,11 @@ class MatmulTask(TaskConfig):
     sizes: list[int] | None = None  # null: square 128..16384 (CPU: up to 4096); vector 10^2..10^8
     warmup_steps: int = 2  # untimed products per size
     steps: int = 10  # timed products per size, as one block
+    operands: str = "resident"  # resident: drawn once per size, untimed | per_product: drawn anew inside the block
 
     def check(self, at: str) -> None:
         need(self.shape in SHAPES, f"{at}.shape", self.shape, f"choose one of {', '.join(SHAPES)}")
+        need(self.operands in OPERANDS, f"{at}.operands", self.operands, f"choose one of {', '.join(OPERANDS)}")
         if self.sizes is not None:
             largest = MAX_SIZE.get(self.shape, 1)
             need(
@@ -61,6 +71,7 @@ class MatmulTask(TaskConfig):
             backend=backend,
             task=self.name,
             matmul_shape=self.shape,
+            matmul_operands=self.operands,
             precision=cell.precision.name,
         )
 
@@ -76,28 +87,34 @@ class MatmulTask(TaskConfig):
             for n in DEFAULT_SIZES[self.shape]
             if self.shape == "vector" or device.backend != "cpu" or n <= CPU_SQUARE_LIMIT
         ]
+        per_product = self.operands == "per_product"
         element_bytes = framework.matmul_element_bytes()
         sync = framework.synchronize
         points: list[tuple[int, float]] = []
         with Timer(sync) as total:
             for n in sizes:
-                product = _indexed(framework.matmul_step(n, self.shape))
+                product = _indexed(framework.matmul_step(n, self.shape, fresh_operands=per_product))
                 time_block(product, self.warmup_steps, sync)
                 block = time_block(product, self.steps, sync)
                 seconds = block.seconds / block.steps
-                flops = 2.0 * n**3 if self.shape == "square" else 2.0 * n
-                metrics = {"tflops": flops / seconds / 1e12, "matmul_time_ms": seconds * 1000}
-                if self.shape == "vector":  # memory-bound: what matters is how fast both operands stream in
-                    metrics["gbytes_per_s"] = (2 * n + 1) * element_bytes / seconds / 1e9
+                metrics = {"block_time_s": block.seconds, "matmul_time_ms": seconds * 1000}
+                if not per_product:  # a rate of the products alone: their operands were in place before
+                    flops = 2.0 * n**3 if self.shape == "square" else 2.0 * n
+                    metrics["tflops"] = flops / seconds / 1e12
+                    if self.shape == "vector":  # memory-bound: what matters is how fast both operands stream in
+                        metrics["gbytes_per_s"] = (2 * n + 1) * element_bytes / seconds / 1e9
                 log.metrics(metrics, step=n)
-                points.append((n, metrics["tflops"]))
-                rate = (
-                    f"{metrics['gbytes_per_s']:.2f} GB/s"
-                    if self.shape == "vector"
-                    else f"{metrics['tflops']:.3f} TFLOPS"
-                )
+                points.append((n, block.seconds if per_product else metrics["tflops"]))
+                if per_product:
+                    rate = f"{block.seconds:.4f} s for {block.steps} products, operands drawn inside"
+                elif self.shape == "vector":
+                    rate = f"{metrics['gbytes_per_s']:.2f} GB/s"
+                else:
+                    rate = f"{metrics['tflops']:.3f} TFLOPS"
                 progress.line(f"matmul {self.shape} n={n}: {seconds * 1000:.3f} ms, {rate}")
-        log.figure(_figure(points, cell, device.backend, self.shape), "matmul.png")
+        log.figure(_figure(points, cell, device.backend, self.shape, per_product, self.steps), "matmul.png")
+        if per_product:  # the figure is each size's block_time_s; no rate applies
+            return {"total_time_s": total.seconds}
         # peak_tflops: the best this device reached here (device_peak_tflops is the datasheet's figure).
         summary: dict[str, Any] = {"peak_tflops": max(t for _, t in points), "total_time_s": total.seconds}
         if self.shape == "square":  # the vector product is memory-bound: no FLOPs peak applies
@@ -113,7 +130,9 @@ def _indexed(multiply: Any) -> Any:
     return product
 
 
-def _figure(points: list[tuple[int, float]], cell: CellConfig, backend: str, shape: str) -> Any:
+def _figure(
+    points: list[tuple[int, float]], cell: CellConfig, backend: str, shape: str, per_product: bool, steps: int
+) -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -123,7 +142,11 @@ def _figure(points: list[tuple[int, float]], cell: CellConfig, backend: str, sha
     axes.plot([n for n, _ in points], [t for _, t in points], marker="o")
     axes.set_xscale("log")
     axes.set_xlabel("n" + (" (n x n @ n x n)" if shape == "square" else " (1 x n @ n x 1)"))
-    axes.set_ylabel("TFLOPS (block of products)")
+    if per_product:
+        axes.set_yscale("log")
+        axes.set_ylabel(f"seconds for {steps} products, operands drawn inside")
+    else:
+        axes.set_ylabel("TFLOPS (block of products)")
     axes.set_title(f"{cell.framework.name} {cell.precision.name} matmul on {backend}")
     axes.grid(True, which="both", alpha=0.3)
     figure.tight_layout()

@@ -129,12 +129,28 @@ class Adapter(KerasAdapter):
             return LoaderTrainer(self, model, data, cell)
         return Trainer(self, model, data, cell)
 
-    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
         jax = self.jax
+        import itertools
+
         import jax.numpy as jnp
 
         dtype = self.matmul_dtype()
         a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        if fresh_operands:
+            seed = jax.random.key(self.cell.seed)
+
+            @jax.jit
+            def draw_and_multiply(index: Any) -> Any:  # one program: both draws and the product
+                key_a, key_b = jax.random.split(jax.random.fold_in(seed, index))
+                return jnp.matmul(jax.random.normal(key_a, a_shape, dtype), jax.random.normal(key_b, b_shape, dtype))
+
+            calls = itertools.count()
+
+            def fresh() -> None:
+                self.pending = draw_and_multiply(next(calls))
+
+            return fresh
         key_a, key_b = jax.random.split(jax.random.key(self.cell.seed))
         a, b = jax.random.normal(key_a, a_shape, dtype), jax.random.normal(key_b, b_shape, dtype)
         product = jax.jit(jnp.matmul)

@@ -252,10 +252,13 @@ class FitTrainer:
 
     def __init__(self, adapter: KerasAdapter, model: Any, data: Dataset, cell: CellConfig) -> None:
         import math
+        import time
 
         self.adapter, self.model, self.data, self.cell = adapter, model, data, cell
         self.batch_size = int(cell.batch_size)
+        started = time.perf_counter()
         self.inputs, self.labels = host_split(data.train, data)
+        self.host_prep_time_s = time.perf_counter() - started  # inside build_fit's block: recorded apart too
         adapter.compile_model(model)
         adapter.device_state = lambda: end_of_step_state(model)  # fit's metric sums exist once it has begun
         self.samples_per_epoch = len(self.labels)

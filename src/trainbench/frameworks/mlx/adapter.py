@@ -161,10 +161,17 @@ class Adapter:
         return Trainer(self, model, data, cell)
 
     # -- matmul -------------------------------------------------------------------------------
-    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
         mx = self.mx
         dtype = self.dtype or mx.float32
         a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        if fresh_operands:
+
+            def draw_and_multiply() -> None:  # lazy: the draws run with the product
+                self.pending = mx.random.normal(a_shape).astype(dtype) @ mx.random.normal(b_shape).astype(dtype)
+                mx.async_eval(self.pending)
+
+            return draw_and_multiply
         a = mx.random.normal(a_shape).astype(dtype)
         b = mx.random.normal(b_shape).astype(dtype)
         mx.eval(a, b)

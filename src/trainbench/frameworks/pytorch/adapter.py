@@ -247,14 +247,22 @@ class Adapter:
         return trainer
 
     # -- matmul -------------------------------------------------------------------------------
-    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
         torch = self.torch
         dtype = self._matmul_dtype()
         generator = torch.Generator(device=self.device).manual_seed(self.cell.seed)
         a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        out = torch.empty((a_shape[0], b_shape[1]), device=self.device, dtype=dtype)
+        if fresh_operands:
+
+            def draw_and_multiply() -> None:
+                a = torch.randn(a_shape, device=self.device, dtype=dtype, generator=generator)
+                b = torch.randn(b_shape, device=self.device, dtype=dtype, generator=generator)
+                torch.matmul(a, b, out=out)
+
+            return draw_and_multiply
         a = torch.randn(a_shape, device=self.device, dtype=dtype, generator=generator)
         b = torch.randn(b_shape, device=self.device, dtype=dtype, generator=generator)
-        out = torch.empty((a_shape[0], b_shape[1]), device=self.device, dtype=dtype)
 
         def multiply() -> None:
             torch.matmul(a, b, out=out)

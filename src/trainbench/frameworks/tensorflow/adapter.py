@@ -164,10 +164,20 @@ class Adapter(KerasAdapter):
             return LoaderTrainer(self, model, data, cell)
         return Trainer(self, model, data, cell)
 
-    def matmul_step(self, n: int, shape: str) -> Callable[[], None]:
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
         tf = self.tf
         dtype = self.matmul_dtype()
         a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
+        if fresh_operands:
+
+            def draw_and_multiply() -> None:
+                # tf.random.normal (the global generator, seeded by the cell) eagerly, as a user's timed loop
+                with tf.device(self.tf_device()):
+                    a = tf.cast(tf.random.normal(a_shape), dtype)
+                    b = tf.cast(tf.random.normal(b_shape), dtype)
+                    self.pending = tf.linalg.matmul(a, b)
+
+            return draw_and_multiply
         with tf.device(self.tf_device()):
             generator = tf.random.Generator.from_seed(self.cell.seed)
             a = tf.cast(generator.normal(a_shape), dtype)
