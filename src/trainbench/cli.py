@@ -5,6 +5,7 @@
     trainbench results [--experiment E]  the runs table of a store, in the terminal
     trainbench export -o runs.json       a store's cells and sweeps as one file (another machine imports it)
     trainbench import runs.json...       add exported runs to a store (again: nothing changes)
+    trainbench doctor                    tiny cells of every installed framework: do timing, memory, energy read right?
     trainbench download data=cifar10     fetch a dataset's files now (needs network)
 
 Before Hydra sees the command line it is checked here, so that bad input gets one line and exit 2, never
@@ -128,6 +129,8 @@ def _console(argv: list[str]) -> None:
         sys.exit(export(argv[1:]))
     if argv and argv[0] == "import":
         sys.exit(import_runs(argv[1:]))
+    if argv and argv[0] == "doctor":
+        sys.exit(doctor(argv[1:]))
     if argv and argv[0] == "run":
         argv = argv[1:]
     sys.exit(main(hydra_entry(), argv))
@@ -184,6 +187,12 @@ def import_runs(argv: list[str]) -> int:
     return sharing.import_main(argv)
 
 
+def doctor(argv: list[str]) -> int:
+    from trainbench import doctor
+
+    return doctor.main(argv)
+
+
 def download(argv: list[str]) -> int:
     """`trainbench download data=cifar10`: the dataset's files, fetched now into data.root."""
     from hydra import compose, initialize_config_dir
@@ -216,3 +225,7 @@ def download(argv: list[str]) -> int:
         return fail(str(error))
     print(f"{cfg.name}: {'extracted' if archive else 'downloaded'} into {private(str(missing[1]))}")
     return 0
+
+
+if __name__ == "__main__":  # `python -m trainbench.cli`: what trainbench doctor runs where there is no src/run.py
+    console()

@@ -213,13 +213,21 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
     return replace(cell, batch_size=best)
 
 
+def pinnable_cores() -> list[str]:
+    """The cores this process may run on, by number, for cell.cpus to pin; none where the system pins no
+    process to cores (macOS has no sched_setaffinity): there cell.cpus pins nothing."""
+    if not hasattr(os, "sched_getaffinity"):
+        return []
+    return [str(c) for c in sorted(os.sched_getaffinity(0))]
+
+
 def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffix: str) -> tuple[dict[str, Any], str]:
     """Run `cell` in a worker process (recording into run_id; None: a probe that records nothing), on the
     GPUs and cores it may use; return (its result, its stderr tail)."""
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
     with (
         slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
-        slots.take("cpu", cell.cell.cpus, [str(c) for c in sorted(os.sched_getaffinity(0))]) as cores,
+        slots.take("cpu", cell.cell.cpus, pinnable_cores()) as cores,
         tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch,
     ):
         result_path = Path(scratch) / "result.json"

@@ -15,10 +15,22 @@ synchronizations at the epoch's ends), their spread gives the 95% CI of the mean
 samples_per_s_ci95 is that half-width as a share of the wall clock per epoch, times samples_per_s (the
 first-order interval of samples per epoch / mean epoch time). The wall clock per epoch is an epoch's time
 plus an equal share of what fit does outside its epochs, which moves the mean, not the spread.
+
+task.min_time_s paces the blocks: where `steps` steps would take less (a probe block says), each block gets
+more steps, so that the blocks together last that long (an energy counter needs a second; a fast GPU runs `steps` in
+milliseconds). task.check_sync records what `trainbench doctor` compares to tell a synchronize that waits for
+the device from one that only waits for the host to queue the work (sync_check_*_step_ms, per step): right
+after the warm-up, while the device's queue is short, `repeats` rounds of a block of `steps`, a block of
+2 x `steps` and `steps` steps synchronized one by one, each the median of its rounds (a burst of other work
+moves one round, not that), and the fastest block of `steps` (a synchronize that does not wait makes it the
+queueing alone); then the timed blocks' mean.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -30,7 +42,8 @@ from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_an
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
-    from trainbench.frameworks.base import Framework, RunLog
+    from trainbench.frameworks.base import Framework, RunLog, StepClock
+    from trainbench.timing import Step
 
 TIMED_REGIONS = ("steps", "fit")
 PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device clock exists
@@ -38,6 +51,9 @@ PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device cl
 # large as the differences a comparison is made for (fast mode or not, one framework or another: often 10-30%),
 # so the figure is not one to quote alone: the cell warns and is tagged trainbench.noisy=true.
 NOISY_CV_PCT = 10.0
+# task.min_time_s never paces a block beyond this many steps: a pace read from a synchronize that does not wait
+# would otherwise ask for millions.
+MAX_PACED_STEPS = 10_000
 
 
 @schema("task", "benchmark")
@@ -52,6 +68,8 @@ class BenchmarkTask(TaskConfig):
     drift_threshold_pct: float = 5.0  # tag trainbench.drift=true when the last tenth is this much slower
     timed_region: str = "steps"  # type: ignore[misc]  # steps | fit (Keras' model.fit, as one wall-clock block)
     sync_every_step: bool = False  # type: ignore[misc]  # fit: read the loss back after every step (tf.keras 2's progress bar)
+    min_time_s: float | None = None  # e.g. 1.0: more steps per block, so the blocks together last this long
+    check_sync: bool = False  # also time 2 x steps as a block and steps synchronized one by one (sync_check_*)
 
     def check(self, at: str) -> None:
         self.check_timing(at, TIMED_REGIONS)
@@ -71,6 +89,19 @@ class BenchmarkTask(TaskConfig):
             self.drift_threshold_pct,
             "must be a percentage > 0",
         )
+        need(
+            self.min_time_s is None or (finite(self.min_time_s) and 0 < self.min_time_s <= 3600),
+            f"{at}.min_time_s",
+            self.min_time_s,
+            "must be null or seconds from 0 to 3600, e.g. task.min_time_s=1",
+        )
+        for key, value in (("min_time_s", self.min_time_s), ("check_sync", self.check_sync)):
+            need(
+                self.timed_region == "steps" or value in (None, False),
+                f"{at}.{key}",
+                value,
+                "applies to blocks of resident steps: use it with task.timed_region=steps",
+            )
 
     def check_cell(self, cell: CellConfig) -> None:
         super().check_cell(cell)
@@ -121,23 +152,25 @@ class BenchmarkTask(TaskConfig):
             step()
 
         warm = warm_up(indexed, sync, self.warmup_steps, self.settle_cv_pct, self.max_warmup_steps)
+        steps = self.paced_steps(indexed, sync)
         progress.line(
-            f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then "
-            f"{self.repeats} x {self.steps} timed steps"
+            f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then {self.repeats} x {steps} timed steps"
         )
         clock = framework.step_clock()
+        if self.check_sync:  # logged now: a cell stopped later (its blocks run too long) keeps them
+            log.metrics(sync_check(indexed, self.steps, self.repeats, sync, clock))
         blocks = []
         meter = energy_meter(framework, device)
         with meter:  # only the timed blocks: warm-up stays out of the energy figure
             for _ in range(self.repeats):
-                blocks.append(time_block(indexed, self.steps, sync, clock))
+                blocks.append(time_block(indexed, steps, sync, clock))
         rates = [batch * b.steps / b.seconds for b in blocks]
         samples_per_s, ci95 = mean_ci95(rates)
         if clock is not None:
             durations = [d for b in blocks for d in (b.step_times_s or [])]
             source = clock.source
         else:
-            durations = synchronized_step_times(indexed, min(self.steps, PERCENTILE_PASS_STEPS), sync)
+            durations = synchronized_step_times(indexed, min(steps, PERCENTILE_PASS_STEPS), sync)
             source = synchronized_pass_source(len(durations), "steps after the timed blocks", device.backend)
         stats = StepStats.of(durations)
         drift = drift_pct(durations)
@@ -168,11 +201,29 @@ class BenchmarkTask(TaskConfig):
             "samples_per_s": samples_per_s,
             "samples_per_s_ci95": ci95,
             "drift_pct": drift,
+            "steps_per_block": steps,
             **stats.metrics(),
             **meter.metrics(batch * sum(b.steps for b in blocks)),
         }
+        if self.check_sync:
+            summary["sync_check_timed_block_step_ms"] = 1000 * timed_s / sum(b.steps for b in blocks)
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
+
+    def paced_steps(self, step: Step, sync: Callable[[], None]) -> int:
+        """Steps per block: task.steps, or more where task.min_time_s asks for longer blocks than a probe block
+        of task.steps (untimed: one more warm-up) says they would last. A probe, not the warm-up's pace: warm-up
+        steps are synchronized one by one, and the first few of them still allocate and autotune (on an H100
+        they made the seed MLP's blocks last half what was asked)."""
+        if self.min_time_s is None:
+            return self.steps
+        from trainbench.timing import time_block
+
+        probe = time_block(step, self.steps, sync)
+        if probe.seconds <= 0:
+            return MAX_PACED_STEPS
+        needed = self.min_time_s * probe.steps / (self.repeats * probe.seconds)
+        return max(self.steps, min(MAX_PACED_STEPS, math.ceil(needed)))
 
     def _run_fit(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
@@ -218,6 +269,40 @@ class BenchmarkTask(TaskConfig):
         }
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
+
+
+def sync_check(
+    step: Step, steps: int, rounds: int, sync: Callable[[], None], clock: StepClock | None
+) -> dict[str, float]:
+    """task.check_sync's short figures, in ms per step, each the median of `rounds` rounds of: a block of
+    `steps`, a block of 2 x `steps` (both timed as the benchmark's blocks are, device clock included), and the
+    mean of `steps` steps synchronized one by one; and the fastest block of `steps`. Rounds interleave the three,
+    every other one in reverse order: a burst of other work on the machine slows a round of each, not all of
+    one, and a machine that speeds up or slows down as the cell goes on favours none of them."""
+    from trainbench.timing import synchronized_step_times, time_block
+
+    block: list[float] = []
+    double: list[float] = []
+    synchronized: list[float] = []
+
+    def in_blocks(times: list[float], count: int) -> None:
+        timed = time_block(step, count, sync, clock)
+        times.append(timed.seconds / timed.steps)
+
+    measures = [
+        lambda: in_blocks(block, steps),
+        lambda: in_blocks(double, 2 * steps),
+        lambda: synchronized.append(statistics.fmean(synchronized_step_times(step, steps, sync))),
+    ]
+    for index in range(rounds):
+        for measure in measures[:: -1 if index % 2 else 1]:
+            measure()
+    return {
+        "sync_check_block_step_ms": 1000 * statistics.median(block),
+        "sync_check_double_block_step_ms": 1000 * statistics.median(double),
+        "sync_check_synchronized_step_ms": 1000 * statistics.median(synchronized),
+        "sync_check_fastest_block_step_ms": 1000 * min(block),
+    }
 
 
 def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
