@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import Invocation, invoke, metric_history
-from trainbench.runner.batch_search import Probe, find_max_batch
+from trainbench.runner.batch_search import MARGIN, TOLERANCE, Probe, find_max_batch, next_batch
 
 QUIET = "tracking.system_metrics_interval_s=0"
 
@@ -181,9 +182,11 @@ def test_a_forced_oom_is_failed_oom_and_the_next_cell_runs(tmp_path: Path) -> No
 
 @pytest.fixture(scope="module")
 def batch_size_max(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
-    """batch_size=max twice under a 1.6 GB cap (PyTorch's floor is 1536 MB): an MLP at 32 px, where everything up to the limit of 16 fits
-    (the search doubles to it; the bisection at an out-of-memory edge is covered by the search tests below,
-    a real edge costs minutes of probes on a CPU), and at 224 px, where 150528 x 3000 weights alone are 1.8 GB."""
+    """batch_size=max twice under a 1.6 GB cap (PyTorch's floor is 1536 MB): an MLP at 32 px, where everything up
+    to the limit of 16 fits, and at 224 px, where 150528 x 3000 weights alone are 1.8 GB. On a CPU each probe is
+    a process of its own, and the MLP's resident memory does not grow enough with the batch for a memory line:
+    the search doubles to the limit (its estimate and its bisection are covered by the search tests below; a
+    real edge costs minutes of probes on a CPU)."""
     return invoke(
         tmp_path_factory.mktemp("max"),
         "model=mlp",
@@ -206,12 +209,16 @@ def test_batch_size_max_probes_in_processes_records_and_runs_the_result(batch_si
     probes = {
         int(m.step): m.value for m in metric_history(batch_size_max.uri, cell.info.run_id, "batch_size_probe_fits")
     }
-    assert probes == {1: 1.0, 2: 1.0, 4: 1.0, 8: 1.0, 16: 1.0}
-    assert cell.data.metrics["max_batch_size"] == 16 and cell.data.metrics["batch_size_probes"] == 5
+    assert probes == {2: 1.0, 8: 1.0, 16: 1.0}
+    metrics = cell.data.metrics
+    assert metrics["max_batch_size"] == 16 and metrics["batch_size_probes"] == 3
+    assert metrics["batch_size_search_processes"] == 3  # a CPU: one process per probe
+    assert 0 < metrics["batch_size_search_s"] < 120
     assert cell.data.tags["trainbench.batch_size"] == "16" and cell.data.params["batch_size"] == "max"
     # named after the batch it ran, plus what tells it apart from its sibling in this sweep
     assert cell.info.run_name == "pytorch-mlp-cpu-bs16 image_size=32"
     assert cell.data.metrics["samples_per_s"] > 0
+    assert "batch_size=max: 16 (the limit, cell.max_batch_size=16), 3 probes" in batch_size_max.stdout
 
 
 @pytest.mark.slow
@@ -222,22 +229,144 @@ def test_batch_size_max_fails_oom_when_not_even_one_fits(batch_size_max: Invocat
     assert cell.data.tags["trainbench.failure"] == "oom"
     assert "not even batch 1 fits" in cell.data.tags["trainbench.reason"]
     assert "samples_per_s" not in cell.data.metrics
-    assert metric_history(batch_size_max.uri, cell.info.run_id, "batch_size_probe_fits")[0].value == 0.0
+    history = metric_history(batch_size_max.uri, cell.info.run_id, "batch_size_probe_fits")
+    assert [(m.step, m.value) for m in history] == [(1, 0.0), (2, 0.0)]
+    # one line on the terminal says so; out-of-memory probes print no traceback
+    (line,) = [x for x in batch_size_max.stderr.splitlines() if "image_size=224 ran out of" in x]
+    assert line.startswith("trainbench: pytorch-mlp-cpu-bsmax image_size=224 ran out of host memory (not even ")
+    assert "Traceback" not in batch_size_max.stderr + batch_size_max.stdout
 
 
-def test_search_doubles_then_bisects() -> None:
+def linear_memory(
+    fixed_mb: float, per_sample_mb: float, capacity_mb: float, fits_under_mb: float | None = None
+) -> tuple[list[int], Any]:
+    """A fake device: a batch's peak is fixed + per-sample x batch; it fits under `fits_under_mb` (the capacity it
+    reports, unless the allocator's fragmentation leaves less). Returns (the batches asked, the probe)."""
     asked: list[int] = []
 
     def probe(batch: int) -> Probe:
         asked.append(batch)
-        return Probe(batch, batch <= 37)
+        peak = fixed_mb + per_sample_mb * batch
+        if peak > (fits_under_mb or capacity_mb):
+            return Probe(batch, False, "OutOfMemoryError: CUDA out of memory. Tried to allocate 3.06 GiB.")
+        return Probe(batch, True, None, peak, capacity_mb)
 
-    best, probes = find_max_batch(probe, limit=1024)
-    assert best == 37
-    assert asked == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
-    assert len(probes) == len(asked)
+    return asked, probe
+
+
+def true_max(fixed_mb: float, per_sample_mb: float, fits_under_mb: float) -> int:
+    return math.floor((fits_under_mb - fixed_mb) / per_sample_mb)
+
+
+def within_tolerance(best: int, largest: int) -> bool:
+    return largest / (1 + TOLERANCE) <= best <= largest
+
+
+@pytest.mark.parametrize(
+    ("fixed_mb", "per_sample_mb"),
+    [(5_400, 75.0), (400, 100.0), (1_000, 20.0), (2_000, 900.0)],  # BERT-Large, ResNet-50, small, long sequences
+)
+def test_search_estimates_from_two_small_batches_then_checks_near_the_edge(fixed_mb, per_sample_mb) -> None:
+    asked, probe = linear_memory(fixed_mb, per_sample_mb, 80_000)
+    search = find_max_batch(probe, limit=65536)
+    largest = true_max(fixed_mb, per_sample_mb, 80_000)
+    assert within_tolerance(search.best, largest), (search.best, largest, asked)
+    assert asked[:2] == [2, 8] and asked[2] == search.estimate  # the third probe is the estimate
+    assert search.estimate <= largest  # on the safe side of the edge, and near it:
+    assert fixed_mb + per_sample_mb * search.estimate >= (1 - MARGIN) * 80_000 - per_sample_mb
+    assert len(asked) <= 5, asked  # doubling, then bisecting to within 5%, takes 13 or more
+
+
+def test_search_waits_for_the_peak_to_grow_before_it_extrapolates() -> None:
+    """A model whose samples take little next to its weights: from batch 2 to 8 its peak grows by allocator noise
+    only (under LEAST_GROWTH), so the search doubles until the growth says something, then estimates."""
+    asked, probe = linear_memory(20_000, 3.0, 80_000)
+    search = find_max_batch(probe, limit=65536)
+    assert within_tolerance(search.best, true_max(20_000, 3.0, 80_000)), asked
+    assert asked[:6] == [2, 8, 16, 32, 64, 128] and search.estimate is not None
+    assert len(asked) <= 10, asked
+
+
+def test_search_recovers_when_fragmentation_leaves_less_than_the_capacity_reported() -> None:
+    for fits_under_mb in (76_000, 72_000, 56_000):  # 5, 10, 30% less than reported
+        asked, probe = linear_memory(5_400, 75.0, 80_000, fits_under_mb)
+        search = find_max_batch(probe, limit=65536)
+        assert within_tolerance(search.best, true_max(5_400, 75.0, fits_under_mb)), asked
+        assert len(asked) <= 10, asked
+
+
+def test_search_without_a_memory_counter_doubles_then_bisects_to_the_tolerance() -> None:
+    for largest in (1, 5, 19, 37, 777, 5000):
+        search = find_max_batch(lambda batch, largest=largest: Probe(batch, batch <= largest), limit=65536)
+        asked = [p.batch_size for p in search.probes]
+        assert within_tolerance(search.best, largest), (largest, asked)
+        if largest < 1 / TOLERANCE:
+            assert search.best == largest  # small batches: exact
+        assert search.estimate is None and len(asked) <= 2 * math.log2(largest + 1) + 6, asked
 
 
 def test_search_stops_at_the_limit_and_reports_zero_when_nothing_fits() -> None:
-    assert find_max_batch(lambda b: Probe(b, True), limit=100)[0] == 100
-    assert find_max_batch(lambda b: Probe(b, False), limit=100) == (0, [Probe(1, False)])
+    asked, probe = linear_memory(5_400, 75.0, 80_000)
+    search = find_max_batch(probe, limit=100)
+    assert search.best == 100 and max(asked) == 100
+    assert find_max_batch(lambda b: Probe(b, True), limit=100).best == 100
+    nothing = find_max_batch(lambda b: Probe(b, False, "OutOfMemoryError"), limit=100)
+    assert (nothing.best, [p.batch_size for p in nothing.probes]) == (0, [2, 1])
+
+
+def test_a_later_process_goes_on_where_the_probes_so_far_leave_the_search() -> None:
+    """What the parent relies on to start the next probing process (or to blame a process that died)."""
+    asked, probe = linear_memory(5_400, 75.0, 80_000, 72_000)
+    search = find_max_batch(probe, limit=65536)
+    for made in range(len(search.probes)):
+        assert next_batch(search.probes[:made], 65536) == asked[made]
+    assert next_batch(search.probes, 65536) is None
+
+
+def fake_gpu_cell(recovers: bool) -> Any:
+    """An MLP cell on the fake CUDA device of tests/fake_gpu.py, at a small image size (probes load real data)."""
+    from hydra import compose, initialize_config_dir
+
+    import fake_gpu
+    from trainbench.config import CONF_DIR, replace, validate
+
+    fake_gpu.Adapter.made.clear()
+    fake_gpu.Adapter.RECOVERS = recovers
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cell = validate(compose("config", overrides=["model=mlp", "batch_size=max", "data.image_size=8", "device=gpu"]))
+    return replace(cell, framework={"adapter": "fake_gpu"})
+
+
+def test_a_probing_process_probes_every_batch_where_the_framework_recovers_from_running_out(tmp_path) -> None:
+    import fake_gpu
+    from trainbench.runner import batch_probes
+
+    progress = tmp_path / "probes.json"
+    found = batch_probes.search(fake_gpu_cell(True), {"limit": 65536, "known": [], "progress_path": str(progress)})
+    (device,) = fake_gpu.Adapter.made  # one process, one framework, one model for every probe
+    assert device.models_built == 1 and device.resets == len(found["probes"])
+    assert within_tolerance(found["best"], fake_gpu.largest_batch())
+    probes = [Probe(**p) for p in found["probes"]]
+    assert [p.batch_size for p in probes][:3] == [2, 8, found["estimate"]] and len(probes) <= 5
+    oom = [p for p in probes if not p.fits]
+    assert oom and oom[0].reason.startswith("OutOfMemoryError: CUDA out of memory")  # caught, and the next ran
+    assert [p["batch_size"] for p in json.loads(progress.read_text())] == [p.batch_size for p in probes]
+    assert device.steps.count(found["best"]) == batch_probes.PROBE_WARMUP_STEPS + 1
+
+
+def test_where_it_does_not_recover_each_process_probes_once_and_the_next_goes_on(tmp_path) -> None:
+    """What the launcher's loop does with TensorFlow, JAX or a CPU: a process per probe, each told the probes so
+    far, the last one returning the result."""
+    import fake_gpu
+    from trainbench.runner import batch_probes
+
+    cell, known, processes = fake_gpu_cell(False), [], 0
+    while True:
+        processes += 1
+        found = batch_probes.search(cell, {"limit": 65536, "known": known, "progress_path": str(tmp_path / "p")})
+        assert len(found["probes"]) == len(known) + 1  # one new probe each
+        known = found["probes"]
+        if found["best"] is not None:
+            break
+    assert processes == len(known) == len(fake_gpu.Adapter.made) and len(known) <= 5
+    assert within_tolerance(found["best"], fake_gpu.largest_batch())

@@ -8,8 +8,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from conftest import TINY
 from trainbench.config.registry import SCHEMAS
@@ -33,6 +35,14 @@ def test_a_cell_over_its_limit_is_failed_oom_at_the_smallest_limit_allowed(train
     assert cell.data.tags["trainbench.outcome"] == "failed" and cell.info.status == "FAILED"
     assert cell.data.tags["trainbench.failure"] == "oom", cell.data.tags["trainbench.reason"]
     assert f"cell.memory_limit_mb={floor}" in cell.data.tags["trainbench.reason"]
+    # An expected outcome: one line on the terminal, with the batch size and what to try; no traceback there.
+    (line,) = [x for x in result.stderr.splitlines() if "ran out of" in x]
+    assert line.startswith(f"trainbench: {framework}-mlp-cpu-bs16 ran out of host memory ("), line
+    assert line.endswith(f"try a smaller batch_size, batch_size=max, or more than cell.memory_limit_mb={floor}")
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr[-3000:]
+    # The traceback is in the run's stderr_tail.txt.
+    tail = Path(MlflowClient(result.uri).download_artifacts(cell.info.run_id, "stderr_tail.txt")).read_text()
+    assert "allocat" in tail[tail.index("Traceback (most recent call last)") :], tail[-2000:]
 
 
 def test_the_smallest_limit_allowed_runs_a_tiny_cell(trainbench) -> None:

@@ -128,6 +128,14 @@ def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
     assert completed.returncode == 1
     table = completed.stdout[completed.stdout.index("cell ") :]
     assert any(line.startswith("pytorch-resnet18-gpu-bs8") and "unavailable" in line for line in table.splitlines())
+    # each said so in one line as it ended, with no traceback
+    said = [line for line in completed.stderr.splitlines() if " unavailable: " in line]
+    assert [line.split(" unavailable:")[0] for line in said] == [
+        "trainbench: pytorch-mlp-gpu-bs8",
+        "trainbench: pytorch-resnet18-gpu-bs8",
+    ]
+    assert all("no CUDA device" in line for line in said)
+    assert "Traceback" not in completed.stderr + completed.stdout
 
 
 def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(trainbench) -> None:
@@ -149,6 +157,11 @@ def test_an_exception_names_its_class_and_a_hang_is_stopped_by_the_timeout(train
     assert raised.data.tags["trainbench.reason"] == "RuntimeError: debug.inject_fault=raise: a deliberate failure"
     assert hung.data.tags["trainbench.outcome"] == "failed"
     assert "timed out after 8 s" in hung.data.tags["trainbench.reason"]
+    # the timeout is expected: one line; the exception is a bug: its traceback is on the terminal too
+    (line,) = [x for x in result.stderr.splitlines() if "timed out" in x]
+    assert line.startswith(f"trainbench: {hung.info.run_name} failed: timed out after 8 s (cell.timeout_s)")
+    assert result.stderr.count("Traceback (most recent call last)") == 1
+    assert f"trainbench: {raised.info.run_name} failed: RuntimeError: debug.inject_fault=raise" in result.stderr
 
 
 @pytest.mark.parametrize(("stop", "exit_status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])

@@ -136,6 +136,19 @@ class Framework(Protocol):
         """The most memory the cell's tensors held on the device at once, in MiB (allocator caches excluded);
         None on a CPU. Called once, after the task: it may run work of its own (PyTorch on MPS: one probe step)."""
 
+    def batch_memory_mb(self) -> tuple[float, float] | None:
+        """For batch_size=max's memory line (trainbench.runner.batch_search), in MiB: the most device memory the
+        framework's allocator held since it started or since reset_device_memory (its pool where it has one, so
+        the fragmentation a batch at the edge meets is in it), and the most it could hold. None on a CPU, or
+        where the framework does not say."""
+
+    def reset_device_memory(self, model: Any) -> bool:
+        """After a batch_size=max probe, which may have run out of memory: drop what its step left on the device
+        (the model's gradients, the allocator's cached blocks) and restart the peak counter. True where another
+        step may then run in this process and measure its own peak (PyTorch on CUDA, eager steps); False where
+        running out can leave the allocator unusable or the peak cannot restart: each probe then runs in a
+        process of its own."""
+
     def closing_tags(self) -> dict[str, str]:
         """Tags known once the task has run, called after peak_device_memory_mb: memory.source (how that figure
         was measured; with the figure only), and what else qualifies the figures (trainbench.mps_fallback_ops)."""

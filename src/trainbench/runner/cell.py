@@ -8,6 +8,9 @@ still on record; keeps the run's heartbeat while the cell runs; and always close
   failed       the process raised (reason: exception class and message), or died without a result:
                abort, segfault, the OOM killer (reason: the signal), or a timeout; stderr tail attached
   killed       the sweep was stopped (Ctrl-C, SIGTERM, SIGHUP), or the launching process died
+A cell that did not finish prints one line as it ends (outcome_line). Running out of memory, a missing device,
+a timeout or a stop is expected, and prints no traceback. The run's stderr_tail.txt keeps the traceback of an
+out-of-memory error.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ import yaml
 from trainbench import hardware, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
-from trainbench.runner import liveness, scaling, slots
-from trainbench.runner.batch_search import Probe, SearchFailed, find_max_batch
+from trainbench.runner import batch_probes, batch_search, liveness, scaling, slots
+from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
+from trainbench.runner.worker import traceback_path
 from trainbench.timeline import mark
 
 STDERR_TAIL_LINES = 200
@@ -109,7 +113,9 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         if result.get("failure"):
             _attempt(lambda: tracking.set_tags(store.client, run_id, {"trainbench.failure": result["failure"]}))
     except SearchFailed as error:
-        reason = str(error)
+        outcome, reason = error.outcome, str(error)
+        if error.memory:
+            result = {"failure": "oom", "memory": error.memory}
     except tracking.StoreFailed as fault:  # closing it is tried below: the store may still take that write
         reason = str(fault)
         raise
@@ -128,7 +134,28 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
     if result.get("backend"):
         name = cell.task.run_name(cell, result["backend"]) + suffix
+    if outcome != "finished":
+        print(outcome_line(name, outcome, reason, result, cell), file=sys.stderr, flush=True)
     return CellResult(index, name, outcome, result.get("samples_per_s"), reason, run_id, result.get("peak_tflops"))
+
+
+def outcome_line(name: str, outcome: str, reason: str | None, result: dict[str, Any], cell: CellConfig) -> str:
+    """The one line the terminal shows for a cell that did not finish (the run has the reason in full, and the
+    traceback, if any, in stderr_tail.txt): what ran out and what to try, for running out of memory; the
+    outcome and its reason otherwise."""
+    reason = tracking.private(reason or "no reason recorded")
+    if result.get("failure") != "oom":
+        return f"trainbench: {name} {outcome}: {reason}"
+    device = result.get("memory", _memory_of(cell)) == "device"
+    what = "GPU memory" if device else "host memory"
+    if cell.batch_size == "max":
+        tries = ["mixed precision (precision=mixed_bf16)", "a smaller model", "more devices"]
+    else:
+        tries = ["a smaller batch_size", "batch_size=max"]
+    if not device and cell.cell.memory_limit_mb:
+        tries.append(f"more than cell.memory_limit_mb={cell.cell.memory_limit_mb}")
+    advice = ", ".join(tries[:-1]) + ", or " + tries[-1]
+    return f"trainbench: {name} ran out of {what} ({batch_probes.short_memory_reason(reason)}); try {advice}"
 
 
 def _attempt(call: Any) -> None:
@@ -181,34 +208,65 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
 
 
 def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
-    """Search the largest batch that fits (each probe its own process), record it, return the cell with
-    that batch size. Raises SearchFailed when a probe fails for another reason or nothing fits."""
+    """Search the largest batch that fits (trainbench.runner.batch_search), record it and the search, return
+    the cell with that batch size. Raises SearchFailed when a probe fails for another reason or nothing fits.
+
+    Each process the search starts (trainbench.runner.batch_probes) goes on from the probes made so far, and
+    probes in itself for as long as its framework allows: all of them (PyTorch on CUDA), or one."""
     from trainbench.config import replace
-    from trainbench.config.registry import SCHEMAS
 
+    started = time.monotonic()
     limit = cell.cell.max_batch_size
-    benchmark = SCHEMAS["task"]["benchmark"](name="benchmark", warmup_steps=2, steps=1, repeats=1)
-
-    def probe(batch_size: int) -> Probe:
-        probe_cell = benchmark.prepared(replace(cell, batch_size=batch_size, task=benchmark))
-        print(f"  batch_size=max: probing {batch_size} ...", flush=True)
-        result, _ = _run_in_child(probe_cell, store, None, "")
-        fits = result["outcome"] == "finished"
-        if not fits and result.get("failure") != "oom":
-            raise SearchFailed(f"batch_size=max: the probe at batch {batch_size} failed ({result.get('reason')})")
-        tracking.log_metrics(store.client, run_id, {"batch_size_probe_fits": float(fits)}, step=batch_size)
-        return Probe(batch_size, fits, result.get("reason"))
-
-    best, probes = find_max_batch(probe, limit)
+    probes: list[Probe] = []
+    processes = 0
+    found: dict[str, Any] = {}
+    while not found:
+        processes += 1
+        result, _ = _run_in_child(cell, store, None, "", search={"limit": limit, "known": probes})
+        finished = result["outcome"] == "finished"
+        made = [Probe(**fields) for fields in (result["search"]["probes"] if finished else result.get("progress", []))]
+        new = [p for p in made if p.batch_size not in {k.batch_size for k in probes}]
+        if not finished:
+            pending = batch_search.next_batch([*probes, *new], limit)
+            if result.get("failure") != "oom" or pending is None:
+                raise SearchFailed(
+                    f"batch_size=max: the probe at batch {pending} failed ({result.get('reason')})",
+                    "unavailable" if result["outcome"] == "unavailable" else "failed",
+                )
+            # The process died of it (the kernel's out-of-memory killer, cell.memory_limit_mb): that batch does not fit
+            new.append(Probe(pending, False, result.get("reason")))
+            print(f"  batch_size=max: {batch_probes.describe(new[-1])}", flush=True)
+        for probe in new:
+            tracking.log_metrics(
+                store.client, run_id, {"batch_size_probe_fits": float(probe.fits)}, step=probe.batch_size
+            )
+        if not new:  # every process probes at least once: never so, but a loop must not hang on it
+            raise SearchFailed("batch_size=max: a probing process made no probe")
+        probes = [*probes, *new]
+        if finished and result["search"]["best"] is not None:
+            found = result["search"]
+    best, search_s = int(found["best"]), time.monotonic() - started
+    figures = {
+        "batch_size_probes": len(probes),
+        "batch_size_search_processes": processes,
+        "batch_size_search_s": search_s,
+    }
+    if found.get("estimate") is not None:
+        figures["batch_size_estimate"] = found["estimate"]
     if best == 0:
+        tracking.log_metrics(store.client, run_id, figures)
         tracking.set_tags(store.client, run_id, {"trainbench.failure": "oom"})
-        raise SearchFailed(f"batch_size=max: not even batch 1 fits ({probes[0].reason})")
+        backend = found.get("backend")
+        memory = "host" if backend == "cpu" else "device" if backend else _memory_of(cell)
+        raise SearchFailed(batch_probes.NOTHING_FITS + str(probes[-1].reason), memory=memory)
+    failed_above = min((p.batch_size for p in probes if not p.fits), default=None)
     print(
-        f"  batch_size=max: {best} fits"
-        + (f" ({best + 1} does not)" if best < limit else f" (the limit, cell.max_batch_size={limit})"),
+        f"  batch_size=max: {best}"
+        + (f" (the limit, cell.max_batch_size={limit})" if best == limit else f" ({failed_above} does not fit)")
+        + f", {len(probes)} probes in {processes} process(es), {search_s:.1f} s",
         flush=True,
     )
-    tracking.log_metrics(store.client, run_id, {"max_batch_size": best, "batch_size_probes": len(probes)})
+    tracking.log_metrics(store.client, run_id, {"max_batch_size": best, **figures})
     tracking.set_tags(store.client, run_id, {"trainbench.batch_size": best, "trainbench.batch_size_search": "max"})
     return replace(cell, batch_size=best)
 
@@ -221,9 +279,18 @@ def pinnable_cores() -> list[str]:
     return [str(c) for c in sorted(os.sched_getaffinity(0))]
 
 
-def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffix: str) -> tuple[dict[str, Any], str]:
-    """Run `cell` in a worker process (recording into run_id; None: a probe that records nothing), on the
-    GPUs and cores it may use; return (its result, its stderr tail)."""
+def _memory_of(cell: CellConfig) -> str:
+    """Whose memory a cell that ran out of it ran out of, when its process cannot say: its device's."""
+    return "host" if cell.device.name == "cpu" else "device"
+
+
+def _run_in_child(
+    cell: CellConfig, store: Store, run_id: str | None, name_suffix: str, search: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], str]:
+    """Run `cell` in a worker process (recording into run_id; None: records nothing), on the GPUs and cores it
+    may use; return (its result, its stderr tail with the traceback of an expected failure). `search`: the
+    batch_size=max search's limit and the probes so far (the process probes and records nothing; the probes
+    it made before dying are in the result's `progress`)."""
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
     with (
         slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
@@ -232,6 +299,9 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
     ):
         result_path = Path(scratch) / "result.json"
         spec_path = Path(scratch) / "spec.json"
+        progress_path = Path(scratch) / "probes.json"
+        if search is not None:
+            search = {**search, "known": [asdict(p) for p in search["known"]], "progress_path": str(progress_path)}
         events_read, events_write = os.pipe() if run_id else (None, None)
         spec_path.write_text(
             json.dumps(
@@ -244,6 +314,7 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
                     "name_suffix": name_suffix,
                     "events_fd": events_write,
                     "cpus": [int(c) for c in cores] if cores else None,
+                    "search": search,
                 }
             )
         )
@@ -264,6 +335,11 @@ def _run_in_child(cell: CellConfig, store: Store, run_id: str | None, name_suffi
             raise activity.fault
         oom_kills = (oom_kill_count() or 0) - (oom_kills_before or 0)
         result = read_result(result_path, returncode, cell.cell, oom_kills)
+        if search is not None and progress_path.exists():
+            result["progress"] = json.loads(progress_path.read_text())
+        kept = traceback_path(result_path)
+        if kept.exists():
+            stderr_tail += ("\n" if stderr_tail and not stderr_tail.endswith("\n") else "") + kept.read_text()
         lost = writer.lost() if writer is not None else 0
         if lost and result["outcome"] == "finished":  # its figures are not in the store: not a result
             result = {
@@ -509,6 +585,7 @@ def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int 
         return {
             "outcome": "failed",
             "failure": "oom",
+            "memory": "host",
             "reason": f"stopped after {_CapWatch.STUCK_WINDOW_S} s stuck at cell.memory_limit_mb={memory_limit_mb}, "
             "retrying an allocation that cannot succeed: raise the limit",
         }
@@ -519,6 +596,7 @@ def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int 
             return {
                 "outcome": "failed",
                 "failure": "oom",
+                "memory": "host",
                 "reason": "cell process killed by the kernel's out-of-memory killer (SIGKILL, and /proc/vmstat's "
                 "oom_kill rose while it ran): try a smaller batch_size, or cell.memory_limit_mb to fail it sooner",
             }
@@ -537,7 +615,7 @@ def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int 
 def _blame_memory_limit(result: dict[str, Any], limit_mb: int | None, died: bool = False) -> dict[str, Any]:
     """Under cell.memory_limit_mb, a failure to allocate shows up in many disguises (MemoryError, an
     ImportError of a library that could not map itself, SIGSEGV or SIGABRT from an allocator): tag it oom."""
-    if not limit_mb or result.get("outcome") != "failed":
+    if not limit_mb or result.get("outcome") != "failed" or result.get("memory") == "device":
         return result
     reason = (result.get("reason") or "").lower()
     # A thread's stack counts against the cap too: "can't start new thread", pthread_create's EAGAIN.
@@ -558,6 +636,7 @@ def _blame_memory_limit(result: dict[str, Any], limit_mb: int | None, died: bool
         result = {
             **result,
             "failure": "oom",
+            "memory": "host",
             "reason": f"{result.get('reason')} (over cell.memory_limit_mb={limit_mb}, most likely)",
         }
     return result

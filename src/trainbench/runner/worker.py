@@ -5,7 +5,12 @@ where to put the result) and closes the run whatever happens here. This process 
 framework and not MLflow: it sends its metrics, tags and artifacts as JSON lines over a pipe
 (trainbench.runner.events), which the launcher logs into the run, and writes RESULT (outcome, reason,
 samples/s) atomically. If it dies without writing one (abort, segfault, the OOM killer), the parent works
-out the outcome from its exit status.
+out the outcome from its exit status. An exception's traceback goes to stderr, which the parent echoes and
+attaches to the run, unless running out of memory raised it: an expected outcome, whose traceback goes to
+traceback.txt beside RESULT, for the run only, while the parent prints one line.
+
+With `search` in SPEC, the process searches batch_size=max (trainbench.runner.batch_probes) instead of running
+the cell.
 
 If the parent dies (SIGKILL, the OOM killer, a lost node), this process notices within a second (Linux:
 PR_SET_PDEATHSIG; everywhere: the parent pid changes), records its own run `killed` with that reason,
@@ -47,6 +52,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
 PARENT_CHECK_S = 1.0
+# The backend the cell's framework selected (cpu, cuda, mps, ...), None before: says whose memory ran out.
+selected_backend: str | None = None
 
 
 class Terminated(BaseException):
@@ -88,7 +95,12 @@ def main(spec_path: str) -> int:
         _raise_stops()
         if cell.debug.fault_rank is None:
             _inject_fault(cell.debug.inject_fault)
-        result.update(launch(cell, log, spec))
+        if spec.get("search") is not None:  # batch_size=max: probes, no figures
+            from trainbench.runner import batch_probes
+
+            result["search"] = batch_probes.search(cell, spec["search"])
+        else:
+            result.update(launch(cell, log, spec))
         _stop_listening()  # done: a stop signal now would only lose the result
         result["outcome"] = "finished"
     except (KeyboardInterrupt, Terminated) as stop:
@@ -109,9 +121,15 @@ def main(spec_path: str) -> int:
         elif isinstance(error, DeviceUnavailable):
             result.update(outcome="unavailable", reason=private(str(error)))
         else:
-            with contextlib.suppress(OSError):
-                traceback.print_exc()  # lands in the stderr tail the parent attaches to the run
-            result.update(outcome="failed", reason=private(one_line(error)), failure=failure_kind(error))
+            kind = failure_kind(error)
+            result.update(outcome="failed", reason=private(one_line(error)), failure=kind)
+            if kind == "oom":  # expected: the parent prints one line; the traceback goes to the run only
+                result["memory"] = "host" if isinstance(error, MemoryError) or selected_backend == "cpu" else "device"
+                with contextlib.suppress(OSError):
+                    traceback_path(Path(spec["result_path"])).write_text(private(traceback.format_exc()))
+            else:  # a bug: on the terminal too, and in the stderr tail the parent attaches to the run
+                with contextlib.suppress(OSError):
+                    traceback.print_exc()
     if parent_died or os.getppid() != parent_pid:
         # Whatever happened here, the launcher that would log the results and close the run is gone: nothing
         # reached the run after its death, so it is `killed`, and this process closes it (nobody else will).
@@ -148,9 +166,10 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
     from trainbench.tasks.base import DeviceInfo
     from trainbench.timeline import mark
 
+    global selected_backend
     framework = frameworks.load(cell)
     mark("cell: framework imported")
-    backend = framework.select_device(cell.device)
+    backend = selected_backend = framework.select_device(cell.device)
     mark("cell: device selected")
     host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
     mark("cell: hardware probed")
@@ -193,6 +212,12 @@ def hardware_links(backend: str, gpu_indices: list[int]) -> dict[str, str]:
     if backend not in ("cuda", "gpu") or len(gpu_indices) < 2:
         return {}
     return topology.interconnect_tags(gpu_indices)
+
+
+def traceback_path(result_path: Path) -> Path:
+    """Where the cell's process leaves the traceback of an expected failure (out of memory), beside its result:
+    the parent adds it to the run's stderr_tail.txt, and prints one line instead."""
+    return result_path.with_name("traceback.txt")
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -113,6 +113,14 @@ class Adapter(KerasAdapter):
         peak = stats.get("peak_bytes_in_use")
         return None if peak is None else float(peak) / 2**20
 
+    def batch_memory_mb(self) -> tuple[float, float] | None:
+        """The peak bytes in use against the allocator's limit (XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU)."""
+        if self.backend == "cpu":
+            return None
+        stats = self.jax.devices()[0].memory_stats() or {}
+        peak, limit = stats.get("peak_bytes_in_use"), stats.get("bytes_limit")
+        return None if peak is None or not limit else (float(peak) / 2**20, float(limit) / 2**20)
+
     def closing_tags(self) -> dict[str, str]:
         if self.peak_device_memory_mb() is None:
             return {}

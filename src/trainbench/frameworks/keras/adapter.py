@@ -204,6 +204,11 @@ class KerasAdapter:
     def on_device(self, array: Any) -> Any:
         raise NotImplementedError
 
+    def reset_device_memory(self, model: Any) -> bool:
+        """Never: XLA's and TensorFlow's BFC allocators are not reliably usable after running out of memory, so
+        each batch_size=max probe runs in a process of its own."""
+        return False
+
     def memory_bytes(self) -> int:
         """The device's memory: the GPU's as the probes read it, else the host's."""
         import psutil

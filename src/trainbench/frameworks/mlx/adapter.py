@@ -121,6 +121,16 @@ class Adapter:
             return None
         return float(self.mx.get_peak_memory()) / 2**20
 
+    def batch_memory_mb(self) -> tuple[float, float] | None:
+        """The peak against MLX's memory limit (on Metal, 1.5 x the recommended working set by default)."""
+        if self.backend == "cpu":
+            return None
+        return float(self.mx.get_peak_memory()) / 2**20, float(self.mx.get_memory_limit()) / 2**20
+
+    def reset_device_memory(self, model: Any) -> bool:
+        """Never: MLX's recovery after running out of memory is untested here; each probe gets a process."""
+        return False
+
     def closing_tags(self) -> dict[str, str]:
         return {} if self.backend == "cpu" else {"memory.source": "mlx get_peak_memory"}
 

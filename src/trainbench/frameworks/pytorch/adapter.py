@@ -184,6 +184,38 @@ class Adapter:
             return self._mps_probe().largest_bytes / 2**20
         return None
 
+    def batch_memory_mb(self) -> tuple[float, float] | None:
+        torch = self.torch
+        if self.backend == "cuda":
+            # The caching allocator's reserved pool against what it could grow to: free memory plus its pool
+            # (other processes and the CUDA context are outside both).
+            free, _ = torch.cuda.mem_get_info(self.device)
+            reserved = torch.cuda.memory_reserved(self.device)
+            return torch.cuda.max_memory_reserved(self.device) / 2**20, (free + reserved) / 2**20
+        if self.backend == "mps":
+            peak = self.peak_device_memory_mb()
+            return None if peak is None else (peak, torch.mps.recommended_max_memory() / 2**20)
+        return None
+
+    def reset_device_memory(self, model: Any) -> bool:
+        """CUDA, one process, eager steps: PyTorch frees every block of a step that ran out of memory once nothing
+        refers to its tensors (the caller lets go of the error first). Not under torch.compile or CUDA graphs
+        (Dynamo's caches and the graphs' memory pools outlive a probe), nor data-parallel (a rank that runs out
+        leaves the others waiting in a collective), nor on MPS (untested) or a CPU (the OOM killer ends the
+        process)."""
+        import gc
+
+        torch = self.torch
+        if self.backend != "cuda" or self.world.size > 1 or self.compiles() or self.captures():
+            return False
+        self.probe_step = None  # the last step's closure holds its batch and optimizer
+        if model is not None:
+            model.zero_grad(set_to_none=True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return True
+
     def closing_tags(self) -> dict[str, str]:
         if self.backend == "cuda":
             return {"memory.source": "torch.cuda.max_memory_allocated"}

@@ -144,6 +144,19 @@ class Adapter(KerasAdapter):
         except (ValueError, RuntimeError):  # no counter on this device (Metal)
             return None
 
+    def batch_memory_mb(self) -> tuple[float, float] | None:
+        """The peak bytes in use against the BFC allocator's limit (DeviceAttributes.memory_limit of the GPU)."""
+        peak = self.peak_device_memory_mb()
+        if peak is None:
+            return None
+        try:
+            from tensorflow.python.client import device_lib
+
+            limits = [d.memory_limit for d in device_lib.list_local_devices() if d.device_type == "GPU"]
+        except Exception:  # a private module: without it, no memory line (the search doubles instead)
+            return None
+        return (peak, limits[0] / 2**20) if limits else None
+
     def closing_tags(self) -> dict[str, str]:
         if self.peak_device_memory_mb() is None:
             return {}

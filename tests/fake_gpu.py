@@ -1,0 +1,69 @@
+"""A fake CUDA device for batch_size=max's probing process (we have no GPU here): `framework.adapter=fake_gpu`.
+
+A training step of batch b needs FIXED_MB + PER_SAMPLE_MB x b of CAPACITY_MB; more raises an error named as
+PyTorch's (torch.OutOfMemoryError, whose class name is how trainbench recognises it). Like PyTorch on CUDA, it
+says another step may run in the same process after a probe (RECOVERS), and counts what the search asks of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+FIXED_MB, PER_SAMPLE_MB, CAPACITY_MB = 5_400.0, 75.0, 80_000.0
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
+class Adapter:
+    RECOVERS = True
+    made: ClassVar[list[Adapter]] = []  # every instance, for the test to read
+
+    def __init__(self, cell: Any) -> None:
+        self.cell = cell
+        self.peak_mb = 0.0
+        self.models_built = self.resets = 0
+        self.steps: list[int] = []  # the batch of every step run
+        Adapter.made.append(self)
+
+    def select_device(self, device: Any) -> str:
+        return "cuda"
+
+    def build_model(self, model: Any, data: Any) -> Any:
+        self.models_built += 1
+        self.peak_mb = max(self.peak_mb, FIXED_MB)
+        return object()
+
+    def trainer(self, model: Any, data: Any, cell: Any) -> Any:
+        return _Trainer(self, int(cell.batch_size))
+
+    def synchronize(self) -> None:
+        pass
+
+    def batch_memory_mb(self) -> tuple[float, float]:
+        return self.peak_mb, CAPACITY_MB
+
+    def reset_device_memory(self, model: Any) -> bool:
+        self.resets += 1
+        self.peak_mb = FIXED_MB if model is not None else 0.0
+        return self.RECOVERS
+
+
+class _Trainer:
+    def __init__(self, adapter: Adapter, batch: int) -> None:
+        self.adapter, self.batch = adapter, batch
+
+    def resident_step(self) -> Any:
+        def step() -> None:
+            need = FIXED_MB + PER_SAMPLE_MB * self.batch
+            self.adapter.steps.append(self.batch)
+            if need > CAPACITY_MB:
+                raise OutOfMemoryError("CUDA out of memory. Tried to allocate 3.06 GiB. GPU 0 has a total capacity")
+            self.adapter.peak_mb = max(self.adapter.peak_mb, need)
+
+        return step
+
+
+def largest_batch() -> int:
+    return int((CAPACITY_MB - FIXED_MB) // PER_SAMPLE_MB)
