@@ -3,6 +3,7 @@ Ctrl-C, SIGTERM, SIGKILL, resume, launchers, `mlflow run`. Nothing is ever left 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -29,13 +30,14 @@ def sweeps_of(uri: str) -> list:
 
 
 def workers(folder: Path) -> list[psutil.Process]:
-    """Cell processes of the sweep in `folder` still alive (their command line names its files; tests running
-    beside this one have their own)."""
+    """Cell processes still alive of the sweep started in `folder` (their working directory; tests running beside
+    this one have their own)."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(process.info["cmdline"] or [])
-        if "trainbench.runner.worker" in cmdline and str(folder) in cmdline:
-            found.append(process)
+        if "trainbench.runner.worker" in " ".join(process.info["cmdline"] or []):
+            with contextlib.suppress(psutil.Error):
+                if Path(process.cwd()) == folder:
+                    found.append(process)
     return found
 
 
