@@ -301,6 +301,7 @@ def benchmark_steps(args: argparse.Namespace, device: torch.device, step: Step) 
 # ops, "convolution" included, so they are not matched by the words below). cuBLAS on Hopper is "nvjet_*" or
 # "sm90_xmma_*"; cuDNN convolutions carry conv/fprop/dgrad/wgrad in their names.
 KERNEL_KINDS = (
+    ("communication", re.compile(r"^nccl", re.I)),  # NCCL's collectives (data-parallel steps: data_parallel.py)
     ("gemm", re.compile(r"^triton_tem")),
     ("triton (torch.compile)", re.compile(r"^triton_")),
     ("attention", re.compile(r"flash|fmha|attention|attn", re.I)),

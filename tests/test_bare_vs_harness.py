@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,82 @@ def test_interleaved_refuses_a_compiled_row_and_names_those_it_offers(tmp_path: 
     finished = _interleaved("--workloads", "resnet50_fast", out=tmp_path)
     assert finished.returncode == 2 and "no row 'resnet50_fast' here: choose from" in finished.stderr
     assert "mlp_epoch" in finished.stderr and not list(tmp_path.iterdir())
+
+
+# -- benchmarks/data_parallel.py: data-parallel training, harness against hand-written loops ------------------------
+
+data_parallel = _benchmark_script("data_parallel")
+
+
+def test_a_data_parallel_profile_splits_compute_communication_the_exposed_part_and_idle() -> None:
+    # One step on two streams: a GEMM; an NCCL all-reduce that starts under it and outlasts it; a gap (the host was
+    # late); one more kernel.
+    kernels = [
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN", 0.0, 100.0),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 50.0, 200.0),
+        ("void at::native::vectorized_elementwise_kernel", 300.0, 400.0),
+    ]
+    profile = data_parallel.timeline(kernels, steps=1, wall_s=0.0005)
+    assert profile["compute_ms_per_step"] == 0.2  # 100 + 100 us
+    assert profile["communication_ms_per_step"] == 0.15
+    assert profile["exposed_communication_ms_per_step"] == 0.1  # 50 of its 150 us ran beside the GEMM
+    assert profile["idle_ms_per_step"] == 0.1  # span 400 us, busy 300
+    assert profile["kernel_ms_per_step_by_kind"]["communication"] == 0.15
+
+
+def test_a_jax_trace_gives_the_first_gpus_stream_kernels_not_xlas_annotations() -> None:
+    def meta(kind: str, pid: int, name: str, tid: int = 0) -> dict[str, Any]:
+        return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": name}}
+
+    events = [
+        meta("process_name", 1, "/host:CPU"),
+        meta("process_name", 2, "/device:GPU:0"),
+        meta("process_name", 3, "/device:GPU:1"),
+        meta("thread_name", 2, "Stream #13(Compute)", 7),
+        meta("thread_name", 2, "Stream #30(Collective)", 8),
+        meta("thread_name", 2, "XLA Ops", 9),
+        meta("thread_name", 3, "Stream #13(Compute)", 7),
+        {"ph": "X", "pid": 2, "tid": 7, "name": "input_fusion", "ts": 0, "dur": 5},
+        {"ph": "X", "pid": 2, "tid": 8, "name": "ncclDevKernel_AllReduce", "ts": 3, "dur": 4},
+        {"ph": "X", "pid": 2, "tid": 9, "name": "all-reduce.1", "ts": 0, "dur": 50},  # an op spanning kernels
+        {"ph": "X", "pid": 3, "tid": 7, "name": "input_fusion", "ts": 0, "dur": 5},  # the second GPU
+        {"ph": "X", "pid": 1, "tid": 1, "name": "PjitFunction", "ts": 0, "dur": 60},  # the host
+    ]
+    assert data_parallel.jax_kernels(events) == [("input_fusion", 0.0, 5.0), ("ncclDevKernel_AllReduce", 3.0, 7.0)]
+
+
+def _data_parallel(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "data_parallel.py"), "--device", "cpu", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_data_parallel_refuses_a_device_count_that_is_no_whole_number(tmp_path: Path) -> None:
+    finished = _data_parallel("--counts", "0,2", out=tmp_path)
+    assert finished.returncode == 2 and "--counts 0,2: whole numbers >= 1, e.g. 1,2" in finished.stderr
+
+
+@pytest.mark.slow
+def test_data_parallel_times_both_sides_in_turns_on_one_process_and_on_two_gloo_ranks(tmp_path: Path) -> None:
+    finished = _data_parallel(
+        "--smoke",
+        *("--frameworks", "pytorch", "--models", "bert_large", "--counts", "1,2", "--rounds", "2"),
+        *("--block-seconds", "0.2"),
+        out=tmp_path,
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    (samples,) = tmp_path.glob("*-data-parallel.json")
+    one, two = json.loads(samples.read_text())["rows"]
+    for row in (one, two):
+        assert row["error"] is None
+        assert len(row["bare"]) == 3 and len(row["harness"]) == 2  # bare, harness, bare, harness, bare
+        assert row["pair_ratios"][0] == pytest.approx(row["harness"][0] / ((row["bare"][0] + row["bare"][1]) / 2))
+    assert two["settings"]["launch"] == "torchrun --standalone --nproc-per-node 2"
+    assert "DistributedDataParallel(device_ids=[rank], gradient_as_bucket_view=True)" in two["settings"]["hand-written"]
+    assert "device.count=2" in two["settings"]["harness"]
+    (line,) = [r for r in (tmp_path / samples.with_suffix(".md").name).read_text().splitlines() if "| 2 | seq/s |" in r]
+    efficiency = statistics.median(two["bare"]) / (2 * statistics.median(one["bare"]))
+    assert f"| {efficiency:.3f} |" in line  # scaling efficiency against the 1-device row of the same command
