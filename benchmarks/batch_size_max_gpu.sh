@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 30, items 2 and 3, on one CUDA GPU: batch_size=max for BERT-Large and ResNet-50 (the search's time, probes
-# and processes, goal: under 60 s each), and a sweep with a cell that runs out of GPU memory (its terminal output
-# kept: goal, one line for it and no traceback; the traceback in the run's stderr_tail.txt).
+# and processes, goal: under 60 s each, at most 8 probes, the chosen batch's peak within the headroom and its cell
+# then finishing), and a sweep with a cell that runs out of GPU memory (its terminal output kept: goal, one line for
+# it and no traceback; the traceback in the run's stderr_tail.txt).
 #
 #   bash benchmarks/batch_size_max_gpu.sh          # writes to $OUT (the device machine's), else ./batch-max-out
 #
@@ -61,8 +62,17 @@ for model in ("bert_large", "resnet50"):
           f"batch_size_search_s {num(m, 'batch_size_search_s', '.1f')}, then {num(m, 'samples_per_s', ',.0f')} "
           f"samples/s ({run.data.tags.get('trainbench.outcome')}: {run.data.tags.get('trainbench.reason', '')}); "
           f"probes: {probes}")
-    verdicts.append((f"{model} batch_size=max under 60 s", m.get("batch_size_search_s", 1e9) < 60
-                     and run.data.tags.get("trainbench.outcome") == "finished"))
+    print(f"  chosen batch's probe peak {num(m, 'batch_size_peak_mb')} of {num(m, 'batch_size_capacity_mb')} MiB "
+          f"(headroom {m.get('batch_size_headroom')}), cudnn_benchmark in the cell: "
+          f"{run.data.tags.get('torch.cudnn_benchmark')}")
+    verdicts += [
+        (f"{model} batch_size=max under 60 s", m.get("batch_size_search_s", 1e9) < 60),
+        (f"{model} at most 8 probes", m.get("batch_size_probes", 1e9) <= 8),
+        (f"{model} chosen batch's peak within the headroom",
+         m.get("batch_size_peak_mb", 1e9) <= (1 - m.get("batch_size_headroom", 0)) * m.get("batch_size_capacity_mb", 0)),
+        (f"{model} the cell at the chosen batch finished (no OOM)", run.data.tags.get("trainbench.outcome") == "finished"),
+        (f"{model} the cell ran with the user's cudnn.benchmark (true)", run.data.tags.get("torch.cudnn_benchmark") == "true"),
+    ]
 terminal = (out / "oom_sweep.txt").read_text()
 said = [line for line in terminal.splitlines() if " ran out of " in line]
 print("the OOM cell's line:", *said, sep="\n  ")

@@ -1,7 +1,7 @@
 """A fake CUDA device for batch_size=max's probing process (we have no GPU here): `framework.adapter=fake_gpu`.
 
-A training step of batch b needs FIXED_MB + PER_SAMPLE_MB x b of CAPACITY_MB; more raises an error named as
-PyTorch's (torch.OutOfMemoryError, whose class name is how trainbench recognises it). Like PyTorch on CUDA, it
+A training step of batch b needs FIXED_MB + PER_SAMPLE_MB x b of the CAPACITY_MB it reports, and fits under
+FITS_UNDER_MB (fragmentation leaves less than the capacity); more raises an error named as PyTorch's (torch.OutOfMemoryError, whose class name is how trainbench recognises it). Like PyTorch on CUDA, it
 says another step may run in the same process after a probe (RECOVERS), and counts what the search asks of it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-FIXED_MB, PER_SAMPLE_MB, CAPACITY_MB = 5_400.0, 75.0, 80_000.0
+FIXED_MB, PER_SAMPLE_MB, CAPACITY_MB, FITS_UNDER_MB = 5_400.0, 75.0, 80_000.0, 77_000.0
 
 
 class OutOfMemoryError(RuntimeError):
@@ -58,7 +58,7 @@ class _Trainer:
         def step() -> None:
             need = FIXED_MB + PER_SAMPLE_MB * self.batch
             self.adapter.steps.append(self.batch)
-            if need > CAPACITY_MB:
+            if need > FITS_UNDER_MB:
                 raise OutOfMemoryError("CUDA out of memory. Tried to allocate 3.06 GiB. GPU 0 has a total capacity")
             self.adapter.peak_mb = max(self.adapter.peak_mb, need)
 
@@ -66,4 +66,7 @@ class _Trainer:
 
 
 def largest_batch() -> int:
-    return int((CAPACITY_MB - FIXED_MB) // PER_SAMPLE_MB)
+    """The largest batch that fits within batch_size=max's headroom."""
+    from trainbench.runner.batch_search import HEADROOM
+
+    return int((min(FITS_UNDER_MB, (1 - HEADROOM) * CAPACITY_MB) - FIXED_MB) // PER_SAMPLE_MB)

@@ -107,6 +107,12 @@ class FrameworkConfig(Choice):
         """The host input pipeline data.pipeline=loader runs (e.g. torch.utils.data.DataLoader); None: none yet."""
         return None
 
+    def for_probes(self) -> FrameworkConfig:
+        """These settings as batch_size=max's probes use them (trainbench.runner.batch_probes): the same, unless
+        a setting costs every new batch size time the probes do not need to spend. The cell itself runs with
+        the settings as given."""
+        return self
+
     def fit(self) -> str | None:
         """What task.timed_region=fit / build_fit times: `model.fit` (the framework's own fit on host
         arrays), `loop` (no fit of its own: trainbench's epoch loop as one block), or None (not supported)."""

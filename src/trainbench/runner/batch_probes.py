@@ -10,9 +10,10 @@ out-of-memory killer ends the process. There, this process stops after its one p
 The parent starts the next process.
 
 Each probe is the batch_size=max benchmark (PROBE_WARMUP_STEPS + 1 training steps on one resident batch), on a
-model built once per process. Its peak and capacity come from the framework (Framework.batch_memory_mb); on a
-CPU, from the process's peak resident memory against host memory, and cell.memory_limit_mb where set. After
-each probe the probes so far are written to `progress_path`, so a process killed mid-search loses none of them.
+model built once per process, with the framework's settings for probes (FrameworkConfig.for_probes: PyTorch's
+cudnn.benchmark off, since it autotunes again for every new batch size); the cell then runs with its own. Its
+peak and capacity come from the framework (Framework.batch_memory_mb); on a CPU, from the process's peak
+resident memory against host memory, and cell.memory_limit_mb where set. After each probe the probes so far are written to `progress_path`, so a process killed mid-search loses none of them.
 """
 
 from __future__ import annotations
@@ -120,9 +121,10 @@ class _Prober:
     """Probes batches in this process, keeping the model between probes."""
 
     def __init__(self, cell: CellConfig) -> None:
+        from trainbench.config import replace
         from trainbench.config.registry import SCHEMAS
 
-        self.cell = cell
+        self.cell = replace(cell, framework=cell.framework.for_probes())
         self.task = SCHEMAS["task"]["benchmark"](name="benchmark", warmup_steps=PROBE_WARMUP_STEPS, steps=1)
         self.model: Any = None
         self.probes: list[Probe] = []

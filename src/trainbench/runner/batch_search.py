@@ -1,20 +1,34 @@
-"""batch_size=max: the largest batch that fits, from an estimate of the memory a batch takes, checked by probes.
+"""batch_size=max: the largest batch that fits with headroom, from a line of memory against batch, checked by probes.
 
 A probe is two training steps of the cell at one batch size (the first allocates the optimizer's state, the
 second runs with it: the steady peak). It reports whether it fit and, where the framework counts them, its peak
-memory (the most the step held) and its capacity (the most it could have held). The search runs in four steps.
-  1. Probe two small batches (START_BATCHES). The line through their peaks is memory = fixed part (weights,
-     gradients, optimizer state) + per-sample part x batch.
-  2. Probe the estimate: the batch that line puts at (1 - MARGIN) of the capacity, on the safe side.
-  3. While nothing has failed, go up. Each probe aims at that same point of the line, redrawn through the
-     largest batch that fit (a long baseline ending near the edge), and goes at least a tolerance step beyond
-     that batch. The step doubles while probes beyond the line's edge keep fitting.
-  4. Once a batch has failed, aim just below the edge's memory, which is the capacity, or the line's peak at
-     the smallest batch that failed where that is lower. Each aim that fails backs off twice as far. After the
-     first aim that fits, bisect.
-The search stops when the largest batch that fit (`best`) and the smallest that did not are within TOLERANCE.
-The true largest batch is then below best x (1 + TOLERANCE), and is exactly `best` below 1 / TOLERANCE = 20.
-Without peaks or a capacity (MLX on a CPU, say) there is no line: the search doubles, then bisects.
+memory (the most the step held) and its capacity (the most it could have held).
+
+The answer is the largest batch whose probe fit with a peak at most (1 - HEADROOM) of the capacity: `acceptable`.
+A probe that fit at the very edge leaves the cell nothing for what it does beyond two steps in a fresh process
+(on an H100, BERT-Large's probe at 383 peaked at 78.4 of 78.4 GiB, and the cell at 383 then asked for 766 MiB
+more and ran out). 5% is 3.9 GiB there, five times that, for at most 5% of the batch. A batch that fit over the
+headroom counts as too large, like one that did not fit. The search runs in four steps.
+  1. Probe two small batches (START_BATCHES).
+  2. Until a line can be drawn, jump from the largest acceptable batch b to b x target / peak(b) (target: the
+     capacity less the headroom), at least 2b: the batch that would reach the target if all of b's peak grew
+     with the batch. Memory is a fixed part (weights, optimizer state, workspaces) plus a per-sample part, so
+     peak(b) / b is at least the per-sample part and the jump lands at or under the target.
+  3. The line runs through the two largest batches that fit whose peaks differ by at least LINE_SPREAD of the
+     capacity: the largest, and the largest whose peak is that much lower. Between them the fixed part cancels
+     and the slope is the activations'. (From batches 2 and 8 alone, BERT-Large's peak grew 0.3 GiB, mostly
+     workspaces and rounding: a slope of 0.05 GiB a sample against the true 0.2, an estimate 3.5 times too high.)
+     It is redrawn after every probe that fits. Each probe aims where the line reaches the target, and
+       - at least a tolerance step past the largest acceptable batch (the step doubles while such probes keep
+         being acceptable: the line falls short), since that probe, if too large, ends the search;
+       - once some batch was too large, at most the geometric midpoint between the largest acceptable batch and
+         the smallest too large one: the tolerance is a ratio, so the bracket is halved as a ratio, and a line
+         that overshot is never walked down in small steps.
+  4. The search stops when the largest acceptable batch (`best`) and the smallest too large one are within
+     TOLERANCE: the largest acceptable batch is then below best x (1 + TOLERANCE), and exactly `best` below
+     1 / TOLERANCE = 20.
+Without peaks or a capacity (MLX on a CPU, ranks of their own) there is no line and no headroom: the search
+doubles, then bisects. Where not even batch 1 is acceptable but it fits, the answer is 1.
 
 Where the framework recovers reliably from running out of memory (PyTorch on CUDA, eager steps), every probe
 runs in one process. Elsewhere each probe runs in a process of its own (trainbench.runner.batch_probes). The
@@ -28,12 +42,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-START_BATCHES = (2, 8)  # the line's first two points: 8 samples make the per-sample part stand out from noise
-MARGIN = 0.05  # aim at this share below the capacity: an estimate that fits, in spite of fragmentation
-TOLERANCE = 0.05  # stop once the largest batch that fit is within this share of the smallest that did not
-# A line is drawn only where the peak grew by this share between its two batches: less is allocator noise (a
-# small MLP, or a CPU process's resident memory), and extrapolating noise would jump to the limit.
-LEAST_GROWTH = 0.02
+START_BATCHES = (2, 8)  # two cheap probes: whether anything fits, and the peak to jump from
+HEADROOM = 0.05  # the answer's peak leaves this share of the capacity free (the module's docstring says why)
+TOLERANCE = 0.05  # stop once the largest acceptable batch is within this share of the smallest too large one
+# A line is drawn only between peaks this share of the capacity apart: closer, the fixed part's small-batch
+# flatness (workspaces, allocator rounding) and noise dominate the difference, and extrapolating it overshoots.
+LINE_SPREAD = 0.10
 
 
 @dataclass(frozen=True)
@@ -45,11 +59,23 @@ class Probe:
     capacity_mb: float | None = None  # the memory it could have held
 
 
+def acceptable(probe: Probe, headroom: float = HEADROOM) -> bool:
+    """It fit, with a peak at most (1 - headroom) of its capacity where both are known."""
+    if not probe.fits:
+        return False
+    return probe.peak_mb is None or not probe.capacity_mb or probe.peak_mb <= (1 - headroom) * probe.capacity_mb
+
+
 @dataclass(frozen=True)
 class Search:
-    best: int  # the largest batch that fit; 0 when not even 1 fits
+    best: int  # the largest acceptable batch (1 where only batch 1 fits, over the headroom); 0 when nothing fits
     probes: list[Probe]  # in the order they ran
-    estimate: int | None  # the first batch the memory line predicted (None: no line)
+    estimate: int | None  # the first batch the memory line put at the target (None: no line)
+
+    @property
+    def chosen(self) -> Probe | None:
+        """The probe of the batch found (its peak and capacity), None when nothing fits."""
+        return next((p for p in self.probes if p.batch_size == self.best), None)
 
 
 class SearchFailed(RuntimeError):
@@ -85,64 +111,66 @@ def next_batch(probes: list[Probe], limit: int) -> int | None:
 
 
 def find_max_batch(
-    probe: Callable[[int], Probe], limit: int, tolerance: float = TOLERANCE, margin: float = MARGIN
+    probe: Callable[[int], Probe], limit: int, tolerance: float = TOLERANCE, headroom: float = HEADROOM
 ) -> Search:
-    """Largest b <= limit with probe(b).fits, within `tolerance` (see the module's docstring)."""
+    """Largest b <= limit whose probe(b) is acceptable, within `tolerance` (see the module's docstring)."""
     probes: list[Probe] = []
-    fits_up_to, fails_from = 0, limit + 1  # the bracket: the largest batch that fit, the smallest that did not
+    # the bracket: the largest acceptable batch, the smallest too large one (failed, or fit over the headroom)
+    good, too_large = 0, limit + 1
 
     def ask(batch: int) -> bool:
-        nonlocal fits_up_to, fails_from
+        nonlocal good, too_large
         result = probe(batch)
         probes.append(result)
-        if result.fits:
-            fits_up_to = max(fits_up_to, batch)
+        if acceptable(result, headroom):
+            good = max(good, batch)
         else:
-            fails_from = min(fails_from, batch)
-        return result.fits
+            too_large = min(too_large, batch)
+        return acceptable(result, headroom)
 
     for batch in START_BATCHES:
         if not ask(min(batch, limit)) or batch >= limit:
             break
-    if fits_up_to == 0 and fails_from > 1:
+    if good == 0 and too_large > 1:
         ask(1)
-    if fits_up_to == 0:
-        return Search(0, probes, None)
+    if good == 0:
+        fits_at_1 = any(p.fits and p.batch_size == 1 for p in probes)
+        return Search(1 if fits_at_1 else 0, probes, None)
     estimate: int | None = None
-    doublings = 0  # consecutive probes beyond the line's edge that fit: the line falls short
-    backoff: float | None = tolerance / 2  # how far below the edge's memory to aim; None: bisect from now on
-    while fits_up_to < limit and fails_from - 1 - fits_up_to > tolerance * fits_up_to:
+    doublings = 0  # consecutive acceptable probes a tolerance step past the line's aim: the line falls short
+    while good < limit and too_large - 1 - good > tolerance * good:
         line = Line.through(probes)
-        aimed = False
-        if fails_from > limit:  # nothing has failed yet: go up
-            least = fits_up_to + (math.floor(tolerance * fits_up_to) + 1) * 2**doublings
-            if line is None:
-                batch = min(limit, 2 * fits_up_to)
-            else:
-                target = line.batch_at(line.capacity_mb * (1 - margin))
-                estimate = min(target, limit) if estimate is None else estimate
-                batch = min(limit, max(target, least))
-            beyond_line = line is not None and batch > line.batch_at(line.capacity_mb)
-        else:  # aim just below where the line, or the smallest batch that failed, puts the edge
-            aim = 0
-            if line is not None and backoff is not None:
-                edge_mb = min(line.capacity_mb, line.peak_mb(fails_from))
-                aim = line.batch_at(edge_mb * (1 - backoff))
-            aimed = fits_up_to < aim < fails_from
-            batch = aim if aimed else _middle(fits_up_to, fails_from)
-            beyond_line = False
+        step = good + (math.floor(tolerance * good) + 1) * 2**doublings
+        past_aim = False
+        if line is None:
+            batch = _jump(probes, good, headroom) if too_large > limit else _middle(good, too_large)
+        else:
+            aim = line.batch_at(line.capacity_mb * (1 - headroom))
+            estimate = aim if estimate is None else estimate
+            past_aim = step > aim
+            batch = max(aim, step)
+            if too_large <= limit:
+                batch = min(batch, _middle(good, too_large))
+        batch = max(good + 1, min(batch, limit, too_large - 1))
         fit = ask(batch)
-        doublings = doublings + 1 if fit and beyond_line else 0
-        if aimed and backoff is not None:  # an aim that failed backs off twice as far; one that fit ends aiming
-            backoff = None if fit else 2 * backoff
-    return Search(fits_up_to, probes, estimate)
+        doublings = doublings + 1 if fit and past_aim and too_large > limit else 0
+    return Search(good, probes, estimate)
+
+
+def _jump(probes: list[Probe], good: int, headroom: float) -> int:
+    """Up from the largest acceptable batch with no line yet: to where its peak, grown in proportion to the
+    batch, would reach the target (a fixed part makes that an under-estimate), and at least twice as far."""
+    at = next(p for p in probes if p.batch_size == good)
+    if at.peak_mb and at.capacity_mb:
+        return max(2 * good, math.floor(good * (1 - headroom) * at.capacity_mb / at.peak_mb))
+    return 2 * good
 
 
 @dataclass(frozen=True)
 class Line:
-    """Peak memory against batch size: the line through the largest batch that fit with a peak counted and the
-    largest such batch at most half as large (a long baseline ending near the edge, clear of the smallest
-    batches' noise: workspaces, allocator rounding), and the capacity the latest probe reported."""
+    """Peak memory against batch size, through the largest batch that fit with a peak counted and the largest
+    whose peak is at least LINE_SPREAD of the capacity lower (the module's docstring says why), with the capacity
+    the latest probe reported."""
 
     batch: int
     at_mb: float
@@ -151,18 +179,23 @@ class Line:
 
     @classmethod
     def through(cls, probes: list[Probe]) -> Line | None:
-        """None without two such batches, a capacity, or a peak that grew by LEAST_GROWTH from the smallest."""
-        measured = sorted((p for p in probes if p.fits and p.peak_mb is not None), key=lambda p: p.batch_size)
+        """None without two such batches or a capacity."""
+        measured = [p for p in probes if p.fits and p.peak_mb is not None]
         capacity = next((p.capacity_mb for p in reversed(probes) if p.capacity_mb), None)
-        if len(measured) < 2 or capacity is None or 2 * measured[0].batch_size > measured[-1].batch_size:
+        if not measured or capacity is None:
             return None
-        large = measured[-1]
-        small = max((p for p in measured if 2 * p.batch_size <= large.batch_size), key=lambda p: p.batch_size)
-        assert small.peak_mb is not None and large.peak_mb is not None
-        first = measured[0].peak_mb
-        assert first is not None
-        if large.peak_mb - first < LEAST_GROWTH * first:
+        large = max(measured, key=lambda p: p.batch_size)
+        assert large.peak_mb is not None
+        apart = [
+            p
+            for p in measured
+            if p.batch_size < large.batch_size and p.peak_mb is not None
+            if p.peak_mb <= large.peak_mb - LINE_SPREAD * capacity
+        ]
+        if not apart:
             return None
+        small = max(apart, key=lambda p: p.batch_size)
+        assert small.peak_mb is not None
         per_sample = (large.peak_mb - small.peak_mb) / (large.batch_size - small.batch_size)
         return cls(large.batch_size, large.peak_mb, per_sample, capacity)
 
@@ -174,8 +207,6 @@ class Line:
         return max(1, self.batch + math.floor((memory_mb - self.at_mb) / self.per_sample_mb))
 
 
-def _middle(fits_up_to: int, fails_from: int) -> int:
-    """The bracket's midpoint: geometric when it spans more than a factor 4 (a first guess far too high)."""
-    if fails_from > 4 * fits_up_to:
-        return math.isqrt(fits_up_to * fails_from)
-    return (fits_up_to + fails_from) // 2
+def _middle(good: int, too_large: int) -> int:
+    """The bracket's geometric midpoint (the tolerance is a ratio), strictly inside it where it has an inside."""
+    return min(too_large - 1, max(good + 1, math.isqrt(good * too_large)))

@@ -259,11 +259,22 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
         backend = found.get("backend")
         memory = "host" if backend == "cpu" else "device" if backend else _memory_of(cell)
         raise SearchFailed(batch_probes.NOTHING_FITS + str(probes[-1].reason), memory=memory)
-    failed_above = min((p.batch_size for p in probes if not p.fits), default=None)
+    chosen, peak = next(p for p in probes if p.batch_size == best), ""
+    if chosen.peak_mb is not None and chosen.capacity_mb:
+        peak = f", peak {chosen.peak_mb / 1024:.1f} of {chosen.capacity_mb / 1024:.1f} GiB"
+        # what the headroom left: the cell's run needs more than its probe's two steps
+        figures["batch_size_peak_mb"] = chosen.peak_mb
+        figures["batch_size_capacity_mb"] = chosen.capacity_mb
+        figures["batch_size_headroom"] = batch_search.HEADROOM
+    above = min((p for p in probes if p.batch_size > best), key=lambda p: p.batch_size, default=None)
+    if best == limit or above is None:
+        why = f"the limit, cell.max_batch_size={limit}"
+    elif above.fits:
+        why = f"{above.batch_size} peaks over {1 - batch_search.HEADROOM:.0%} of the memory"
+    else:
+        why = f"{above.batch_size} does not fit"
     print(
-        f"  batch_size=max: {best}"
-        + (f" (the limit, cell.max_batch_size={limit})" if best == limit else f" ({failed_above} does not fit)")
-        + f", {len(probes)} probes in {processes} process(es), {search_s:.1f} s",
+        f"  batch_size=max: {best} ({why}), {len(probes)} probes in {processes} process(es), {search_s:.1f} s{peak}",
         flush=True,
     )
     tracking.log_metrics(store.client, run_id, {"max_batch_size": best, **figures})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -17,6 +18,14 @@ class PyTorchConfig(FrameworkConfig):
     rank_launcher: ClassVar[str | None] = "trainbench.frameworks.pytorch.distributed"  # DDP: a process per device
     mps_fallback: bool = True  # ops MPS lacks run on the CPU instead of failing (PYTORCH_ENABLE_MPS_FALLBACK)
     cudnn_benchmark: bool = True  # fixed shapes every step: let cuDNN pick its fastest algorithms in warm-up
+
+    def for_probes(self) -> PyTorchConfig:
+        # cudnn.benchmark autotunes every convolution again for each new input shape, and each probe is a new
+        # batch size: on an H100, ResNet-50's probes near the edge took tens of seconds each, nearly all of it
+        # autotuning. Without it cuDNN's heuristics pick at once. The cell, with the user's setting, may then
+        # autotune to algorithms with larger workspaces than the probes used; the autotuner skips those whose
+        # workspace cannot be allocated, and batch_size=max's headroom leaves them room.
+        return dataclasses.replace(self, cudnn_benchmark=False)
 
     def builds(self, model: ModelConfig) -> str | None:
         if isinstance(model, MlpModel):
