@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, child_env, metric_history, runs_in
+from conftest import ROOT, child_env, metric_history, runs_in, with_schema
 from trainbench import hardware
 from trainbench.config import params
 from trainbench.config.compose import cells_for
@@ -37,7 +37,7 @@ GOOD_ROWS = [
 def imported(tmp_path_factory):
     """The shipped CSV imported once through the real entry point into a fresh store."""
     folder = tmp_path_factory.mktemp("references")
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    uri = with_schema(f"sqlite:///{folder / 'mlflow.db'}")  # the session's empty store: no schema migrations
     completed = subprocess.run(
         [sys.executable, str(REFERENCES_PY)],
         cwd=folder,

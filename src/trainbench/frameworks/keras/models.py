@@ -402,7 +402,7 @@ class SegmentLookup(layers.Layer):
     the gradient: a gather's is a scatter-add of every token's row into the table, and with every token in
     segment 0 (trainbench's text data, and most fine-tuning data) all batch x seq rows collide on one row.
     Under XLA on an H100 that one kernel took 32.1 ms of Keras-on-JAX BERT-Large bs32's 63.6 ms step
-    (results/2026-11-24-h100, call 71); a select's gradient is a sum over the tokens. PyTorch's embedding
+    (see results/2026-11-24-h100); a select's gradient is a sum over the tokens. PyTorch's embedding
     backward sorts the ids first and is not slowed."""
 
     def __init__(self, embedding: layers.Embedding, **kwargs: Any) -> None:

@@ -523,7 +523,7 @@ class Trainer:
 
         def autocast_forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
             # Autocast around the compiled function, as in PyTorch's AMP recipe: entered inside it, the compiled
-            # DistilBERT step on an H100 spent 11% longer in GEMMs (results/2026-11-22-gpu, calls 11-12).
+            # DistilBERT step on an H100 spent 11% longer in GEMMs (see results/2026-11-22-gpu).
             with adapter.autocast_context(cache):
                 return run(x, y)
 
@@ -747,8 +747,8 @@ class CapturedEpoch:
     Every kernel here is paid on each of the epoch's steps (the seed MLP's step is ~260 us on an H100, a small
     kernel 1-3 us), so the metrics cost one kernel beyond a bare graph's: the logits written to their rows.
     The loss and accuracy are computed from those rows after the timed block, by the step's own loss function.
-    (The earlier form, with an in-graph step counter and loss sum, ran 0.3% slower on an H100; the logits'
-    copy costs 1.5-2%: results/2026-11-24-h100, calls 65-66.) When an epoch's logits are too large to keep
+    (An in-graph step counter and loss sum instead run 0.3% slower on an H100; the logits' copy costs 1.5-2%:
+    see results/2026-11-24-h100.) When an epoch's logits are too large to keep
     (KEPT_LOGITS_BYTES), the graph keeps their argmax and sums the loss instead: two kernels and the argmax."""
 
     def __init__(self, trainer: Trainer) -> None:

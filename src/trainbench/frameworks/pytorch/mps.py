@@ -7,8 +7,8 @@ included, so it is neither a peak nor CUDA's max_memory_allocated. `probe` runs 
 after the measurements, reading current_allocated_memory (the tensors' memory, cache excluded) after every op:
 a step's largest allocation, activations included, as max_memory_allocated sees it, at no cost to any timed
 step. Reading it between steps instead (at synchronizations) would miss the activations, which a step frees
-before it returns. The same probe on CUDA (torch.cuda.memory_allocated after every op; H100, torch 2.11, Adam,
-2026-11-26) read 94-100% of max_memory_allocated for the MLP, ResNet-18/50 and ViT-B/16, training and inference
+before it returns. The same probe on CUDA (torch.cuda.memory_allocated after every op; H100, torch 2.11, Adam)
+read 94-100% of max_memory_allocated for the MLP, ResNet-18/50 and ViT-B/16, training and inference
 (what it misses: workspace an op frees before it returns, as cuDNN's); reads between steps gave 8-99%
 (ResNet-50 training: 469 of 5650 MiB), and the allocator's reserved pool up to 1.6x the peak.
 
