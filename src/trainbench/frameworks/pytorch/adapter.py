@@ -843,3 +843,23 @@ def _no_mps_reason(torch: Any) -> str:
     if not torch.backends.mps.is_built():
         return "MPS not available (this torch is not built with MPS: Apple silicon macOS only)"
     return "MPS not available (needs macOS 12.3+ on Apple silicon)"
+
+
+if TYPE_CHECKING:
+    from trainbench.frameworks import base
+    from trainbench.frameworks.pytorch.data_parallel import DataParallelTrainer
+
+    def _held_to_the_contract(
+        adapter: Adapter,
+        trainer: Trainer,
+        loader_trainer: LoaderTrainer,
+        data_parallel_trainer: DataParallelTrainer,
+        event_clock: EventClock,
+    ) -> None:
+        """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
+        does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
+        _adapter: base.Framework = adapter
+        _trainer: base.Trainer = trainer
+        _loader_trainer: base.Trainer = loader_trainer
+        _data_parallel_trainer: base.Trainer = data_parallel_trainer
+        _event_clock: base.StepClock = event_clock
