@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 PARENT_DIED = signal.SIGUSR2  # sent by the kernel (Linux) or the watch thread when the parent dies
 PARENT_CHECK_S = 1.0
@@ -22,7 +22,37 @@ PARENT_CHECK_S = 1.0
 selected_backend: str | None = None
 
 
-def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
+class CellSummary(TypedDict):
+    """What a cell that ran tells its launcher beside its figures (those go to the run): `run`'s return."""
+
+    backend: str
+    samples_per_s: float | None
+    peak_tflops: float | None
+    num_devices: int
+    hw_label: str
+    framework_version: str
+
+
+class ProcessResult(TypedDict, total=False):
+    """RESULT, the JSON a cell's process writes for its launcher (trainbench.runner.cell), and what the launcher
+    makes of a process that wrote none: the outcome and its reason, what ran out, and a cell's summary
+    (CellSummary's keys) or batch_size=max's search (trainbench.runner.batch_probes.search)."""
+
+    outcome: str  # finished, failed, killed, unavailable, hung
+    reason: str | None
+    failure: str  # oom or error
+    memory: str  # whose memory ran out: device or host
+    search: dict[str, Any]
+    progress: list[dict[str, Any]]  # batch_size=max: the probes a process made before it stopped
+    backend: str
+    samples_per_s: float | None
+    peak_tflops: float | None
+    num_devices: int
+    hw_label: str
+    framework_version: str
+
+
+def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
     from trainbench import frameworks, hardware
     from trainbench.tasks.base import DeviceInfo

@@ -18,10 +18,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from trainbench.runner.in_cell import CellSummary
 
 
-def launch(cell: Any, log: Any, spec: dict[str, Any]) -> dict[str, Any]:
+def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
     """Run the cell here, or, where its framework runs one process per device and it asks for several, in
     ranks started by the framework's own launcher (trainbench.runner.ranks); return rank 0's summary."""
     if cell.framework.rank_launcher is not None:
@@ -31,13 +34,13 @@ def launch(cell: Any, log: Any, spec: dict[str, Any]) -> dict[str, Any]:
         count = launcher.processes(cell.device)
         if count > 1:
             results = launcher.launch(count, rank_main, json.dumps(spec))
-            return dict(results[min(results)])  # global rank 0's, or this node's first rank's
+            return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
     from trainbench.runner.in_cell import run
 
     return run(cell, log, spec.get("name_suffix", ""))
 
 
-def rank_main(spec_text: str) -> dict[str, Any]:
+def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench.config import from_spec
     from trainbench.runner.in_cell import die_with_parent, inject_fault, run

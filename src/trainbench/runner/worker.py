@@ -51,7 +51,14 @@ from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
 from trainbench.runner import in_cell  # noqa: E402
-from trainbench.runner.in_cell import die_with_parent, failure_kind, inject_fault, one_line, write_atomically  # noqa: E402
+from trainbench.runner.in_cell import (  # noqa: E402
+    ProcessResult,
+    die_with_parent,
+    failure_kind,
+    inject_fault,
+    one_line,
+    write_atomically,
+)
 
 
 class Terminated(BaseException):
@@ -68,7 +75,7 @@ def main(spec_path: str) -> int:
     mark("cell: python started, trainbench imported")
     spec = json.loads(Path(spec_path).read_text())
     parent_pid = int(spec["parent_pid"])
-    result: dict[str, Any] = {"outcome": "failed", "reason": None}
+    result: ProcessResult = {"outcome": "failed", "reason": None}
     parent_died = False
     try:
         die_with_parent(parent_pid)
@@ -106,7 +113,7 @@ def main(spec_path: str) -> int:
     except (KeyboardInterrupt, Terminated) as stop:
         _stop_listening()
         parent_died = isinstance(stop, ParentDied)
-        result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
+        result.update({"outcome": "killed", "reason": "stopped by the sweep (Ctrl-C, SIGTERM or a timeout)"})
     except Exception as error:
         _stop_listening()
         from trainbench.frameworks.base import DeviceUnavailable
@@ -117,12 +124,12 @@ def main(spec_path: str) -> int:
         if parent_died:
             pass  # recorded as killed below
         elif _stops:  # a stop raised inside a library came out as another error: a stop all the same
-            result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
+            result.update({"outcome": "killed", "reason": "stopped by the sweep (Ctrl-C, SIGTERM or a timeout)"})
         elif isinstance(error, DeviceUnavailable):
-            result.update(outcome="unavailable", reason=private(str(error)))
+            result.update({"outcome": "unavailable", "reason": private(str(error))})
         else:
             kind = failure_kind(error)
-            result.update(outcome="failed", reason=private(one_line(error)), failure=kind)
+            result.update({"outcome": "failed", "reason": private(one_line(error)), "failure": kind})
             if kind == "oom":  # expected: the parent prints one line; the traceback goes to the run only
                 result["memory"] = (
                     "host" if isinstance(error, MemoryError) or in_cell.selected_backend == "cpu" else "device"
@@ -138,7 +145,7 @@ def main(spec_path: str) -> int:
         _stop_listening()
         _silence_output()
         result.pop("failure", None)
-        result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
+        result.update({"outcome": "killed", "reason": f"the process that launched this cell (pid {parent_pid}) died"})
         if spec.get("run_id"):
             _close_own_run(spec, result)
     write_atomically(Path(spec["result_path"]), json.dumps(result))
@@ -186,7 +193,7 @@ def _silence_output() -> None:
     os.close(devnull)
 
 
-def _close_own_run(spec: dict[str, Any], result: dict[str, Any]) -> None:
+def _close_own_run(spec: dict[str, Any], result: ProcessResult) -> None:
     """The launcher died: this process closes its run itself (the one time it imports MLflow)."""
     try:
         from trainbench.tracking import client, close
