@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,28 @@ def test_the_sources_type_check() -> None:
     """Framework, Trainer, RunLog and the tasks are typed Protocols: mypy holds adapters and tasks to them."""
     checked = run(sys.executable, "-m", "mypy")
     assert checked.returncode == 0, checked.stdout[-3000:]
+
+
+def test_an_adapter_that_breaks_the_contract_fails_the_type_check(tmp_path: Path) -> None:
+    """Adapters are imported by name at run time, so only their own modules tie them to Framework: an adapter
+    whose `synchronize` is renamed must fail mypy, naming the adapter and the missing member."""
+    shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    adapter = tmp_path / "src" / "trainbench" / "frameworks" / "mlx" / "adapter.py"
+    source = adapter.read_text()
+    assert "    def synchronize(self) -> None:" in source
+    adapter.write_text(source.replace("    def synchronize(self) -> None:", "    def synchronise(self) -> None:"))
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy_cache")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert checked.returncode == 1, checked.stdout[-3000:]
+    assert "frameworks/mlx/adapter.py" in checked.stdout and "synchronize" in checked.stdout, checked.stdout
+    assert "Found 1 error in 1 file" in checked.stdout, checked.stdout  # the rest of the copy still checks
 
 
 @pytest.mark.skipif(

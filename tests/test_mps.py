@@ -181,17 +181,17 @@ INFERENCE = ("task=inference", "task.warmup_steps=2", f"task.steps={STEPS}", "ta
 def run_cell(
     folder: Path, monkeypatch: pytest.MonkeyPatch, backend: str, task: tuple[str, ...], fallbacks: FallingBack | None
 ) -> tuple[Any, list[str]]:
-    """The cell's process's own code (trainbench.runner.worker.run) on the fake backend, logging into a real
+    """The cell's process's own code (trainbench.runner.in_cell.run) on the fake backend, logging into a real
     store: (the run's data, the trace)."""
     from trainbench import frameworks
-    from trainbench.runner import worker
+    from trainbench.runner import in_cell
 
     cell = compose(*task)
     trace: list[str] = []
     adapter = OnFake(cell, backend, Backend(trace), fallbacks)
     monkeypatch.setattr(frameworks, "load", lambda _: adapter)
     recorded = Recorded(folder)
-    worker.run(cell, recorded.log)
+    in_cell.run(cell, recorded.log)
     return recorded.data(), trace
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainbench.config import PROJECT_ROOT
+from trainbench.locations import PROJECT_ROOT
 
 # MLflow statuses for our outcomes. `unavailable` is FAILED: the cell produced no figures.
 RUN_STATUS = {

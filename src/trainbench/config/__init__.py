@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from trainbench.config.catalogue import flatten
 from trainbench.config.errors import ConfigError, PlainError, first_line, need
 from trainbench.config.registry import SCHEMAS, kind_of, load_all
 from trainbench.config.schema import (
@@ -32,6 +32,7 @@ from trainbench.config.schema import (
     SweepSettings,
     TrackingConfig,
 )
+from trainbench.locations import CONF_DIR, PROJECT_ROOT, choices
 
 __all__ = [
     "CONF_DIR",
@@ -48,10 +49,6 @@ __all__ = [
     "validate",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]  # the checkout (src/trainbench/config/__init__.py)
-# conf/ ships inside the package when installed (`pip install .`); in a checkout it is the top-level conf/.
-_PACKAGED_CONF = Path(__file__).resolve().parents[1] / "conf"
-CONF_DIR = _PACKAGED_CONF if _PACKAGED_CONF.is_dir() else PROJECT_ROOT / "conf"
 SETTING_TYPES = {
     "tracking": TrackingConfig,
     "cell": CellLimits,
@@ -59,11 +56,6 @@ SETTING_TYPES = {
     "launch": LaunchInfo,
     "debug": DebugConfig,
 }
-
-
-def choices(group: str) -> list[str]:
-    """The options of a config group: the YAML files in conf/<group>/."""
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
 def validate(composed: DictConfig) -> CellConfig:
@@ -118,7 +110,7 @@ def _refuse_added_keys(plain: DictConfig) -> None:
     added = _added_keys(plain)
     if not added:
         return
-    from trainbench.config.compose import choices_having, describe_group, known_keys
+    from trainbench.config.catalogue import choices_having, describe_group, known_keys
     from trainbench.config.errors import unknown_key
 
     chosen = [f"{group}={plain[group].get('name')}" for group in GROUPS]
@@ -196,17 +188,6 @@ def params(cell: CellConfig) -> dict[str, Any]:
         flat["debug.fault_rank"] = cell.debug.fault_rank
     flat.pop("framework.adapter", None)
     return {key: value for key, value in flat.items() if value is not None}
-
-
-def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"model": {"name": "mlp"}} -> {"model.name": "mlp"}: the form MLflow params take."""
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def to_spec(cell: CellConfig) -> dict[str, Any]:

@@ -121,8 +121,8 @@ def _host_memory() -> int:
 def _model_and_framework(cell: CellConfig) -> None:
     framework, model = cell.framework, cell.model
     if framework.builds(model) is None:
-        from trainbench.config import choices
         from trainbench.config.registry import SCHEMAS
+        from trainbench.locations import choices
 
         able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).builds(model) is not None]
         raise PlainError(

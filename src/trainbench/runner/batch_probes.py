@@ -40,7 +40,7 @@ def search(cell: CellConfig, spec: dict[str, Any]) -> dict[str, Any]:
     """Go on with the search from spec["known"]; return {"probes": every probe so far, "best": the result, or
     None when the next probe needs a process of its own, "estimate": the memory line's first estimate,
     "backend": where the probes ran ("" for ranks of their own)}."""
-    from trainbench.runner import worker
+    from trainbench.runner.in_cell import write_atomically
 
     known = {p.batch_size: p for p in (Probe(**fields) for fields in spec["known"])}
     progress = Path(spec["progress_path"])
@@ -53,7 +53,7 @@ def search(cell: CellConfig, spec: dict[str, Any]) -> dict[str, Any]:
             raise _Elsewhere
         result = prober.probe(batch)
         known[batch] = result
-        worker.write_atomically(progress, json.dumps([asdict(p) for p in prober.probes]))
+        write_atomically(progress, json.dumps([asdict(p) for p in prober.probes]))
         print(f"  batch_size=max: {describe(result)}", flush=True)
         return result
 
@@ -145,7 +145,7 @@ class _Prober:
         return self._framework
 
     def probe(self, batch: int) -> Probe:
-        from trainbench.runner.worker import failure_kind, one_line
+        from trainbench.runner.in_cell import failure_kind, one_line
 
         try:
             peak_mb, capacity_mb = self._step(batch)
@@ -193,11 +193,11 @@ class _RankProber(_Prober):
 
     def _step(self, batch: int) -> tuple[float | None, float | None]:
         from trainbench.config import to_spec
-        from trainbench.runner import worker
+        from trainbench.runner.ranks import launch
         from trainbench.tracking import NullLog
 
         cell = self._cell(batch)
-        worker.launch(cell, NullLog(), {"cell": to_spec(cell), "run_id": None})
+        launch(cell, NullLog(), {"cell": to_spec(cell), "run_id": None})
         return None, None
 
 
@@ -206,7 +206,7 @@ def _host_memory_mb(limit_mb: int | None) -> tuple[float, float]:
     has available plus what this process holds), in MiB."""
     import psutil
 
-    from trainbench.runner.worker import peak_host_memory_mb
+    from trainbench.runner.in_cell import peak_host_memory_mb
 
     if limit_mb:
         return peak_host_memory_mb(), float(limit_mb)

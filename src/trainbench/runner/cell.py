@@ -39,6 +39,7 @@ from trainbench.config.schema import CellLimits
 from trainbench.runner import batch_probes, batch_search, liveness, scaling, slots
 from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
+from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.worker import traceback_path
 from trainbench.timeline import mark
 
@@ -98,7 +99,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     mark("job: run created")
     outcome: str = "failed"
     reason: str | None = "the cell's launcher stopped unexpectedly"
-    result: dict[str, Any] = {}
+    result: ProcessResult = {}
     try:
         with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
             if cell.batch_size == "max":
@@ -139,7 +140,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     return CellResult(index, name, outcome, result.get("samples_per_s"), reason, run_id, result.get("peak_tflops"))
 
 
-def outcome_line(name: str, outcome: str, reason: str | None, result: dict[str, Any], cell: CellConfig) -> str:
+def outcome_line(name: str, outcome: str, reason: str | None, result: ProcessResult, cell: CellConfig) -> str:
     """The one line the terminal shows for a cell that did not finish (the run has the reason in full, and the
     traceback, if any, in stderr_tail.txt): what ran out and what to try, for running out of memory; the
     outcome and its reason otherwise."""
@@ -297,7 +298,7 @@ def _memory_of(cell: CellConfig) -> str:
 
 def _run_in_child(
     cell: CellConfig, store: Store, run_id: str | None, name_suffix: str, search: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], str]:
+) -> tuple[ProcessResult, str]:
     """Run `cell` in a worker process (recording into run_id; None: records nothing), on the GPUs and cores it
     may use; return (its result, its stderr tail with the traceback of an expected failure). `search`: the
     batch_size=max search's limit and the probes so far (the process probes and records nothing; the probes
@@ -575,13 +576,13 @@ def oom_kill_count(vmstat: str | Path = "/proc/vmstat") -> int | None:
     return int(found.group(1)) if found else None
 
 
-def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int = 0) -> dict[str, Any]:
+def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int = 0) -> ProcessResult:
     """The cell's outcome: its own result when it wrote one (even if the timeout fired just as it finished),
     else what its exit status says. `oom_kills`: processes the kernel's out-of-memory killer killed while the
     cell ran (oom_kill_count's change): a SIGKILL then is almost surely it."""
     timeout_s, memory_limit_mb = limits.timeout_s, limits.memory_limit_mb
     if path.exists():
-        result: dict[str, Any] = json.loads(path.read_text())
+        result: ProcessResult = json.loads(path.read_text())
         if returncode != TIMED_OUT or result.get("outcome") == "finished":
             return _blame_memory_limit(result, memory_limit_mb)
     if returncode == TIMED_OUT:
@@ -623,7 +624,7 @@ def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int 
     )
 
 
-def _blame_memory_limit(result: dict[str, Any], limit_mb: int | None, died: bool = False) -> dict[str, Any]:
+def _blame_memory_limit(result: ProcessResult, limit_mb: int | None, died: bool = False) -> ProcessResult:
     """Under cell.memory_limit_mb, a failure to allocate shows up in many disguises (MemoryError, an
     ImportError of a library that could not map itself, SIGSEGV or SIGABRT from an allocator): tag it oom."""
     if not limit_mb or result.get("outcome") != "failed" or result.get("memory") == "device":

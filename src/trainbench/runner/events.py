@@ -17,11 +17,24 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 # At the end of a cell, how long its queue may take to reach the store beyond tracking.outage_s (the writes of a
 # long cell, after an outage that ended just before it did).
 DRAIN_MARGIN_S = 120
+
+
+class Event(TypedDict, total=False):
+    """One JSON line on the pipe: exactly one of metrics (with its step), tags, params, text or figure (each of
+    the last two with the artifact_file it becomes in the run)."""
+
+    metrics: dict[str, float]
+    step: int
+    tags: dict[str, str]
+    params: dict[str, Any]
+    text: str
+    figure: str  # the path of the saved image in the cell's scratch folder
+    artifact_file: str
 
 
 class LauncherGone(BrokenPipeError):
@@ -35,7 +48,7 @@ class PipeLog:
         self.stream, self.scratch = stream, scratch
         self._figures = 0
 
-    def _send(self, event: dict[str, Any]) -> None:
+    def _send(self, event: Event) -> None:
         try:
             self.stream.write(json.dumps(event, default=_plain) + "\n")
             self.stream.flush()
@@ -86,7 +99,7 @@ class RunWriter:
         self.tracking, self.store, self.run_id, self.stream = tracking, store, run_id, stream
         self.on_event = on_event  # told of every event as it arrives (the cell shows progress)
         self.on_fault = on_fault  # told when the store stops accepting writes (the cell is then stopped)
-        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.events: queue.Queue[Event | None] = queue.Queue()
         self.failures = 0
         self.fault: BaseException | None = None  # the store stopped accepting writes (tracking.StoreFailed)
         self._reader = threading.Thread(target=self._read, name=f"events-{run_id[:8]}", daemon=True)
@@ -136,7 +149,7 @@ class RunWriter:
                         f"{self.tracking.private(str(error))[:200]}\n"
                     )
 
-    def _apply(self, event: dict[str, Any]) -> None:
+    def _apply(self, event: Event) -> None:
         tracking, store, run_id = self.tracking, self.store, self.run_id
         if "metrics" in event:
             tracking.log_metrics(store, run_id, event["metrics"], step=int(event.get("step", 0)))

@@ -2,7 +2,7 @@
 
 The cell's process (trainbench.runner.worker) starts the ranks through the framework's own launcher
 (`rank_launcher` in its config: torch elastic for PyTorch) and waits for them. Each rank runs the cell as a
-1-device cell would (trainbench.runner.worker.run) inside the process group the adapter joins; global rank
+1-device cell would (trainbench.runner.in_cell.run) inside the process group the adapter joins; global rank
 0 logs into the cell's run, the others log nothing (tracking.NullLog). Light: no framework import here.
 
 Across nodes, torchrun is the launcher on every node but the one running the sweep:
@@ -18,17 +18,36 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from trainbench.runner.in_cell import CellSummary
 
 
-def rank_main(spec_text: str) -> dict[str, Any]:
+def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
+    """Run the cell here, or, where its framework runs one process per device and it asks for several, in
+    ranks started by the framework's own launcher (trainbench.runner.ranks); return rank 0's summary."""
+    if cell.framework.rank_launcher is not None:
+        import importlib
+
+        launcher = importlib.import_module(cell.framework.rank_launcher)
+        count = launcher.processes(cell.device)
+        if count > 1:
+            results = launcher.launch(count, rank_main, json.dumps(spec))
+            return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
+    from trainbench.runner.in_cell import run
+
+    return run(cell, log, spec.get("name_suffix", ""))
+
+
+def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench.config import from_spec
-    from trainbench.runner import worker
+    from trainbench.runner.in_cell import die_with_parent, inject_fault, run
     from trainbench.tracking import NullLog, RunLogger, quiet_logs
 
     spec = json.loads(spec_text)
-    worker._die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
+    die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
     quiet_logs()
     cell = from_spec(spec["cell"])
     rank = int(os.environ.get("RANK", "0"))
@@ -38,8 +57,8 @@ def rank_main(spec_text: str) -> dict[str, Any]:
         log = NullLog()
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
     if cell.debug.fault_rank == rank:
-        worker._inject_fault(cell.debug.inject_fault)
-    return worker.run(cell, log, spec.get("name_suffix", ""))
+        inject_fault(cell.debug.inject_fault)
+    return run(cell, log, spec.get("name_suffix", ""))
 
 
 def main(overrides: list[str]) -> int:

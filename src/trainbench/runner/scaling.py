@@ -15,9 +15,10 @@ import sys
 from typing import Any
 
 from trainbench.config import CellConfig, config_hash, replace
+from trainbench.runner.in_cell import ProcessResult
 
 
-def record(client: Any, run_id: str, cell: CellConfig, result: dict[str, Any]) -> None:
+def record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult) -> None:
     """Log scaling_efficiency (and the baseline it used) into the cell's run, or the reason there is none.
     Run by the cell's launcher once the cell has finished (it holds the store). A derived figure: a store
     that cannot answer leaves it out, never fails the cell that measured."""
@@ -30,7 +31,7 @@ def record(client: Any, run_id: str, cell: CellConfig, result: dict[str, Any]) -
         sys.stderr.write(f"trainbench: no scaling_efficiency: {type(error).__name__}: {str(error)[:200]}\n")
 
 
-def _record(client: Any, run_id: str, cell: CellConfig, result: dict[str, Any], devices: int, rate: float) -> None:
+def _record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult, devices: int, rate: float) -> None:
     from trainbench import tracking
 
     digest = config_hash(replace(cell, device={"count": 1}))

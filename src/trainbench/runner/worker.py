@@ -29,7 +29,8 @@ from __future__ import annotations
 import signal
 import sys
 
-PARENT_DIED = signal.SIGUSR2  # sent by the kernel (Linux) or the watch thread when the parent dies
+from trainbench.runner.in_cell import PARENT_DIED
+
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, PARENT_DIED)
 _stops: list[int] = []  # the stop signals received, in order
 
@@ -45,15 +46,19 @@ if __name__ == "__main__":  # first, before any import that takes time
 import contextlib  # noqa: E402  (after the stop handlers, on purpose)
 import json  # noqa: E402
 import os  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
-PARENT_CHECK_S = 1.0
-# The backend the cell's framework selected (cpu, cuda, mps, ...), None before: says whose memory ran out.
-selected_backend: str | None = None
+from trainbench.runner import in_cell  # noqa: E402
+from trainbench.runner.in_cell import (  # noqa: E402
+    ProcessResult,
+    die_with_parent,
+    failure_kind,
+    inject_fault,
+    one_line,
+    write_atomically,
+)
 
 
 class Terminated(BaseException):
@@ -70,10 +75,10 @@ def main(spec_path: str) -> int:
     mark("cell: python started, trainbench imported")
     spec = json.loads(Path(spec_path).read_text())
     parent_pid = int(spec["parent_pid"])
-    result: dict[str, Any] = {"outcome": "failed", "reason": None}
+    result: ProcessResult = {"outcome": "failed", "reason": None}
     parent_died = False
     try:
-        _die_with_parent(parent_pid)
+        die_with_parent(parent_pid)
         if spec.get("cpus"):
             os.sched_setaffinity(0, spec["cpus"])
         from trainbench.config import from_spec
@@ -94,19 +99,21 @@ def main(spec_path: str) -> int:
         # `except` below; one that came earlier is raised now.
         _raise_stops()
         if cell.debug.fault_rank is None:
-            _inject_fault(cell.debug.inject_fault)
+            inject_fault(cell.debug.inject_fault)
         if spec.get("search") is not None:  # batch_size=max: probes, no figures
             from trainbench.runner import batch_probes
 
             result["search"] = batch_probes.search(cell, spec["search"])
         else:
+            from trainbench.runner.ranks import launch
+
             result.update(launch(cell, log, spec))
         _stop_listening()  # done: a stop signal now would only lose the result
         result["outcome"] = "finished"
     except (KeyboardInterrupt, Terminated) as stop:
         _stop_listening()
         parent_died = isinstance(stop, ParentDied)
-        result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
+        result.update({"outcome": "killed", "reason": "stopped by the sweep (Ctrl-C, SIGTERM or a timeout)"})
     except Exception as error:
         _stop_listening()
         from trainbench.frameworks.base import DeviceUnavailable
@@ -117,14 +124,16 @@ def main(spec_path: str) -> int:
         if parent_died:
             pass  # recorded as killed below
         elif _stops:  # a stop raised inside a library came out as another error: a stop all the same
-            result.update(outcome="killed", reason="stopped by the sweep (Ctrl-C, SIGTERM or a timeout)")
+            result.update({"outcome": "killed", "reason": "stopped by the sweep (Ctrl-C, SIGTERM or a timeout)"})
         elif isinstance(error, DeviceUnavailable):
-            result.update(outcome="unavailable", reason=private(str(error)))
+            result.update({"outcome": "unavailable", "reason": private(str(error))})
         else:
             kind = failure_kind(error)
-            result.update(outcome="failed", reason=private(one_line(error)), failure=kind)
+            result.update({"outcome": "failed", "reason": private(one_line(error)), "failure": kind})
             if kind == "oom":  # expected: the parent prints one line; the traceback goes to the run only
-                result["memory"] = "host" if isinstance(error, MemoryError) or selected_backend == "cpu" else "device"
+                result["memory"] = (
+                    "host" if isinstance(error, MemoryError) or in_cell.selected_backend == "cpu" else "device"
+                )
                 with contextlib.suppress(OSError):
                     traceback_path(Path(spec["result_path"])).write_text(private(traceback.format_exc()))
             else:  # a bug: on the terminal too, and in the stderr tail the parent attaches to the run
@@ -136,7 +145,7 @@ def main(spec_path: str) -> int:
         _stop_listening()
         _silence_output()
         result.pop("failure", None)
-        result.update(outcome="killed", reason=f"the process that launched this cell (pid {parent_pid}) died")
+        result.update({"outcome": "killed", "reason": f"the process that launched this cell (pid {parent_pid}) died"})
         if spec.get("run_id"):
             _close_own_run(spec, result)
     write_atomically(Path(spec["result_path"]), json.dumps(result))
@@ -144,118 +153,10 @@ def main(spec_path: str) -> int:
     return 0
 
 
-def launch(cell: Any, log: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the cell here, or, where its framework runs one process per device and it asks for several, in
-    ranks started by the framework's own launcher (trainbench.runner.ranks); return rank 0's summary."""
-    if cell.framework.rank_launcher is not None:
-        import importlib
-
-        from trainbench.runner.ranks import rank_main
-
-        launcher = importlib.import_module(cell.framework.rank_launcher)
-        count = launcher.processes(cell.device)
-        if count > 1:
-            results = launcher.launch(count, rank_main, json.dumps(spec))
-            return dict(results[min(results)])  # global rank 0's, or this node's first rank's
-    return run(cell, log, spec.get("name_suffix", ""))
-
-
-def run(cell: Any, log: Any, name_suffix: str = "") -> dict[str, Any]:
-    """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
-    from trainbench import frameworks, hardware
-    from trainbench.tasks.base import DeviceInfo
-    from trainbench.timeline import mark
-
-    global selected_backend
-    framework = frameworks.load(cell)
-    mark("cell: framework imported")
-    backend = selected_backend = framework.select_device(cell.device)
-    mark("cell: device selected")
-    host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
-    mark("cell: hardware probed")
-    label = hardware.label(backend, host)
-    task = cell.task
-    log.tags(
-        {
-            **host,
-            "mlflow.runName": task.run_name(cell, backend) + name_suffix,
-            "trainbench.backend": backend,
-            "hw.label": label,
-            "trainbench.framework_version": framework.version(),
-            # which GPUs the cell's process could see (set per cell when cells share a machine: runner/slots.py)
-            "trainbench.visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "all"),
-            **framework.versions(),
-            **framework.flags(),
-        }
-    )
-    devices = framework.num_devices()  # the count that ran (device.count=all resolved), and how they are linked
-    log.tags({"trainbench.num_devices": devices, **hardware_links(backend, framework.device_indices())})
-    summary = task.run(framework, cell, log, DeviceInfo(backend, label, host, devices))
-    summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
-    summary["peak_host_memory_mb"] = peak_host_memory_mb()
-    log.tags(framework.closing_tags())
-    log.metrics(summary)
-    return {
-        "backend": backend,
-        "samples_per_s": summary.get("samples_per_s"),
-        "peak_tflops": summary.get("peak_tflops"),
-        "num_devices": devices,
-        "hw_label": label,
-        "framework_version": framework.version(),
-    }
-
-
-def hardware_links(backend: str, gpu_indices: list[int]) -> dict[str, str]:
-    """hw.gpu_interconnect and hw.gpu_links of the cell's GPUs (NVIDIA: nvidia-smi topo -m)."""
-    from trainbench import topology
-
-    if backend not in ("cuda", "gpu") or len(gpu_indices) < 2:
-        return {}
-    return topology.interconnect_tags(gpu_indices)
-
-
 def traceback_path(result_path: Path) -> Path:
     """Where the cell's process leaves the traceback of an expected failure (out of memory), beside its result:
     the parent adds it to the run's stderr_tail.txt, and prints one line instead."""
     return result_path.with_name("traceback.txt")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename: a reader sees all of it or nothing."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    os.replace(partial, path)
-
-
-# How each backend says it ran out of memory: CUDA and MPS (torch.OutOfMemoryError or "out of memory"),
-# TensorFlow (ResourceExhaustedError), JAX/XLA (RESOURCE_EXHAUSTED), the host (MemoryError, allocators).
-_OOM_TEXT = (
-    "out of memory",
-    "resource_exhausted",
-    "resourceexhausted",
-    "can't allocate memory",
-    "cannot allocate memory",
-    "failed to allocate",
-    "oom when allocating",
-    "bad_alloc",
-)
-
-
-def failure_kind(error: BaseException) -> str:
-    """`oom` when the error is running out of (device or host) memory, else `error`."""
-    text = str(error).lower()
-    names = {cls.__name__ for cls in type(error).__mro__}
-    if isinstance(error, MemoryError) or "OutOfMemoryError" in names or any(t in text for t in _OOM_TEXT):
-        return "oom"
-    return "error"
-
-
-def peak_host_memory_mb() -> float:
-    """Peak resident memory of this cell's process (ru_maxrss: KiB on Linux, bytes on macOS)."""
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
 def _raise_stops() -> None:
@@ -292,28 +193,7 @@ def _silence_output() -> None:
     os.close(devnull)
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Get PARENT_DIED when the parent dies: the kernel's parent-death signal on Linux, and on every system a
-    thread that notices the parent pid change (the process was re-parented). Its default action ends the
-    process, as in the ranks (runner/ranks.py), which install no handler."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, PARENT_DIED)
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        os.kill(os.getpid(), PARENT_DIED)
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_CHECK_S)
-        os.kill(os.getpid(), PARENT_DIED)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _close_own_run(spec: dict[str, Any], result: dict[str, Any]) -> None:
+def _close_own_run(spec: dict[str, Any], result: ProcessResult) -> None:
     """The launcher died: this process closes its run itself (the one time it imports MLflow)."""
     try:
         from trainbench.tracking import client, close
@@ -332,27 +212,6 @@ def _limit_memory(limit_mb: int | None) -> None:
 
     limit = int(limit_mb) * 2**20
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
-def one_line(error: BaseException) -> str:
-    """'ExceptionClass: first line of the message', short enough for a tag."""
-    message = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
-    return text if len(text) <= 500 else text[:497] + "..."
-
-
-def _inject_fault(fault: str | None) -> None:
-    """Test-only ways for a cell to go wrong, so the tests can prove the sweep survives them."""
-    if fault == "abort":
-        sys.stderr.write("trainbench: debug.inject_fault=abort: calling os.abort()\n")
-        sys.stderr.flush()
-        os.abort()
-    if fault == "raise":
-        raise RuntimeError("debug.inject_fault=raise: a deliberate failure")
-    if fault == "sleep":
-        time.sleep(3600)
-    if fault == "exit":
-        os._exit(3)
 
 
 if __name__ == "__main__":

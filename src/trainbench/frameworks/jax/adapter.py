@@ -376,3 +376,14 @@ def _jax_cuda_version(jax: Any) -> str:
         return text.strip()
     number = int(found.group(1))
     return f"{number // 1000}.{number % 1000 // 10}"
+
+
+if TYPE_CHECKING:
+    from trainbench.frameworks import base
+
+    def _held_to_the_contract(adapter: Adapter, trainer: Trainer, loader_trainer: LoaderTrainer) -> None:
+        """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
+        does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
+        _adapter: base.Framework = adapter
+        _trainer: base.Trainer = trainer
+        _loader_trainer: base.Trainer = loader_trainer

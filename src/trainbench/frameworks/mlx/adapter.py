@@ -430,3 +430,13 @@ def _matrix_products(mx: Any, model: Any, sample: Any) -> list[tuple[int, int]]:
         for cls, original in originals.items():
             cls.__call__ = original
     return recorded
+
+
+if TYPE_CHECKING:
+    from trainbench.frameworks import base
+
+    def _held_to_the_contract(adapter: Adapter, trainer: Trainer) -> None:
+        """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
+        does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
+        _adapter: base.Framework = adapter
+        _trainer: base.Trainer = trainer

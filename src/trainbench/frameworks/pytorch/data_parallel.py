@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from trainbench.frameworks.pytorch.adapter import Trainer
+from trainbench.frameworks.pytorch.trainer import Trainer
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig

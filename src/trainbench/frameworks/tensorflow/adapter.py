@@ -397,3 +397,14 @@ def _no_tensorflow_gpu_reason(tf: Any) -> str:
         f"no GPU visible to TensorFlow {tf.__version__} "
         f"(tf.config.list_physical_devices('GPU') is empty; {build}); {hint}"
     )
+
+
+if TYPE_CHECKING:
+    from trainbench.frameworks import base
+
+    def _held_to_the_contract(adapter: Adapter, trainer: Trainer, loader_trainer: LoaderTrainer) -> None:
+        """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
+        does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
+        _adapter: base.Framework = adapter
+        _trainer: base.Trainer = trainer
+        _loader_trainer: base.Trainer = loader_trainer

@@ -1,0 +1,186 @@
+"""What runs inside a cell's own process, however it was started: by the worker (trainbench.runner.worker), as
+one rank of a data-parallel cell (trainbench.runner.ranks), or as a batch_size=max probe
+(trainbench.runner.batch_probes). Each of those imports this module; it imports none of them.
+
+Light: no framework import at module level (the worker imports it before its stop handlers are even set).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+PARENT_DIED = signal.SIGUSR2  # sent by the kernel (Linux) or the watch thread when the parent dies
+PARENT_CHECK_S = 1.0
+# The backend the cell's framework selected (cpu, cuda, mps, ...), None before: says whose memory ran out.
+selected_backend: str | None = None
+
+
+class CellSummary(TypedDict):
+    """What a cell that ran tells its launcher beside its figures (those go to the run): `run`'s return."""
+
+    backend: str
+    samples_per_s: float | None
+    peak_tflops: float | None
+    num_devices: int
+    hw_label: str
+    framework_version: str
+
+
+class ProcessResult(TypedDict, total=False):
+    """RESULT, the JSON a cell's process writes for its launcher (trainbench.runner.cell), and what the launcher
+    makes of a process that wrote none: the outcome and its reason, what ran out, and a cell's summary
+    (CellSummary's keys) or batch_size=max's search (trainbench.runner.batch_probes.search)."""
+
+    outcome: str  # finished, failed, killed, unavailable, hung
+    reason: str | None
+    failure: str  # oom or error
+    memory: str  # whose memory ran out: device or host
+    search: dict[str, Any]
+    progress: list[dict[str, Any]]  # batch_size=max: the probes a process made before it stopped
+    backend: str
+    samples_per_s: float | None
+    peak_tflops: float | None
+    num_devices: int
+    hw_label: str
+    framework_version: str
+
+
+def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
+    """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
+    from trainbench import frameworks, hardware
+    from trainbench.tasks.base import DeviceInfo
+    from trainbench.timeline import mark
+
+    global selected_backend
+    framework = frameworks.load(cell)
+    mark("cell: framework imported")
+    backend = selected_backend = framework.select_device(cell.device)
+    mark("cell: device selected")
+    host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
+    mark("cell: hardware probed")
+    label = hardware.label(backend, host)
+    task = cell.task
+    log.tags(
+        {
+            **host,
+            "mlflow.runName": task.run_name(cell, backend) + name_suffix,
+            "trainbench.backend": backend,
+            "hw.label": label,
+            "trainbench.framework_version": framework.version(),
+            # which GPUs the cell's process could see (set per cell when cells share a machine: runner/slots.py)
+            "trainbench.visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "all"),
+            **framework.versions(),
+            **framework.flags(),
+        }
+    )
+    devices = framework.num_devices()  # the count that ran (device.count=all resolved), and how they are linked
+    log.tags({"trainbench.num_devices": devices, **hardware_links(backend, framework.device_indices())})
+    summary = task.run(framework, cell, log, DeviceInfo(backend, label, host, devices))
+    summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
+    summary["peak_host_memory_mb"] = peak_host_memory_mb()
+    log.tags(framework.closing_tags())
+    log.metrics(summary)
+    return {
+        "backend": backend,
+        "samples_per_s": summary.get("samples_per_s"),
+        "peak_tflops": summary.get("peak_tflops"),
+        "num_devices": devices,
+        "hw_label": label,
+        "framework_version": framework.version(),
+    }
+
+
+def hardware_links(backend: str, gpu_indices: list[int]) -> dict[str, str]:
+    """hw.gpu_interconnect and hw.gpu_links of the cell's GPUs (NVIDIA: nvidia-smi topo -m)."""
+    from trainbench import topology
+
+    if backend not in ("cuda", "gpu") or len(gpu_indices) < 2:
+        return {}
+    return topology.interconnect_tags(gpu_indices)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename: a reader sees all of it or nothing."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+# How each backend says it ran out of memory: CUDA and MPS (torch.OutOfMemoryError or "out of memory"),
+# TensorFlow (ResourceExhaustedError), JAX/XLA (RESOURCE_EXHAUSTED), the host (MemoryError, allocators).
+_OOM_TEXT = (
+    "out of memory",
+    "resource_exhausted",
+    "resourceexhausted",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "failed to allocate",
+    "oom when allocating",
+    "bad_alloc",
+)
+
+
+def failure_kind(error: BaseException) -> str:
+    """`oom` when the error is running out of (device or host) memory, else `error`."""
+    text = str(error).lower()
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if isinstance(error, MemoryError) or "OutOfMemoryError" in names or any(t in text for t in _OOM_TEXT):
+        return "oom"
+    return "error"
+
+
+def peak_host_memory_mb() -> float:
+    """Peak resident memory of this cell's process (ru_maxrss: KiB on Linux, bytes on macOS)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Get PARENT_DIED when the parent dies: the kernel's parent-death signal on Linux, and on every system a
+    thread that notices the parent pid change (the process was re-parented). Its default action ends the
+    process, as in the ranks (runner/ranks.py), which install no handler."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, PARENT_DIED)
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os.kill(os.getpid(), PARENT_DIED)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os.kill(os.getpid(), PARENT_DIED)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def one_line(error: BaseException) -> str:
+    """'ExceptionClass: first line of the message', short enough for a tag."""
+    message = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def inject_fault(fault: str | None) -> None:
+    """Test-only ways for a cell to go wrong, so the tests can prove the sweep survives them."""
+    if fault == "abort":
+        sys.stderr.write("trainbench: debug.inject_fault=abort: calling os.abort()\n")
+        sys.stderr.flush()
+        os.abort()
+    if fault == "raise":
+        raise RuntimeError("debug.inject_fault=raise: a deliberate failure")
+    if fault == "sleep":
+        time.sleep(3600)
+    if fault == "exit":
+        os._exit(3)

@@ -1,0 +1,149 @@
+"""No two modules of trainbench import each other, directly or through others: each module can be read, tested
+and loaded with only what it imports below it (`import trainbench.tracking` loads no Hydra and no config).
+
+What counts as an import of module A by module B (read with ast from src/trainbench/**/*.py):
+- every `import trainbench.x` / `from trainbench.x import y` / relative import in B, at module level AND inside
+  functions and methods: an import deferred into a function still makes B's code depend on A, so a cycle
+  through it is a cycle in the design (a lazy import only hides it from the interpreter);
+- `from trainbench.pkg import name` imports trainbench.pkg.name where that is a module, else trainbench.pkg;
+  the parent packages Python initialises on the way are not counted (a package that re-exports its modules
+  would otherwise tie each of them to every other).
+
+What does not count:
+- imports under `if TYPE_CHECKING:`: type-only, never executed;
+- modules loaded by name at run time through importlib: the adapter a framework's YAML names
+  (trainbench.frameworks.load) and the schema modules trainbench.config.registry.load_all registers. That is
+  the plug-in design: the name comes from the config, not from code of the loader that depends on the module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "src" / "trainbench"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imported_modules(path: Path, modules: set[str]) -> dict[str, int]:
+    """The trainbench modules `path` imports, each with the line of its first import there."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def known(target: str) -> str | None:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    found: dict[str, int] = {}
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and is_type_checking(child):
+                for branch in child.orelse:  # `else:` of TYPE_CHECKING runs
+                    visit_statement(branch)
+                continue
+            visit_statement(child)
+
+    def visit_statement(child: ast.AST) -> None:
+        targets: list[str | None] = []
+        line = 0
+        if isinstance(child, ast.Import):
+            targets, line = [known(alias.name) for alias in child.names], child.lineno
+        elif isinstance(child, ast.ImportFrom):
+            base = child.module or ""
+            if child.level:
+                anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                base = ".".join(anchor + ([child.module] if child.module else []))
+            targets, line = [known(f"{base}.{alias.name}") for alias in child.names], child.lineno
+        for target in targets:
+            if target is not None and target != name:
+                found.setdefault(target, line)
+        visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return found
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    paths = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    return {name: imported_modules(path, set(paths)) for name, path in paths.items()}
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            child = next(edges, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
+    lines = [f"cycle among {', '.join(component)}:"]
+    for module in component:
+        for target, line in sorted(graph[module].items()):
+            if target in component:
+                lines.append(f"  {module} (line {line}) imports {target}")
+    return "\n".join(lines)
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    assert not found, "\n".join(describe(component, graph) for component in found)
+
+
+def test_the_walk_sees_lazy_imports_and_skips_type_only_ones() -> None:
+    """The rule above, on the real package: the worker's lazy import of the ranks is seen; the Framework
+    type-only import of the config schema is not."""
+    graph = import_graph()
+    assert "trainbench.runner.ranks" in graph["trainbench.runner.worker"]  # inside main()
+    assert "trainbench.config.schema" not in graph["trainbench.frameworks.base"]  # under TYPE_CHECKING
+    assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
