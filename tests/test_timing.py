@@ -186,7 +186,7 @@ def test_block_timing_and_a_synchronized_pass_agree_on_real_work() -> None:
 
         blocks: list[Block] = []
         passes: list[list[float]] = []
-        for pair in range(4):  # interleaved, each way first in turn, so load elsewhere hits both ways alike
+        for pair in range(8):  # interleaved, each way first in turn, so load elsewhere hits both ways alike
             if pair % 2:
                 passes.append(synchronized_step_times(step, 20, lambda: None))
             blocks.append(time_block(step, 20, lambda: None, HostClock()))
@@ -194,15 +194,17 @@ def test_block_timing_and_a_synchronized_pass_agree_on_real_work() -> None:
                 passes.append(synchronized_step_times(step, 20, lambda: None))
     finally:
         torch.set_num_threads(threads)
-    # Medians: on a shared host one preemption of tens of ms moves the mean of 80 steps of a few ms by 15%.
     reference = float(np.median([t for steps in passes for t in steps]))
     assert 0.001 < reference < 0.05  # real work, not a no-op
-    block_steps = [t for block in blocks for t in block.step_times_s or []]
-    assert len(block_steps) == 80
-    assert float(np.median(block_steps)) == pytest.approx(reference, rel=0.15)
-    per_step_from_blocks = np.median([block.seconds / block.steps for block in blocks])
-    per_step_from_passes = np.median([np.mean(steps) for steps in passes])
-    assert per_step_from_blocks == pytest.approx(per_step_from_passes, rel=0.15)
+    assert all(len(block.step_times_s or []) == 20 for block in blocks)
+    # Each block against the pass beside it (tests run side by side: the load on the host changes between pairs,
+    # far less within one), and the median of those ratios: one preemption moves one pair, not the verdict.
+    step_ratios = [
+        np.median(block.step_times_s or []) / np.median(steps) for block, steps in zip(blocks, passes, strict=True)
+    ]
+    block_ratios = [block.seconds / block.steps / np.mean(steps) for block, steps in zip(blocks, passes, strict=True)]
+    assert float(np.median(step_ratios)) == pytest.approx(1.0, rel=0.15)
+    assert float(np.median(block_ratios)) == pytest.approx(1.0, rel=0.15)
 
 
 def test_step_stats_percentiles_expose_a_slow_outlier() -> None:
