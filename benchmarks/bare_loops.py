@@ -331,16 +331,20 @@ def profile(step: Callable[[], None], steps: int, synchronize: Callable[[], None
             step()
         synchronize()
         wall_s = time.perf_counter() - start
-    # Device-side events, less the ranges PyTorch annotates on the GPU timeline (e.g. "Optimizer.step#SGD.step"):
-    # they span kernels and the gaps between them, so they are not work.
-    kernels = [
+    return summarize_kernels(device_kernels(torch, recorded), steps, wall_s)
+
+
+def device_kernels(torch: Any, recorded: Any) -> list[tuple[str, float, float]]:
+    """A torch.profiler recording's kernels on the GPU as (name, start, end), less the ranges PyTorch annotates
+    on the GPU timeline (e.g. "Optimizer.step#SGD.step"): they span kernels and the gaps between them, so they
+    are not work."""
+    return [
         (e.name, e.time_range.start, e.time_range.end)
         for e in recorded.events()
         if e.device_type == torch.autograd.DeviceType.CUDA
         and not getattr(e, "is_user_annotation", False)
         and e.time_range.end > e.time_range.start
     ]
-    return summarize_kernels(kernels, steps, wall_s)
 
 
 def summarize_kernels(kernels: list[tuple[str, float, float]], steps: int, wall_s: float) -> dict[str, Any]:

@@ -678,14 +678,9 @@ def torch_profile(side: Side, steps: int) -> dict[str, Any]:
             side.step()
         side.synchronize()
         wall_s = time.perf_counter() - start
-    kernels = [
-        (e.name, e.time_range.start, e.time_range.end)
-        for e in recorded.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA
-        and not getattr(e, "is_user_annotation", False)
-        and e.time_range.end > e.time_range.start
-    ]
-    return timeline(kernels, steps, wall_s)
+    import bare_loops
+
+    return timeline(bare_loops.device_kernels(torch, recorded), steps, wall_s)
 
 
 # ---- Keras on JAX ------------------------------------------------------------------------------------------------
