@@ -1,5 +1,5 @@
 """The README is the front door and docs/ the reference: the README stays short enough to read in minutes, its
-quick start is what CI runs, and every link in the README, docs/ and the results index leads somewhere that exists
+quick start is what CI runs, and every link in the README, docs/ and results/ leads somewhere that exists
 (a moved section breaks a link, not a reader's trust). No framework is imported; this runs in well under a second."""
 
 from __future__ import annotations
