@@ -10,7 +10,7 @@ Across nodes, torchrun is the launcher on every node but the one running the swe
     torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=HEAD --master-port=29500 \\
         -m trainbench.runner.ranks model=resnet50 ...   # the cell's overrides, as given to the sweep on HEAD
 
-Such a rank composes the cell from the same overrides and logs nothing (README, "Several GPUs").
+Such a rank composes the cell from the same overrides and logs nothing (docs/multi-gpu.md, "Across nodes").
 """
 
 from __future__ import annotations
