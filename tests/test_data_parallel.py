@@ -24,6 +24,52 @@ def cells(result) -> dict[str, object]:
     return {r.data.tags["trainbench.num_devices"]: r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"}
 
 
+# ------------------------------------------------------------------------- scaling efficiency, in a real store
+
+
+@pytest.mark.parametrize("noisy_single", [False, True])
+def test_an_efficiency_carries_both_figures_errors_and_says_when_either_was_noisy(tmp_path, noisy_single) -> None:
+    # A host-bound BERT-Large on a busy H100 host measured 451 +/- 20 seq/s on 1 GPU and 2,087 +/- 764 on 4:
+    # "1.16" alone reads as super-linear scaling; with its interval and the noisy tag it reads as what it is.
+    from mlflow.tracking import MlflowClient
+
+    from test_config import cell as compose_cell
+    from trainbench.config import config_hash, replace
+    from trainbench.hardware import run_label
+    from trainbench.runner import scaling
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.create_experiment("trainbench", artifact_location=str(tmp_path / "artifacts"))
+    four = compose_cell("model=mlp", "task=benchmark", "device.count=4")
+    common = {"trainbench.kind": "cell", "trainbench.outcome": "finished", "trainbench.framework_version": "2.11.0"}
+
+    def run(hash_of, rate: float, ci95: float, noisy: bool) -> str:
+        noise = {"trainbench.noisy": "true", "trainbench.noisy_reason": "step times cv 19.1% > 10%"} if noisy else {}
+        made = client.create_run(experiment, tags={**common, **noise, "trainbench.config_hash": config_hash(hash_of)})
+        client.log_metric(made.info.run_id, "samples_per_s", rate)
+        client.log_metric(made.info.run_id, "samples_per_s_ci95", ci95)
+        return made.info.run_id
+
+    baseline = run(replace(four, device={"count": 1}), 451.0, 20.0, noisy_single)
+    this = run(four, 2087.0, 764.0, False)
+    label = run_label(common)  # the same machine as the 1-device run
+    result = {"num_devices": 4, "samples_per_s": 2087.0, "hw_label": label, "framework_version": "2.11.0"}
+    scaling.record(client, this, four, result)  # type: ignore[arg-type]
+
+    recorded = client.get_run(this).data
+    efficiency = 2087.0 / (4 * 451.0)
+    assert recorded.metrics["scaling_efficiency"] == pytest.approx(efficiency)
+    assert recorded.metrics["scaling_efficiency_ci95"] == pytest.approx(
+        efficiency * ((764 / 2087) ** 2 + (20 / 451) ** 2) ** 0.5
+    )
+    assert recorded.tags["trainbench.scaling_baseline_run_id"] == baseline
+    assert recorded.tags.get("trainbench.scaling_noisy") == ("true" if noisy_single else None)
+    if noisy_single:
+        assert recorded.tags["trainbench.scaling_noisy_reason"] == (
+            "noisy: the 1-device run (step times cv 19.1% > 10%)"
+        )
+
+
 # ----------------------------------------------------------------------------------- on the CPU, slow
 
 

@@ -7,10 +7,16 @@ device.count=1, on a machine with the same label (trainbench.hardware.label of e
 memory, CPU and its cores), with the same framework version (as sweep.resume matches cells,
 trainbench.runner.resume). In a sweep over device.count=1,2,4,8 the 1-device cell runs
 first and the others find it. Without one, trainbench.scaling_reason says what was looked for.
+
+An efficiency is a ratio of two measurements, so it carries both their errors: scaling_efficiency_ci95 is
+the 95% half-width from the two runs' samples_per_s_ci95 (relative errors added in quadrature), and where either
+run was tagged trainbench.noisy the efficiency is tagged trainbench.scaling_noisy with the runs that were. A
+host-bound step on a busy host can measure above 1 that way; the tags say not to quote it.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -45,16 +51,32 @@ def _record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult, d
         tracking.set_tags(client, run_id, {"trainbench.scaling_reason": reason})
         return
     single = baseline.data.metrics["samples_per_s"]
-    tracking.log_metrics(
-        client,
-        run_id,
-        {"scaling_efficiency": efficiency(rate, devices, single), "scaling_baseline_samples_per_s": single},
-    )
-    tracking.set_tags(client, run_id, {"trainbench.scaling_baseline_run_id": baseline.info.run_id})
+    this = client.get_run(run_id)
+    value = efficiency(rate, devices, single)
+    metrics = {"scaling_efficiency": value, "scaling_baseline_samples_per_s": single}
+    half_widths = (this.data.metrics.get("samples_per_s_ci95"), baseline.data.metrics.get("samples_per_s_ci95"))
+    if None not in half_widths:
+        metrics["scaling_efficiency_ci95"] = efficiency_ci95(value, (rate, single), half_widths)
+    tracking.log_metrics(client, run_id, metrics)
+    tags = {"trainbench.scaling_baseline_run_id": baseline.info.run_id}
+    noisy = [
+        f"{which} ({run.data.tags.get('trainbench.noisy_reason', 'noisy')})"
+        for which, run in (("this cell", this), ("the 1-device run", baseline))
+        if run.data.tags.get("trainbench.noisy") == "true"
+    ]
+    if noisy:
+        tags["trainbench.scaling_noisy"] = "true"
+        tags["trainbench.scaling_noisy_reason"] = "noisy: " + "; ".join(noisy)
+    tracking.set_tags(client, run_id, tags)
 
 
 def efficiency(samples_per_s: float, devices: int, single_device_samples_per_s: float) -> float:
     return samples_per_s / (devices * single_device_samples_per_s)
+
+
+def efficiency_ci95(value: float, rates: tuple[float, float], half_widths: tuple[Any, Any]) -> float:
+    """The 95% half-width of a ratio of two independent measurements: relative errors in quadrature."""
+    return value * math.hypot(*(width / rate for width, rate in zip(half_widths, rates, strict=True)))
 
 
 def find_baseline(client: Any, run_id: str, digest: str, hw_label: str, framework_version: str) -> Any:
