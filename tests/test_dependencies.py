@@ -22,7 +22,7 @@ import pytest
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 
-from conftest import ROOT
+from conftest import ROOT, TINY
 
 _spec = importlib.util.spec_from_file_location("lock", ROOT / "tools" / "lock.py")
 assert _spec is not None and _spec.loader is not None
@@ -134,7 +134,7 @@ def test_the_mlx_adapter_without_mlx_says_the_cell_cannot_run_here(monkeypatch: 
         ("Darwin", "arm64", "12.7.4", "its wheels need macOS 14 or newer, and this Mac runs macOS 12.7.4"),
         ("Darwin", "x86_64", "14.5", "on a Mac it needs Apple silicon (arm64), and this Python runs on x86_64"),
         ("Darwin", "arm64", "14.5", "`pip install mlx`"),
-        ("Linux", "x86_64", "", "`pip install 'mlx[cpu]'` (glibc 2.35+)"),
+        ("Linux", "x86_64", "", "install trainbench's [mlx] extra (mlx[cpu], glibc 2.35+)"),
     ],
 )
 def test_the_reason_names_what_mlx_needs(system: str, arch: str, version: str, says: str) -> None:
@@ -174,6 +174,80 @@ def test_requirements_txt_installs_every_framework_the_tests_tools_and_the_locks
     named = re.findall(r"^-c (\S+)$", lock.CONSTRAINTS.read_text(), flags=re.MULTILINE)
     assert sorted(named) == sorted(path.name for path in lock.LOCKS.glob("*.txt") if path != lock.CONSTRAINTS)
     assert sorted(named) == sorted(platform.path.name for platform in lock.PLATFORMS)
+
+
+def hidden(tmp_path: Path, *modules: str) -> dict[str, str]:
+    """An environment whose Pythons cannot import `modules`, as if they were not installed (a sitecustomize
+    blocks them in every process: the sweep's and its cells')."""
+    folder = tmp_path / "without"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules))
+    return {"PYTHONPATH": str(folder)}
+
+
+def test_a_sweep_asking_for_a_framework_not_installed_stops_before_any_cell_naming_its_extra(
+    trainbench, tmp_path: Path
+) -> None:
+    done = trainbench("-m", "framework=pytorch,tensorflow", "model=mlp", *TINY, env=hidden(tmp_path, "tensorflow"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert said[0].startswith("trainbench: framework=tensorflow needs tensorflow, which this Python ("), said[0]
+    assert said[0].endswith(
+        """install trainbench's [tensorflow] extra: pip install -e ".[tensorflow]" -c locks/constraints.txt, """
+        "run in trainbench's checkout"
+    ), said[0]
+    assert done.runs() == []  # not even the PyTorch cell: nothing ran
+
+
+def cell_of(*overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, validate
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return validate(compose("config", overrides=["device=cpu", *overrides]))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "blocked", "says"),
+    [
+        (["framework=pytorch", "model=mlp"], "torchvision", "framework=pytorch needs torchvision, "),
+        (["framework=pytorch", "model=distilbert", "data=synthetic_text"], "transformers", "[torch] extra"),
+        (["framework=jax", "model=mlp"], "jax", "framework=jax needs jax, "),
+        (["framework=jax", "model=distilbert", "data=synthetic_text"], "keras_hub", "needs keras_hub, "),
+        (["framework=tensorflow", "model=mlp"], "keras", '[tensorflow] extra: pip install -e ".[tensorflow]"'),
+        (["framework=mlx", "model=mlp"], "mlx", '[mlx] extra: pip install -e ".[mlx]"'),
+    ],
+)
+def test_each_framework_names_the_module_it_misses_and_the_extra_that_installs_it(
+    overrides: list[str], blocked: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainbench.frameworks import not_installed
+
+    cell = cell_of(*overrides)
+    assert not_installed([cell]) is None  # everything is installed here
+    monkeypatch.setitem(sys.modules, blocked, None)
+    said = not_installed([cell])
+    assert said is not None and says in said and "\n" not in said
+    assert 'pip install "trainbench[' not in said  # PyPI's `trainbench` is another project
+
+
+def test_mlx_where_it_has_no_wheel_is_left_to_the_cell_which_records_it_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import platform
+
+    from trainbench.frameworks import not_installed
+
+    cell = cell_of("framework=mlx", "model=mlp")
+    monkeypatch.setitem(sys.modules, "mlx", None)
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(platform, "mac_ver", lambda: ("13.6.1", ("", "", ""), "arm64"))
+    assert not_installed([cell]) is None  # macOS 13: recorded unavailable, the sweep goes on
+    monkeypatch.setattr(platform, "mac_ver", lambda: ("14.5", ("", "", ""), "arm64"))
+    assert "[mlx] extra" in (not_installed([cell]) or "")
 
 
 # ------------------------------------------------------------------------------------------------- the locks
