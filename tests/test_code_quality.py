@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 
-CHECKED = ["src", "tests", "benchmarks"]
+CHECKED = ["src", "tests", "benchmarks", "tools"]
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:

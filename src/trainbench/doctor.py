@@ -57,11 +57,12 @@ DEFAULT_FRAMEWORKS = ("pytorch", "tensorflow", "mlx")
 MODULES = {"pytorch": "torch", "tensorflow": "tensorflow", "mlx": "mlx", "jax": "jax"}
 NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "mlx": "MLX", "jax": "JAX"}
 BACKENDS = {"cpu": "CPU", "mps": "MPS", "metal": "Metal", "cuda": "CUDA", "rocm": "ROCm", "gpu": "GPU"}
+# trainbench's extras (pyproject.toml), from the checkout at the locked versions
 INSTALL = {
-    "pytorch": "pip install torch",
-    "tensorflow": "pip install tensorflow (on a Mac also tensorflow-metal)",
-    "mlx": "pip install mlx (Apple silicon, macOS 14+; elsewhere mlx[cpu])",
-    "jax": "pip install jax",
+    "pytorch": 'pip install -e ".[torch]" -c locks/constraints.txt',
+    "tensorflow": 'pip install -e ".[tensorflow]" -c locks/constraints.txt (on a Mac with tensorflow-metal)',
+    "mlx": 'pip install -e ".[mlx]" -c locks/constraints.txt (Apple silicon with macOS 14+, or Linux)',
+    "jax": 'pip install -e ".[jax]" -c locks/constraints.txt',
 }
 GPU_HINTS = {
     ("pytorch", "apple"): "MPS needs an arm64 Python (not under Rosetta) and macOS 12.3 or newer",
@@ -507,7 +508,7 @@ def _doctor(selected: list[str], out: Path) -> int:
                 subject = f"{NAMES[name]} {sweep.device.upper()}"
                 findings.append(Finding("FAIL", subject, "run", f"no run recorded ({why}); see {logs[sweep.device]}"))
     if not sweeps:
-        findings.append(Finding("FAIL", "trainbench", "run", "no framework installed to check: pip install torch"))
+        findings.append(Finding("FAIL", "trainbench", "run", f"no framework installed to check: {INSTALL['pytorch']}"))
     exported = _export(uri, out, host) if cells else None
     _print_verdict(findings, exported, time.perf_counter() - began)
     return EXIT_FAILED if any(f.status == "FAIL" for f in findings) else EXIT_OK

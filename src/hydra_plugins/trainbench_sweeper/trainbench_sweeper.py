@@ -32,8 +32,9 @@ class TrainbenchSweeper(BasicSweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         from trainbench.cli import fail
-        from trainbench.config import ConfigError
+        from trainbench.config import ConfigError, PlainError
         from trainbench.config.compose import expand_and_judge
+        from trainbench.frameworks import not_installed
         from trainbench.runner.owner import Sweep
         from trainbench.tracking import TrackingUnavailable
 
@@ -42,6 +43,10 @@ class TrainbenchSweeper(BasicSweeper):
             params = [f"{key}={value}" for key, value in (self.params or {}).items()]
             parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
             jobs, cells = expand_and_judge(parser, params + list(arguments), self._compose)
+            # Slurm runs the cells on other machines, with Pythons of their own: each cell finds out there.
+            missing = None if "Slurm" in type(self.launcher).__name__ else not_installed(cells)
+            if missing:
+                raise PlainError("framework", missing)
             self._cpus_per_cell = max((cell.cell.cpus or 0 for cell in cells), default=0) or None
             code = Sweep(cells, jobs, self._launch, command_line=list(arguments)).run()
         except (ConfigError, TrackingUnavailable) as error:

@@ -118,6 +118,16 @@ class FrameworkConfig(Choice):
         arrays), `loop` (no fit of its own: trainbench's epoch loop as one block), or None (not supported)."""
         return None
 
+    def imports(self, model: ModelConfig) -> tuple[str, ...]:
+        """The top-level modules a cell of `model` imports, all installed by trainbench's extra named `package`
+        (pyproject.toml): checked before a sweep starts, without importing them."""
+        return (self.package,)
+
+    def installs_here(self) -> bool:
+        """Whether `package`'s extra installs the framework on this machine. False: a cell records it unavailable
+        (the machine cannot run it) instead of the sweep stopping to ask for an install."""
+        return True
+
 
 # ------------------------------------------------------------------------------------------------- device
 

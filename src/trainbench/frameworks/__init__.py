@@ -6,6 +6,10 @@ framework, loaded only inside a cell's own process. Adding a framework = one pac
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,3 +22,38 @@ def load(cell: CellConfig) -> Framework:
     module = importlib.import_module(cell.framework.adapter)
     adapter: Framework = module.Adapter(cell)
     return adapter
+
+
+def not_installed(cells: Iterable[CellConfig]) -> str | None:
+    """One line naming the first framework the cells need that this Python cannot import, and the command that
+    installs its extra; None when every one can be. Asked by the parent before a sweep starts: find_spec looks
+    for a module without importing it."""
+    for cell in cells:
+        framework = cell.framework
+        if not framework.installs_here():
+            continue
+        missing = [module for module in framework.imports(cell.model) if not _importable(module)]
+        if missing:
+            return (
+                f"framework={framework.name} needs {', '.join(missing)}, which this Python ({sys.executable}) cannot "
+                f"import: install trainbench's [{framework.package}] extra: {install_command(framework.package)}"
+            )
+    return None
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install, or a module whose import was blocked (sys.modules None)
+        return False
+
+
+def install_command(extra: str) -> str:
+    """The pip command that installs trainbench's `extra` at this platform's locked versions, from the checkout
+    (messages show paths relative to it). Never `pip install "trainbench[...]"`: a different project is
+    published under that name."""
+    from trainbench.locations import PROJECT_ROOT
+
+    command = f'pip install -e ".[{extra}]" -c locks/constraints.txt'
+    here = (PROJECT_ROOT / "pyproject.toml").is_file() and Path.cwd().resolve() == PROJECT_ROOT
+    return command if here else f"{command}, run in trainbench's checkout"

@@ -21,3 +21,6 @@ class KerasConfig(FrameworkConfig):
 
     def fit(self) -> str | None:
         return "model.fit"
+
+    def imports(self, model: ModelConfig) -> tuple[str, ...]:
+        return (self.package, "keras") + (("keras_hub",) if isinstance(model, TransformerModel) else ())

@@ -27,6 +27,19 @@ class MlxConfig(FrameworkConfig):
     def min_memory_mb(self) -> int:
         return 768
 
+    def installs_here(self) -> bool:
+        import platform
+
+        return not has_no_wheel(platform.system(), platform.machine(), platform.mac_ver()[0])
+
+
+def has_no_wheel(system: str, machine: str, mac_version: str) -> bool:
+    """MLX has no wheel for this Mac: an Intel Mac (or a Python under Rosetta), or macOS 13 and older."""
+    if system != "Darwin":
+        return False
+    major = mac_version.split(".")[0]
+    return machine != "arm64" or (major.isdigit() and int(major) < 14)
+
 
 def why_no_mlx(system: str, machine: str, mac_version: str) -> str:
     """One line saying why MLX cannot be imported here and what would install it: `system` and `machine` as
@@ -44,5 +57,8 @@ def why_no_mlx(system: str, machine: str, mac_version: str) -> str:
                 "(requirements.txt installs everything else here)"
             )
     if system == "Linux":
-        return "MLX cannot be imported: `pip install 'mlx[cpu]'` (glibc 2.35+), or 'mlx[cuda13]' for NVIDIA GPUs"
-    return "MLX cannot be imported: `pip install mlx`"
+        return (
+            "MLX cannot be imported: install trainbench's [mlx] extra (mlx[cpu], glibc 2.35+), or 'mlx[cuda13]' for "
+            "NVIDIA GPUs"
+        )
+    return "MLX cannot be imported: install trainbench's [mlx] extra (`pip install mlx`)"

@@ -36,6 +36,9 @@ class PyTorchConfig(FrameworkConfig):
             return model.family
         return None
 
+    def imports(self, model: ModelConfig) -> tuple[str, ...]:
+        return ("torch", "torchvision") + (("transformers",) if isinstance(model, TransformerModel) else ())
+
     def max_devices(self) -> int | None:
         return None  # DistributedDataParallel over every device asked for
 
