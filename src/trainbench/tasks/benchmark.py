@@ -38,7 +38,7 @@ from trainbench.config import replace
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema import SyntheticImages, SyntheticText, finite, need_count
-from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data, throughput_extras
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -58,7 +58,7 @@ MAX_PACED_STEPS = 10_000
 
 @schema("task", "benchmark")
 @dataclass
-class BenchmarkTask(TaskConfig):
+class BenchmarkTask(Task):
     data_parallel: ClassVar[bool] = True
     warmup_steps: int = 5  # untimed steps first (allocation, autotuning, compilation): warmup_time_s
     steps: int = 20  # timed steps per block

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trainbench.config import replace
 from trainbench.config.registry import schema
 from trainbench.config.schema import SyntheticImages, SyntheticText, need_count
-from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data, throughput_extras
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 @schema("task", "inference")
 @dataclass
-class InferenceTask(TaskConfig):
+class InferenceTask(Task):
     timed_region: ClassVar[str] = "inference"
     warmup_steps: int = 10  # untimed passes before each measurement (compilation, autotuning, allocation)
     steps: int = 50  # timed passes at the cell's batch size, as one block

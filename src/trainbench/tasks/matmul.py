@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema import need_count, whole
-from trainbench.tasks.base import DeviceInfo, TaskConfig, utilisation
+from trainbench.tasks.base import DeviceInfo, Task, utilisation
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -39,7 +39,7 @@ MAX_SIZE = {"square": 2**17, "vector": 2**33}
 
 @schema("task", "matmul")
 @dataclass
-class MatmulTask(TaskConfig):
+class MatmulTask(Task):
     uses_model: ClassVar[bool] = False
     unused_groups: ClassVar[tuple[str, ...]] = ("model", "data", "optim")
     timed_region: ClassVar[str] = "steps"
