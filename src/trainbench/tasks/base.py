@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from trainbench.frameworks.base import Framework, RunLog
 
 
+# Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
+# large as the differences a comparison is made for (fast mode or not, one framework or another: often 10-30%),
+# so the figure is not one to quote alone: the cell warns and is tagged trainbench.noisy=true.
+NOISY_CV_PCT = 10.0
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """Where the cell runs, as the task needs it for its figures."""
@@ -176,3 +182,21 @@ def throughput_extras(
         summary["tokens_per_s"] = rate * data.seq_len
     if flops_per_sample:
         summary.update(utilisation(flops_per_sample * rate / 1e12, device, cell.precision.name, log))
+
+
+def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
+    """The one line to print when `what` varied too much to quote (cv_pct above NOISY_CV_PCT), else None."""
+    if not cv_pct > NOISY_CV_PCT:
+        return None
+    return f"trainbench: warning: {what} vary by {cv_pct:.0f}% (cv): the figure is noisy; try {advice}"
+
+
+def noise_tags(what: str, cv_pct: float, advice: str) -> dict[str, str]:
+    """Print the warning when `what` is too noisy to quote; the trainbench.noisy tags either way."""
+    import sys
+
+    warning = noisy_warning(what, cv_pct, advice)
+    if warning is None:
+        return {"trainbench.noisy": "false"}
+    print(warning, file=sys.stderr, flush=True)
+    return {"trainbench.noisy": "true", "trainbench.noisy_reason": f"{what} cv {cv_pct:.1f}% > {NOISY_CV_PCT:g}%"}

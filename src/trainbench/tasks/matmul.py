@@ -80,7 +80,7 @@ class MatmulTask(Task):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Timer, time_block
+        from trainbench.timing import Timer, indexed, time_block
 
         sizes = self.sizes or [
             n
@@ -93,7 +93,7 @@ class MatmulTask(Task):
         points: list[tuple[int, float]] = []
         with Timer(sync) as total:
             for n in sizes:
-                product = _indexed(framework.matmul_step(n, self.shape, fresh_operands=per_product))
+                product = indexed(framework.matmul_step(n, self.shape, fresh_operands=per_product))
                 time_block(product, self.warmup_steps, sync)
                 block = time_block(product, self.steps, sync)
                 seconds = block.seconds / block.steps
@@ -121,13 +121,6 @@ class MatmulTask(Task):
             summary.update(utilisation(summary["peak_tflops"], device, cell.precision.name, log))
             summary.pop("achieved_tflops", None)  # that is peak_tflops here
         return summary
-
-
-def _indexed(multiply: Any) -> Any:
-    def product(_: int) -> None:
-        multiply()
-
-    return product
 
 
 def _figure(
