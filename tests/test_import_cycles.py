@@ -147,3 +147,16 @@ def test_the_walk_sees_lazy_imports_and_skips_type_only_ones() -> None:
     assert "trainbench.runner.ranks" in graph["trainbench.runner.worker"]  # inside main()
     assert "trainbench.config.schema" not in graph["trainbench.frameworks.base"]  # under TYPE_CHECKING
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+
+
+def test_the_task_base_loads_as_a_processs_first_import() -> None:
+    """Loading the config registers every task module (registry.load_all), and each of them imports tasks.base:
+    a process whose first trainbench import is tasks.base (a test, a tool, the runner's modules) still gets it
+    whole, not half-loaded by the task modules it set loading."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import trainbench.tasks.base"], cwd=PACKAGE.parent, capture_output=True, text=True
+    )
+    assert loaded.returncode == 0, loaded.stderr.strip().splitlines()[-1]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import invoke
-from trainbench.tasks.benchmark import NOISY_CV_PCT, noisy_warning
+from trainbench.tasks.base import NOISY_CV_PCT, noisy_warning
 
 QUIET = "tracking.system_metrics_interval_s=0"
 FRAMEWORKS = ("pytorch", "tensorflow", "jax", "mlx")

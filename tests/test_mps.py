@@ -265,6 +265,16 @@ def test_cuda_keeps_its_events_between_steps(tmp_path: Path, monkeypatch: pytest
     assert "trainbench.mps_fallback_ops" not in data.tags
 
 
+def test_cuda_inference_times_requests_with_events_and_its_throughput_block_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, trace = run_cell(tmp_path, monkeypatch, "cuda", INFERENCE, None)
+    # the 4 requests in one block, an event between each; then the throughput block, with none
+    assert timed_blocks(trace) == [["record"] + ["step", "record"] * 4, ["step"] * STEPS]
+    assert data.tags["trainbench.latency_source"] == "CUDA events between steps"
+    assert data.metrics["latency_ms_p50"] > 0 and data.metrics["samples_per_s"] > 0
+
+
 # -- 2. peak memory on MPS: a step's largest allocation, read after the measurements --------------------------
 def test_mps_peak_memory_is_a_steps_largest_allocation_not_the_drivers_cache(
     mps_benchmark: tuple[Any, list[str], str],

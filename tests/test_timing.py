@@ -12,14 +12,18 @@ import pytest
 
 from conftest import invoke
 from trainbench.timing import (
+    MAX_PACED_STEPS,
     Block,
     HostClock,
+    Plan,
     StepStats,
     Timer,
     WarmUp,
     compile_time_s,
     drift_pct,
     mean_ci95,
+    measure,
+    paced_steps,
     synchronized_step_times,
     time_block,
     warm_up,
@@ -205,6 +209,66 @@ def test_block_timing_and_a_synchronized_pass_agree_on_real_work() -> None:
     block_ratios = [block.seconds / block.steps / np.mean(steps) for block, steps in zip(blocks, passes, strict=True)]
     assert float(np.median(step_ratios)) == pytest.approx(1.0, rel=0.15)
     assert float(np.median(block_ratios)) == pytest.approx(1.0, rel=0.15)
+
+
+class Meter:
+    """An energy meter that writes down where its region begins and ends."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def __enter__(self) -> Meter:
+        self.events.append("meter on")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.events.append("meter off")
+
+
+def test_a_measurement_warms_up_then_times_its_blocks_in_the_meter_and_its_percentile_pass_after() -> None:
+    recorder = Recorder()
+    events = recorder.events
+    plan = Plan(warmup_steps=2, steps=3, repeats=2, pass_steps=2)
+    measured = measure(
+        recorder.step, recorder.sync, plan, None, Meter(events), "cpu", lambda warm, steps: events.append("ready")
+    )
+    block = ["sync", "step 0", "step 1", "step 2", "sync"]
+    assert events == [
+        *["sync", "step 0", "sync", "step 1", "sync"],  # warm-up, step by step
+        "ready",
+        *["meter on", *block, *block, "meter off"],  # the energy figure covers the timed blocks alone
+        *["sync", "step 0", "sync", "sync", "step 1", "sync"],  # per-step times: no device clock, so a pass
+    ]
+    assert measured.timed_steps == 6 and len(measured.step_times_s) == 2
+    assert measured.step_time_source == "synchronized pass of 2 steps (no device events)"
+    samples_per_s, ci95 = measured.samples_per_s(10)
+    assert samples_per_s == pytest.approx(np.mean([10 * 3 / b.seconds for b in measured.blocks]))
+    assert ci95 is not None
+    assert set(measured.figures(10)) == {"warmup_time_s", "compile_time_s", "total_time_s", "samples_per_s"}
+
+
+def test_latency_alone_times_a_block_only_to_carry_a_device_clock() -> None:
+    recorder = Recorder()
+    plan = Plan(warmup_steps=0, steps=3, pass_steps=3, pass_what="requests", throughput=False)
+    measured = measure(recorder.step, recorder.sync, plan)
+    assert measured.blocks == []
+    assert recorder.events == ["sync"] + ["sync", "step 0", "sync", "sync", "step 1", "sync", "sync", "step 2", "sync"]
+    assert measured.step_time_source == "synchronized pass of 3 requests (no device events)"
+    with_clock = measure(Recorder().step, lambda: None, plan, HostClock())
+    assert [b.steps for b in with_clock.blocks] == [3] and len(with_clock.step_times_s) == 3
+
+
+def test_min_time_paces_the_blocks_to_last_that_long_together() -> None:
+    def ten_ms(_: int) -> None:
+        time.sleep(0.01)
+
+    steps = paced_steps(ten_ms, lambda: None, steps=3, repeats=2, min_time_s=0.3)
+    assert 3 < steps <= 15  # 0.3 s over 2 blocks of steps of 10 ms or more (a busy host sleeps longer)
+    measured = measure(ten_ms, lambda: None, Plan(warmup_steps=0, steps=3, repeats=2, min_time_s=0.3))
+    assert measured.steps_per_block > 3
+    assert measured.timed_s >= 0.3 / 2  # paced by a probe block: a hiccup there shortens them, not this much
+    assert paced_steps(ten_ms, lambda: None, steps=3, repeats=1, min_time_s=None) == 3  # no probe without it
+    assert paced_steps(lambda _: None, lambda: None, steps=3, repeats=1, min_time_s=3600) == MAX_PACED_STEPS
 
 
 def test_step_stats_percentiles_expose_a_slow_outlier() -> None:

@@ -15,13 +15,18 @@ samples_per_s, and the tag trainbench.step_time_source says which way they were 
 host clock is the device's: steps run synchronously.
 
 Warm-up (allocation, autotuning, compilation) is timed on its own; logging happens outside timed regions.
+
+`measure` is that sequence once, for every task that times steps on resident data (task=benchmark's steps,
+task=inference's requests and passes): warm up, pace the blocks, time them, take per-step times.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,6 +39,18 @@ Step = Callable[[int], None]  # step(i): the i-th step of a block
 SYNCHRONIZED_PASS = "synchronized pass"
 # Backends with device events that are not free between steps, and why (their percentiles: a synchronized pass).
 COSTLY_EVENTS = {"mps": "MPS events are not free: recording one commits the command buffer"}
+# Plan.min_time_s never paces a block beyond this many steps: a pace read from a synchronize that does not wait
+# would otherwise ask for millions.
+MAX_PACED_STEPS = 10_000
+
+
+def indexed(call: Callable[[], object]) -> Step:
+    """A step that takes no index (a train step, a forward pass, a product) as a Step."""
+
+    def step(_: int) -> None:
+        call()
+
+    return step
 
 
 class Timer:
@@ -215,3 +232,109 @@ def mean_ci95(values: list[float]) -> tuple[float, float | None]:
     from scipy.stats import t
 
     return mean, float(t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5)
+
+
+def paced_steps(step: Step, synchronize: Callable[[], None], steps: int, repeats: int, min_time_s: float | None) -> int:
+    """Steps per block: `steps`, or more where `min_time_s` asks for longer blocks (all `repeats` of them together)
+    than a probe block of `steps` (untimed: one more warm-up) says they would last. A probe, not the warm-up's
+    pace: warm-up steps are synchronized one by one, and the first few of them still allocate and autotune (on
+    an H100 they made the seed MLP's blocks last half what was asked)."""
+    if min_time_s is None:
+        return steps
+    probe = time_block(step, steps, synchronize)
+    if probe.seconds <= 0:
+        return MAX_PACED_STEPS
+    needed = min_time_s * probe.steps / (repeats * probe.seconds)
+    return max(steps, min(MAX_PACED_STEPS, math.ceil(needed)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `measure` runs."""
+
+    warmup_steps: int  # untimed steps first (with settle_cv_pct: at least these)
+    steps: int  # timed steps per block (more where min_time_s asks)
+    repeats: int = 1  # blocks
+    settle_cv_pct: float | None = None  # keep warming up until the last steps vary by less (see warm_up)
+    max_warmup_steps: int = 200
+    min_time_s: float | None = None  # more steps per block, so that the blocks together last this long
+    # Where no device clock times the blocks' steps: a synchronized pass of this many steps after the blocks
+    # (no more than a block's) gives the per-step times; 0: none are wanted.
+    pass_steps: int = 0
+    pass_what: str = "steps"  # what the pass's steps are, in its source: "requests"
+    # False: only the per-step times are wanted (latency); the blocks then run only to carry the device clock,
+    # and without one the synchronized pass is all that is timed.
+    throughput: bool = True
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What `measure` took: the warm-up, the timed blocks, and the per-step times with where they came from."""
+
+    warm: WarmUp
+    blocks: list[Block]
+    step_times_s: list[float]
+    step_time_source: str | None  # None: no per-step times were taken
+    steps_per_block: int
+
+    @property
+    def timed_s(self) -> float:
+        return sum(block.seconds for block in self.blocks)
+
+    @property
+    def timed_steps(self) -> int:
+        return sum(block.steps for block in self.blocks)
+
+    def steady_step_s(self) -> float:
+        """A step's time at steady speed: the blocks' time over their steps."""
+        return self.timed_s / self.timed_steps
+
+    def samples_per_s(self, samples_per_step: int) -> tuple[float, float | None]:
+        """The mean of the blocks' rates, and the half-width of its 95% CI (None for one block)."""
+        return mean_ci95([samples_per_step * block.steps / block.seconds for block in self.blocks])
+
+    def figures(self, samples_per_step: int) -> dict[str, float]:
+        """warmup_time_s, compile_time_s, total_time_s (the warm-up and the blocks) and samples_per_s."""
+        return {
+            "warmup_time_s": self.warm.seconds,
+            "compile_time_s": compile_time_s(self.warm, self.steady_step_s()),
+            "total_time_s": self.warm.seconds + self.timed_s,
+            "samples_per_s": self.samples_per_s(samples_per_step)[0],
+        }
+
+
+def measure(
+    step: Step,
+    synchronize: Callable[[], None],
+    plan: Plan,
+    clock: StepClock | None = None,
+    meter: AbstractContextManager[object] | None = None,
+    backend: str = "cpu",
+    before_blocks: Callable[[WarmUp, int], None] | None = None,
+) -> Measurement:
+    """The measurement sequence of a step on resident data:
+    1. the warm-up, synchronized step by step and timed on its own (warm_up);
+    2. steps per block: plan.steps, or more where plan.min_time_s asks (paced_steps);
+    3. before_blocks(warm-up, steps per block): what a task does before its figures (a progress line, a check);
+    4. plan.repeats blocks, inside `meter` (an energy counter covers the blocks alone), `clock` recording
+       between their steps where there is one;
+    5. the per-step times: the clock's, else a synchronized pass of plan.pass_steps after the blocks (never
+       part of samples_per_s); the source says which and, for a pass, why (`backend`'s events)."""
+    warm = warm_up(step, synchronize, plan.warmup_steps, plan.settle_cv_pct, plan.max_warmup_steps)
+    steps = paced_steps(step, synchronize, plan.steps, plan.repeats, plan.min_time_s)
+    if before_blocks is not None:
+        before_blocks(warm, steps)
+    blocks: list[Block] = []
+    if plan.throughput or clock is not None:
+        with meter if meter is not None else nullcontext():
+            for _ in range(plan.repeats):
+                blocks.append(time_block(step, steps, synchronize, clock))
+    times: list[float] = []
+    source: str | None = None
+    if clock is not None:
+        times = [duration for block in blocks for duration in (block.step_times_s or [])]
+        source = clock.source
+    elif plan.pass_steps:
+        times = synchronized_step_times(step, min(steps, plan.pass_steps), synchronize)
+        source = synchronized_pass_source(len(times), plan.pass_what, backend)
+    return Measurement(warm, blocks, times, source, steps)

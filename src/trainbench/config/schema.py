@@ -4,7 +4,8 @@ A YAML choice extends its kind (`defaults: [/schema/model/vision@_here_]`), so a
 `num_heads` and a benchmark task no `shape`: what a run records is what that choice means. Each dataclass
 checks its own values (`check`); checks across groups live in trainbench.config.judge. Framework configs
 live with their adapters (trainbench/frameworks/<name>/__init__.py) and task configs with their tasks
-(trainbench/tasks/<name>.py); both extend the bases here.
+(trainbench/tasks/<name>.py); both extend the bases here. Data and checks only: what a task does with
+them (runs, names its run, tags it) is trainbench.tasks.base.Task.
 
 Light on purpose: imported by the parent process, which never imports a deep-learning framework.
 """
@@ -13,17 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
-
-if TYPE_CHECKING:
-    from trainbench.frameworks.base import Framework, RunLog
-    from trainbench.tasks.base import DeviceInfo
 
 # Bounds no machine can exceed: the largest device memory sold (141 GB on an H200) sets them.
 MAX_BATCH_SIZE = 2**24
@@ -431,8 +428,9 @@ class TextFiles(TextData):
 
 @dataclass
 class TaskConfig(Choice):
-    """Base of every task (trainbench/tasks/<name>.py extends it with its settings and its `run`). A task
-    runs inside the cell's process, after the device is bound."""
+    """Base of every task's config: what a task is (the ClassVars below) and the checks every task shares. Its
+    behaviour (what it records, how it runs) is trainbench.tasks.base.Task, which each task module's dataclass
+    extends with its settings."""
 
     uses_model: ClassVar[bool] = True  # false: model, data and optim mean nothing to it (matmul)
     unused_groups: ClassVar[tuple[str, ...]] = ()
@@ -466,55 +464,6 @@ class TaskConfig(Choice):
                 f"task={self.name} times steps on batches already on the device, so no input pipeline is "
                 "timed: use data.pipeline=device, or task=train to time a loader",
             )
-
-    def prepared(self, cell: CellConfig) -> CellConfig:
-        """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
-        return cell
-
-    def run_name(self, cell: CellConfig, backend: str) -> str:
-        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.runs.run_name, the one naming rule);
-        before the backend is known, the device asked for."""
-        from trainbench.runs import run_name
-
-        return run_name(
-            framework=cell.framework.name,
-            backend=backend,
-            task=self.name,
-            model=cell.model.name,
-            batch_size=cell.batch_size,
-        )
-
-    def tags(self, cell: CellConfig) -> dict[str, Any]:
-        """trainbench.* tags of the things that change the measured quantity (the report never merges
-        runs that differ in any of them)."""
-        tags: dict[str, Any] = {
-            "trainbench.task": self.name,
-            "trainbench.timed_region": self.timed_region,
-            "trainbench.precision": cell.precision.name,
-            "trainbench.optimize": cell.optimize.name,
-            "trainbench.num_devices": cell.device.count,
-        }
-        if self.sync_every_step:  # a study's setting that slows fast GPUs: visible wherever the figure is
-            tags["trainbench.sync_every_step"] = "true"
-        if self.uses_model:
-            tags.update(
-                {
-                    "trainbench.model": cell.model.name,
-                    "trainbench.data": cell.data.name,
-                    "trainbench.batch_size": cell.batch_size,
-                    "trainbench.pipeline": cell.data.pipeline,
-                }
-            )
-            if cell.data.pipeline == "loader":
-                tags["trainbench.loader"] = f"{cell.framework.input_pipeline()}, {cell.data.loader_workers} workers"
-            if isinstance(cell.data, ImageData):
-                tags["trainbench.image_size"] = cell.data.image_size
-            if isinstance(cell.data, TextData):
-                tags["trainbench.seq_len"] = cell.data.seq_len
-        return tags
-
-    def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
-        raise NotImplementedError
 
 
 # ---------------------------------------------------------------------------------------------- precision

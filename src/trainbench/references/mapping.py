@@ -282,6 +282,7 @@ def reproduced(
     the cell measures what the row says (model, data, batch, precision, timing, ...): a reference run is then
     the same setting as a local run of its command, by construction. Raises BadReferences naming the line."""
     from trainbench.config import ConfigError, params
+    from trainbench.tasks.base import task_of
 
     where = f"line {first.line}: `reproduce`={command!r}"
     try:
@@ -290,8 +291,9 @@ def reproduced(
         raise BadReferences(f"{where} does not compose: {error}") from None
     if len(cells) != 1:
         raise BadReferences(f"{where} composes {len(cells)} cells; narrow it to this row's one (e.g. device=...)")
-    cell = cells[0].task.prepared(cells[0])
-    tags = {**cell.task.tags(cell), "trainbench.compile": str(cell.optimize.compile).lower()}
+    cell_task = task_of(cells[0])
+    cell = cell_task.prepared(cells[0])
+    tags = {**cell_task.tags(cell), "trainbench.compile": str(cell.optimize.compile).lower()}
     wanted = expected_cell(first, workload, task, figures, settings)
     got = {key: _composed(cell, key) for key in wanted}
     wrong = [key for key in wanted if got[key] != wanted[key]]

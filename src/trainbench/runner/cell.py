@@ -41,6 +41,7 @@ from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.worker import traceback_path
+from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
 
 STDERR_TAIL_LINES = 200
@@ -91,9 +92,10 @@ class Stopped(KeyboardInterrupt):
 
 def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult:
     """Create the cell's run, run the cell in its own process, close the run with the outcome."""
-    cell = cell.task.prepared(cell)
+    task = task_of(cell)
+    cell = task.prepared(cell)
     index, suffix = cell.launch.index, cell.launch.name_suffix
-    name = cell.task.run_name(cell, cell.device.name) + suffix
+    name = task.run_name(cell, cell.device.name) + suffix
     mark("job: started")
     run_id = _create_run(cell, store, overrides, name)
     mark("job: run created")
@@ -134,7 +136,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     finally:
         _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
     if result.get("backend"):
-        name = cell.task.run_name(cell, result["backend"]) + suffix
+        name = task.run_name(cell, result["backend"]) + suffix
     if outcome != "finished":
         print(outcome_line(name, outcome, reason, result, cell), file=sys.stderr, flush=True)
     return CellResult(index, name, outcome, result.get("samples_per_s"), reason, run_id, result.get("peak_tflops"))
@@ -181,7 +183,7 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
         "trainbench.cell_index": cell.launch.index,
         "trainbench.compile": str(cell.optimize.compile).lower(),
         "trainbench.channels_last": str(cell.optimize.channels_last).lower(),
-        **cell.task.tags(cell),
+        **task_of(cell).tags(cell),
         "git.commit": tracking.git_commit(),
         "sw.python": sys.version.split()[0],
         "sw.mlflow": _version("mlflow"),

@@ -55,7 +55,7 @@ class ProcessResult(TypedDict, total=False):
 def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
     from trainbench import frameworks, hardware
-    from trainbench.tasks.base import DeviceInfo
+    from trainbench.tasks.base import DeviceInfo, task_of
     from trainbench.timeline import mark
 
     global selected_backend
@@ -66,7 +66,7 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
     mark("cell: hardware probed")
     label = hardware.label(backend, host)
-    task = cell.task
+    task = task_of(cell)
     log.tags(
         {
             **host,

@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from trainbench import tracking
 from trainbench.config import PlainError, validate
 from trainbench.runner.cell import Store, run_cell
+from trainbench.tasks.base import task_of
 
 
 def run_job(composed: DictConfig) -> dict[str, Any]:
@@ -39,7 +40,8 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         launch.parent_run_id,
         launch.sweep_id,
     )
-    name = cell.task.run_name(cell.task.prepared(cell), cell.device.name) + launch.name_suffix
+    task = task_of(cell)
+    name = task.run_name(task.prepared(cell), cell.device.name) + launch.name_suffix
     print(
         f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",
         flush=True,

@@ -29,6 +29,7 @@ from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
+from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
@@ -44,7 +45,7 @@ class Sweep:
         self.cells, self.jobs, self.launch = cells, jobs, launch
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
-        base = [cell.task.run_name(cell.task.prepared(cell), cell.device.name) for cell in cells]
+        base = [task_of(cell).run_name(task_of(cell).prepared(cell), cell.device.name) for cell in cells]
         self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
         self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
         self.started = time.time()
@@ -555,7 +556,7 @@ def cell_setting_id(cell: CellConfig) -> str:
     from trainbench.config import params
     from trainbench.setting import setting, setting_id
 
-    prepared = cell.task.prepared(cell)
+    prepared = task_of(cell).prepared(cell)
     return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))
 
 

@@ -66,11 +66,11 @@ def main(overrides: list[str]) -> int:
     from hydra import compose, initialize_config_dir
 
     from trainbench.config import CONF_DIR, to_spec, validate
+    from trainbench.tasks.base import task_of
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose(config_name="config", overrides=overrides))
-    task: Any = cell.task  # a TaskConfig (trainbench.tasks.base)
-    rank_main(json.dumps({"cell": to_spec(task.prepared(cell))}))
+    rank_main(json.dumps({"cell": to_spec(task_of(cell).prepared(cell))}))
     return 0
 
 

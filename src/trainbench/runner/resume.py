@@ -20,6 +20,7 @@ from typing import Any
 
 from trainbench import hardware
 from trainbench.config import CellConfig, config_hash
+from trainbench.tasks.base import task_of
 
 RERUN_OUTCOMES = ("failed", "killed", "hung", "lost")
 
@@ -39,7 +40,7 @@ def decide(cells: list[CellConfig], store: Any, experiment_id: str, mode: Any) -
 
 
 def _decide(cell: CellConfig, store: Any, experiment_id: str, mode: Any, host: dict[str, str]) -> Decision:
-    prepared = cell.task.prepared(cell)
+    prepared = task_of(cell).prepared(cell)
     digest = config_hash(prepared)
     runs = store.search_runs(
         [experiment_id],

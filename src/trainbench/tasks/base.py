@@ -1,10 +1,11 @@
-"""What every task shares: the steps each task takes around its own measurement (build the model, count
-its FLOPs, the energy meter, MFU). The task base, TaskConfig, lives with the schema (trainbench.config.schema)
-and is re-exported here.
+"""What every task shares: `Task`, the behaviour every task's dataclass extends (the cell as it runs, its run's
+name and tags, `run`), and the steps each task takes around its own measurement (build the model, count its
+FLOPs, the energy meter, MFU, the noise warning).
 
-A task is one module in trainbench/tasks/ with one dataclass: registered as `schema/task/<name>`, it is
-the task's config (conf/task/<name>.yaml extends it) and its behaviour (`run`). Nothing outside the task
-module checks a task's name.
+A task is one module in trainbench/tasks/ with one dataclass extending Task: registered as
+`schema/task/<name>`, it is the task's config (conf/task/<name>.yaml extends it; its checks and the data every
+task has are trainbench.config.schema.TaskConfig) and its behaviour. Nothing outside the task module checks a
+task's name.
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trainbench.config.schema import TaskConfig
-
-__all__ = ["DeviceInfo", "TaskConfig", "energy_meter", "model_and_data", "throughput_extras", "utilisation"]
+from trainbench.config.schema import ImageData, TaskConfig, TextData
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
     from trainbench.data import Dataset
     from trainbench.energy import EnergyMeter
     from trainbench.frameworks.base import Framework, RunLog
+
+
+# Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
+# large as the differences a comparison is made for (fast mode or not, one framework or another: often 10-30%),
+# so the figure is not one to quote alone: the cell warns and is tagged trainbench.noisy=true.
+NOISY_CV_PCT = 10.0
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,69 @@ class DeviceInfo:
     label: str  # hw.label, e.g. "NVIDIA H100 80GB HBM3"
     host: dict[str, str]  # hw.* tags
     count: int = 1  # devices the cell runs on (data-parallel): its figures are for all of them together
+
+
+@dataclass
+class Task(TaskConfig):
+    """A task's behaviour. Every task module's dataclass extends it; it runs inside the cell's process, after
+    the device is bound (`run`), and the parent names and tags the cell's run with it before that."""
+
+    def prepared(self, cell: CellConfig) -> CellConfig:
+        """The cell as it will really run (e.g. how many synthetic samples are generated): what is recorded."""
+        return cell
+
+    def run_name(self, cell: CellConfig, backend: str) -> str:
+        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.runs.run_name, the one naming rule);
+        before the backend is known, the device asked for."""
+        from trainbench.runs import run_name
+
+        return run_name(
+            framework=cell.framework.name,
+            backend=backend,
+            task=self.name,
+            model=cell.model.name,
+            batch_size=cell.batch_size,
+        )
+
+    def tags(self, cell: CellConfig) -> dict[str, Any]:
+        """trainbench.* tags of the things that change the measured quantity (the report never merges
+        runs that differ in any of them)."""
+        tags: dict[str, Any] = {
+            "trainbench.task": self.name,
+            "trainbench.timed_region": self.timed_region,
+            "trainbench.precision": cell.precision.name,
+            "trainbench.optimize": cell.optimize.name,
+            "trainbench.num_devices": cell.device.count,
+        }
+        if self.sync_every_step:  # a study's setting that slows fast GPUs: visible wherever the figure is
+            tags["trainbench.sync_every_step"] = "true"
+        if self.uses_model:
+            tags.update(
+                {
+                    "trainbench.model": cell.model.name,
+                    "trainbench.data": cell.data.name,
+                    "trainbench.batch_size": cell.batch_size,
+                    "trainbench.pipeline": cell.data.pipeline,
+                }
+            )
+            if cell.data.pipeline == "loader":
+                tags["trainbench.loader"] = f"{cell.framework.input_pipeline()}, {cell.data.loader_workers} workers"
+            if isinstance(cell.data, ImageData):
+                tags["trainbench.image_size"] = cell.data.image_size
+            if isinstance(cell.data, TextData):
+                tags["trainbench.seq_len"] = cell.data.seq_len
+        return tags
+
+    def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def task_of(cell: CellConfig) -> Task:
+    """The cell's task, with its behaviour (the schema types the field as the config base it extends)."""
+    task = cell.task
+    if not isinstance(task, Task):
+        raise TypeError(f"task `{task.name}` is a {type(task).__name__}, which does not extend tasks.base.Task")
+    return task
 
 
 def model_and_data(
@@ -114,3 +182,21 @@ def throughput_extras(
         summary["tokens_per_s"] = rate * data.seq_len
     if flops_per_sample:
         summary.update(utilisation(flops_per_sample * rate / 1e12, device, cell.precision.name, log))
+
+
+def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
+    """The one line to print when `what` varied too much to quote (cv_pct above NOISY_CV_PCT), else None."""
+    if not cv_pct > NOISY_CV_PCT:
+        return None
+    return f"trainbench: warning: {what} vary by {cv_pct:.0f}% (cv): the figure is noisy; try {advice}"
+
+
+def noise_tags(what: str, cv_pct: float, advice: str) -> dict[str, str]:
+    """Print the warning when `what` is too noisy to quote; the trainbench.noisy tags either way."""
+    import sys
+
+    warning = noisy_warning(what, cv_pct, advice)
+    if warning is None:
+        return {"trainbench.noisy": "false"}
+    print(warning, file=sys.stderr, flush=True)
+    return {"trainbench.noisy": "true", "trainbench.noisy_reason": f"{what} cv {cv_pct:.1f}% > {NOISY_CV_PCT:g}%"}

@@ -28,7 +28,6 @@ queueing alone); then the timed blocks' mean.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from trainbench.config import replace
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema import SyntheticImages, SyntheticText, finite, need_count
-from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data, noise_tags, throughput_extras
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -47,18 +46,11 @@ if TYPE_CHECKING:
 
 TIMED_REGIONS = ("steps", "fit")
 PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device clock exists
-# Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
-# large as the differences a comparison is made for (fast mode or not, one framework or another: often 10-30%),
-# so the figure is not one to quote alone: the cell warns and is tagged trainbench.noisy=true.
-NOISY_CV_PCT = 10.0
-# task.min_time_s never paces a block beyond this many steps: a pace read from a synchronize that does not wait
-# would otherwise ask for millions.
-MAX_PACED_STEPS = 10_000
 
 
 @schema("task", "benchmark")
 @dataclass
-class BenchmarkTask(TaskConfig):
+class BenchmarkTask(Task):
     data_parallel: ClassVar[bool] = True
     warmup_steps: int = 5  # untimed steps first (allocation, autotuning, compilation): warmup_time_s
     steps: int = 20  # timed steps per block
@@ -130,51 +122,41 @@ class BenchmarkTask(TaskConfig):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import (
-            StepStats,
-            compile_time_s,
-            drift_pct,
-            mean_ci95,
-            synchronized_pass_source,
-            synchronized_step_times,
-            time_block,
-            warm_up,
-        )
+        from trainbench.timing import Plan, StepStats, WarmUp, drift_pct, indexed, measure
 
         if self.timed_region == "fit":
             return self._run_fit(framework, cell, log, device)
         model, data, flops = model_and_data(framework, cell, log)
         sync = framework.synchronize
-        step = framework.trainer(model, data, cell).resident_step()
+        step = indexed(framework.trainer(model, data, cell).resident_step())
         batch = min(int(cell.batch_size), len(data.train)) * device.count  # batch_size is per device
-
-        def indexed(_: int) -> None:
-            step()
-
-        warm = warm_up(indexed, sync, self.warmup_steps, self.settle_cv_pct, self.max_warmup_steps)
-        steps = self.paced_steps(indexed, sync)
-        progress.line(
-            f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then {self.repeats} x {steps} timed steps"
-        )
         clock = framework.step_clock()
-        if self.check_sync:  # logged now: a cell stopped later (its blocks run too long) keeps them
-            log.metrics(sync_check(indexed, self.steps, self.repeats, sync, clock))
-        blocks = []
+
+        def before_blocks(warm: WarmUp, steps: int) -> None:
+            progress.line(
+                f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then {self.repeats} x {steps} "
+                "timed steps"
+            )
+            if self.check_sync:  # logged now: a cell stopped later (its blocks run too long) keeps them
+                log.metrics(sync_check(step, self.steps, self.repeats, sync, clock))
+
+        plan = Plan(
+            warmup_steps=self.warmup_steps,
+            steps=self.steps,
+            repeats=self.repeats,
+            settle_cv_pct=self.settle_cv_pct,
+            max_warmup_steps=self.max_warmup_steps,
+            min_time_s=self.min_time_s,
+            pass_steps=PERCENTILE_PASS_STEPS,
+            pass_what="steps after the timed blocks",
+        )
+        # the meter around the timed blocks only: warm-up stays out of the energy figure
         meter = energy_meter(framework, device)
-        with meter:  # only the timed blocks: warm-up stays out of the energy figure
-            for _ in range(self.repeats):
-                blocks.append(time_block(indexed, steps, sync, clock))
-        rates = [batch * b.steps / b.seconds for b in blocks]
-        samples_per_s, ci95 = mean_ci95(rates)
-        if clock is not None:
-            durations = [d for b in blocks for d in (b.step_times_s or [])]
-            source = clock.source
-        else:
-            durations = synchronized_step_times(indexed, min(steps, PERCENTILE_PASS_STEPS), sync)
-            source = synchronized_pass_source(len(durations), "steps after the timed blocks", device.backend)
-        stats = StepStats.of(durations)
-        drift = drift_pct(durations)
-        tags = {"trainbench.step_time_source": source, **meter.tags()}
+        measured = measure(step, sync, plan, clock, meter, device.backend, before_blocks)
+        samples_per_s, ci95 = measured.samples_per_s(batch)
+        stats = StepStats.of(measured.step_times_s)
+        drift = drift_pct(measured.step_times_s)
+        tags = {"trainbench.step_time_source": measured.step_time_source, **meter.tags()}
         if drift is not None:
             tags["trainbench.drift"] = str(drift > self.drift_threshold_pct).lower()
         log.tags(
@@ -187,43 +169,23 @@ class BenchmarkTask(TaskConfig):
                 ),
             }
         )
-        timed_s = sum(b.seconds for b in blocks)
-        steady_step_s = timed_s / sum(b.steps for b in blocks)
         progress.line(
-            f"benchmark: {steady_step_s * 1000:.2f} ms/step (p90 {stats.p90_ms:.2f}), "
+            f"benchmark: {measured.steady_step_s() * 1000:.2f} ms/step (p90 {stats.p90_ms:.2f}), "
             f"{samples_per_s:,.0f} samples/s" + (f" +/- {ci95:,.0f} (95% CI)" if ci95 is not None else "")
         )
         summary: dict[str, Any] = {
-            "warmup_time_s": warm.seconds,
-            "warmup_steps_run": warm.steps,
-            "compile_time_s": compile_time_s(warm, steady_step_s),
-            "total_time_s": warm.seconds + timed_s,
-            "samples_per_s": samples_per_s,
+            **measured.figures(batch),
+            "warmup_steps_run": measured.warm.steps,
             "samples_per_s_ci95": ci95,
             "drift_pct": drift,
-            "steps_per_block": steps,
+            "steps_per_block": measured.steps_per_block,
             **stats.metrics(),
-            **meter.metrics(batch * sum(b.steps for b in blocks)),
+            **meter.metrics(batch * measured.timed_steps),
         }
         if self.check_sync:
-            summary["sync_check_timed_block_step_ms"] = 1000 * timed_s / sum(b.steps for b in blocks)
+            summary["sync_check_timed_block_step_ms"] = 1000 * measured.timed_s / measured.timed_steps
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
-
-    def paced_steps(self, step: Step, sync: Callable[[], None]) -> int:
-        """Steps per block: task.steps, or more where task.min_time_s asks for longer blocks than a probe block
-        of task.steps (untimed: one more warm-up) says they would last. A probe, not the warm-up's pace: warm-up
-        steps are synchronized one by one, and the first few of them still allocate and autotune (on an H100
-        they made the seed MLP's blocks last half what was asked)."""
-        if self.min_time_s is None:
-            return self.steps
-        from trainbench.timing import time_block
-
-        probe = time_block(step, self.steps, sync)
-        if probe.seconds <= 0:
-            return MAX_PACED_STEPS
-        needed = self.min_time_s * probe.steps / (self.repeats * probe.seconds)
-        return max(self.steps, min(MAX_PACED_STEPS, math.ceil(needed)))
 
     def _run_fit(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
@@ -303,21 +265,3 @@ def sync_check(
         "sync_check_synchronized_step_ms": 1000 * statistics.median(synchronized),
         "sync_check_fastest_block_step_ms": 1000 * min(block),
     }
-
-
-def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
-    """The one line to print when `what` varied too much to quote (cv_pct above NOISY_CV_PCT), else None."""
-    if not cv_pct > NOISY_CV_PCT:
-        return None
-    return f"trainbench: warning: {what} vary by {cv_pct:.0f}% (cv): the figure is noisy; try {advice}"
-
-
-def noise_tags(what: str, cv_pct: float, advice: str) -> dict[str, str]:
-    """Print the warning when `what` is too noisy to quote; the trainbench.noisy tags either way."""
-    import sys
-
-    warning = noisy_warning(what, cv_pct, advice)
-    if warning is None:
-        return {"trainbench.noisy": "false"}
-    print(warning, file=sys.stderr, flush=True)
-    return {"trainbench.noisy": "true", "trainbench.noisy_reason": f"{what} cv {cv_pct:.1f}% > {NOISY_CV_PCT:g}%"}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trainbench.config import replace
 from trainbench.config.registry import schema
 from trainbench.config.schema import SyntheticImages, SyntheticText, need_count
-from trainbench.tasks.base import DeviceInfo, TaskConfig, energy_meter, model_and_data, throughput_extras
+from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data, noise_tags, throughput_extras
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 @schema("task", "inference")
 @dataclass
-class InferenceTask(TaskConfig):
+class InferenceTask(Task):
     timed_region: ClassVar[str] = "inference"
     warmup_steps: int = 10  # untimed passes before each measurement (compilation, autotuning, allocation)
     steps: int = 50  # timed passes at the cell's batch size, as one block
@@ -43,41 +43,31 @@ class InferenceTask(TaskConfig):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.tasks.benchmark import noise_tags
-        from trainbench.timing import (
-            StepStats,
-            compile_time_s,
-            synchronized_pass_source,
-            synchronized_step_times,
-            time_block,
-            warm_up,
-        )
+        from trainbench.timing import Plan, StepStats, indexed, measure
 
         model, data, flops = model_and_data(framework, cell, log, training=False)
         sync = framework.synchronize
         trainer = framework.trainer(model, data, cell)
         batch = min(int(cell.batch_size), len(data.train))
 
-        single = _indexed(trainer.inference_step(1))
-        warm_up(single, sync, self.warmup_steps)
-        clock = framework.step_clock()
-        if clock is not None:
-            latencies = time_block(single, self.latency_steps, sync, clock).step_times_s or []
-            source = clock.source
-        else:
-            latencies = synchronized_step_times(single, self.latency_steps, sync)
-            source = synchronized_pass_source(len(latencies), "requests", device.backend)
-        latency = StepStats.of(latencies)
+        requests = Plan(
+            warmup_steps=self.warmup_steps,
+            steps=self.latency_steps,
+            pass_steps=self.latency_steps,
+            pass_what="requests",
+            throughput=False,
+        )
+        single = measure(
+            indexed(trainer.inference_step(1)), sync, requests, framework.step_clock(), None, device.backend
+        )
+        latency = StepStats.of(single.step_times_s)
 
-        passes = _indexed(trainer.inference_step(batch))
-        warm = warm_up(passes, sync, self.warmup_steps)
         meter = energy_meter(framework, device)
-        with meter:
-            block = time_block(passes, self.steps, sync)
-        samples_per_s = batch * block.steps / block.seconds
+        passes = measure(indexed(trainer.inference_step(batch)), sync, Plan(self.warmup_steps, self.steps), None, meter)
+        figures = passes.figures(batch)
         log.tags(
             {
-                "trainbench.latency_source": source,
+                "trainbench.latency_source": single.step_time_source,
                 **meter.tags(),
                 **noise_tags(
                     "latencies", latency.cv_pct, "more task.warmup_steps, more task.latency_steps, or a quiet machine"
@@ -86,22 +76,12 @@ class InferenceTask(TaskConfig):
         )
         progress.line(
             f"inference: batch 1 p50 {latency.p50_ms:.3f} ms (p99 {latency.p99_ms:.3f}); "
-            f"batch {batch}: {samples_per_s:,.0f} samples/s"
+            f"batch {batch}: {figures['samples_per_s']:,.0f} samples/s"
         )
         summary: dict[str, Any] = {
             **latency.metrics("latency"),
-            "samples_per_s": samples_per_s,
-            "warmup_time_s": warm.seconds,
-            "compile_time_s": compile_time_s(warm, block.seconds / block.steps),
-            "total_time_s": warm.seconds + block.seconds,
-            **meter.metrics(batch * block.steps),
+            **figures,
+            **meter.metrics(batch * passes.timed_steps),
         }
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
-
-
-def _indexed(call: Any) -> Any:
-    def step(_: int) -> None:
-        call()
-
-    return step

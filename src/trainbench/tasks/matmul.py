@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema import need_count, whole
-from trainbench.tasks.base import DeviceInfo, TaskConfig, utilisation
+from trainbench.tasks.base import DeviceInfo, Task, utilisation
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -39,7 +39,7 @@ MAX_SIZE = {"square": 2**17, "vector": 2**33}
 
 @schema("task", "matmul")
 @dataclass
-class MatmulTask(TaskConfig):
+class MatmulTask(Task):
     uses_model: ClassVar[bool] = False
     unused_groups: ClassVar[tuple[str, ...]] = ("model", "data", "optim")
     timed_region: ClassVar[str] = "steps"
@@ -80,7 +80,7 @@ class MatmulTask(TaskConfig):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Timer, time_block
+        from trainbench.timing import Timer, indexed, time_block
 
         sizes = self.sizes or [
             n
@@ -93,7 +93,7 @@ class MatmulTask(TaskConfig):
         points: list[tuple[int, float]] = []
         with Timer(sync) as total:
             for n in sizes:
-                product = _indexed(framework.matmul_step(n, self.shape, fresh_operands=per_product))
+                product = indexed(framework.matmul_step(n, self.shape, fresh_operands=per_product))
                 time_block(product, self.warmup_steps, sync)
                 block = time_block(product, self.steps, sync)
                 seconds = block.seconds / block.steps
@@ -121,13 +121,6 @@ class MatmulTask(TaskConfig):
             summary.update(utilisation(summary["peak_tflops"], device, cell.precision.name, log))
             summary.pop("achieved_tflops", None)  # that is peak_tflops here
         return summary
-
-
-def _indexed(multiply: Any) -> Any:
-    def product(_: int) -> None:
-        multiply()
-
-    return product
 
 
 def _figure(

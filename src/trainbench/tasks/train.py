@@ -37,7 +37,7 @@ from trainbench.config.registry import schema
 from trainbench.config.schema import need_count
 from trainbench.tasks.base import (
     DeviceInfo,
-    TaskConfig,
+    Task,
     actual_data_params,
     energy_meter,
     model_and_data,
@@ -84,7 +84,7 @@ class EpochStats:
 
 @schema("task", "train")
 @dataclass
-class TrainTask(TaskConfig):
+class TrainTask(Task):
     data_parallel: ClassVar[bool] = True
     input_pipeline: ClassVar[bool] = True
     epochs: int = 3  # 0 builds the model and records it without training
