@@ -41,6 +41,37 @@ def parse_args(argv: Sequence[str]) -> Any:
     return get_args_parser().parse_args(list(argv))
 
 
+def flags_first(argv: Sequence[str]) -> list[str]:
+    """The command line with Hydra's flags (and their values) ahead of the overrides, each group in its order.
+    Hydra's parser takes the overrides as one run of positional arguments, so `model=mlp -m batch_size=8`
+    would leave `batch_size=8` unrecognized; Hydra reads sys.argv itself, so the order is fixed here."""
+    from hydra._internal.utils import get_args_parser
+
+    takes_value: dict[str, bool] = {}  # option -> whether the next word may be its value
+    for action in get_args_parser()._actions:  # noqa: SLF001  (argparse keeps its options only there)
+        for option in action.option_strings:
+            takes_value[option] = action.nargs != 0
+    flags: list[str] = []
+    overrides: list[str] = []
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        option = word.split("=", 1)[0] if word.startswith("--") else word
+        if word == "--":
+            overrides += words[i + 1 :]
+            break
+        if not word.startswith("-") or option not in takes_value:
+            overrides.append(word)  # an override, or a flag argparse will refuse with its own message
+        elif takes_value[option] and "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            flags += [word, words[i + 1]]
+            i += 1
+        else:
+            flags.append(word)
+        i += 1
+    return flags + overrides
+
+
 def is_informational(args: Any) -> bool:
     return any(getattr(args, flag, None) for flag in INFO_FLAGS)
 
@@ -52,7 +83,7 @@ def check_command_line(args: Any) -> None:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from trainbench.config.launchers import check_launcher
+    from trainbench.config.launchers import check_launcher, check_sweeper
 
     overrides = list(args.overrides)
     if args.multirun and is_informational(args):
@@ -89,6 +120,7 @@ def check_command_line(args: Any) -> None:
                 lambda job: compose(config_name=args.config_name or "config", overrides=job, return_hydra_config=True),
                 fixed,
             )
+            check_sweeper(composed)
             check_launcher(composed)
             if not sweeps:
                 cell = validate(composed)
@@ -112,6 +144,10 @@ def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:
             )
         if key in choices_groups() and value.strip().lower() in ("null", "none", "~") and "=" in override:
             raise PlainError(key, f"`{key}` must be chosen: {key}=<one of {', '.join(choices(key))}>")
+        if key == "hydra/sweeper" and value != "trainbench" and "=" in override:
+            from trainbench.config.launchers import refuse_sweeper
+
+            refuse_sweeper(value)
     try:
         parsed = list(parser.parse_overrides(overrides))
     except OverrideParseException as error:
