@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, RUN_PY, child_env
-from trainbench import cli, usage
+from conftest import ROOT, RUN_PY, TINY, Invocation, child_env, invoke
+from trainbench import cli, hardware, usage
 from trainbench.config.compose import flags_first
 from trainbench.config.launchers import installed_launchers
 from trainbench.locations import CONF_DIR, choices
@@ -158,3 +158,65 @@ def test_an_unknown_launcher_is_one_line_and_exit_2(tmp_path) -> None:
         f"trainbench: `hydra/launcher`='nosuch' is not valid: choose one of {', '.join(sorted(installed_launchers()))}"
     ]
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_dry_run_leaves_the_sweeps_own_switches_out_of_its_rows(tmp_path) -> None:
+    done = command("run.py", "-m", "model=mlp,resnet18", "sweep.dry_run=True", "sweep.resume=false", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()[2:4]
+    assert [row.split()[-1] for row in rows] == ["model=mlp", "model=resnet18"]
+    assert "sweep." not in "\n".join(rows)
+
+
+# -- one recorded cell, read by several tests ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Invocation:
+    """The default cell (device=auto), small, recorded in a store of its own folder, run from that folder."""
+    folder = tmp_path_factory.mktemp("recorded")
+    result = invoke(folder, *TINY)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    bool(hardware.labels_for("gpu", hardware.host_tags())), reason="with a GPU here, `auto` resolves in the cell"
+)
+def test_the_first_line_and_the_summary_name_the_cell_alike(recorded) -> None:
+    first = recorded.stdout.splitlines()[0]
+    name = re.match(r"\[cell 1/1\] (\S+): ", first).group(1)  # type: ignore[union-attr]
+    assert name == "pytorch-mlp-cpu-bs64"
+    summary = recorded.stdout.split("cell ", 1)[1].splitlines()
+    assert any(row.startswith(f"{name} ") and "finished" in row for row in summary)
+    (run,) = recorded.runs()
+    assert run.info.run_name == name
+
+
+@pytest.mark.slow
+def test_what_a_run_leaves_beside_its_store_and_where_it_ran_is_git_ignored(recorded) -> None:
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    folder = Path(recorded.uri[len("sqlite:///") :]).parent
+    left = sorted(p.name + ("/file" if p.is_dir() else "") for p in folder.iterdir())
+    assert {"mlflow.db", "mlflow.db.lock"} <= {name.split("/")[0] for name in left}
+    for name in left:
+        checked = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", name])
+        assert checked.returncode == 0, f"{name} is not git-ignored"
+
+
+@pytest.mark.slow
+def test_a_dry_run_with_resume_says_which_cells_it_would_skip(recorded) -> None:
+    folder = Path(recorded.uri[len("sqlite:///") :]).parent
+    (done,) = recorded.runs()
+    planned = invoke(folder, "-m", "batch_size=64,32", *TINY, "sweep.resume=true", "sweep.dry_run=true")
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    lines = planned.stdout.splitlines()
+    assert lines[0].split() == ["cell", "setting", "plan", "overrides"]
+    bs64, bs32 = lines[2:4]
+    assert f"skip: recorded in run {done.info.run_id}" in bs64 and "-bs64" in bs64
+    assert re.search(r"  run  +batch_size=32", bs32)
+    assert "sweep." not in bs64 + bs32
+    assert lines[4] == "2 cell(s), 1 would be skipped (sweep.resume); nothing was run or recorded (sweep.dry_run=true)"
+    assert [r.info.run_id for r in planned.runs()] == [done.info.run_id]  # nothing recorded

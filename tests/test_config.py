@@ -118,8 +118,8 @@ def test_a_sweep_expands_in_hydra_order_with_distinct_names() -> None:
 
 def test_glob_range_and_choice_sweeps_expand() -> None:
     assert len(planned_cells("model=glob(mlp*)")) == 2
-    assert [n.split()[0] for n in planned_cells("batch_size=range(8,33,8)")] == [
-        f"pytorch-mlp-auto-bs{b}" for b in (8, 16, 24, 32)
+    assert [n.split()[0] for n in planned_cells("batch_size=range(8,33,8)", "device=gpu")] == [
+        f"pytorch-mlp-gpu-bs{b}" for b in (8, 16, 24, 32)
     ]
     assert len(planned_cells("batch_size=choice(8,16)")) == 2
 

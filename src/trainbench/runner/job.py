@@ -19,7 +19,7 @@ from trainbench.runner.cell import Store, run_cell
 def run_job(composed: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
-    from trainbench.runner import launchers
+    from trainbench.runner import launchers, names
 
     tracking.quiet_logs()  # a launcher's worker prints nothing unredacted either
     launchers.die_with_sweep()  # a worker of a launcher on this machine must not outlive the sweep
@@ -39,7 +39,7 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         launch.parent_run_id,
         launch.sweep_id,
     )
-    name = cell.task.run_name(cell.task.prepared(cell), cell.device.name) + launch.name_suffix
+    name = cell.task.run_name(cell.task.prepared(cell), names.shown_device(cell.device.name)) + launch.name_suffix
     print(
         f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",
         flush=True,
