@@ -92,24 +92,14 @@ def fail(message: str) -> int:
 
 
 def _discard_adopted_run() -> None:
-    """Under `mlflow run`, the run it created before our command started holds nothing when the input is
-    bad. `mlflow run` ends that run itself after we exit (and crashes if it is gone by then), so a small
-    detached process waits for that and then deletes it: bad input leaves no empty FAILED run behind."""
+    """Under `mlflow run`, the run it created before our command started holds nothing when the input is bad:
+    deleted once `mlflow run` has ended it (trainbench.runner.discard)."""
     run_id = os.environ.get("MLFLOW_RUN_ID")
-    if not run_id:
-        return
-    import subprocess
+    if run_id:
+        from trainbench.runner.discard import discard_when_ended
+        from trainbench.tracking import resolve_tracking_uri
 
-    from trainbench.tracking import resolve_tracking_uri
-
-    subprocess.Popen(
-        [sys.executable, "-m", "trainbench.runner.discard", resolve_tracking_uri(None), run_id],
-        start_new_session=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"},
-    )
+        discard_when_ended(resolve_tracking_uri(None), run_id)
 
 
 def console(hydra_main: Callable[[], Any] | None = None) -> None:

@@ -32,6 +32,7 @@ from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.timeline import mark
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_EXPERIMENT = "Default"  # where MLflow puts a run whose experiment nobody named
 
 # launch(list of job overrides) -> per job, in order: its CellResult as a dict, or why the job failed
 Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
@@ -69,7 +70,7 @@ class Sweep:
             print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
         mark("parent: lost runs closed")
         fetch_or_refuse_missing_files(self.cells)
-        adopted = os.environ.get("MLFLOW_RUN_ID")  # `mlflow run`: its run is the parent, its experiment ours
+        adopted = _adopted_project_run(store, uri, first.tracking.experiment)
         if adopted:
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
@@ -160,7 +161,7 @@ class Sweep:
             return [resume.Decision(True) for _ in self.cells]
         store = tracking.open_store(uri, outage_s=first.tracking.outage_s)
         adopted = os.environ.get("MLFLOW_RUN_ID")
-        if adopted:
+        if adopted and _adoptable(store, adopted, first.tracking.experiment):
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
             experiment = store.get_experiment_by_name(first.tracking.experiment)
@@ -579,6 +580,35 @@ def cell_setting_id(cell: CellConfig) -> str:
 
     prepared = cell.task.prepared(cell)
     return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))
+
+
+def _adopted_project_run(store: Any, uri: str, experiment: str) -> str | None:
+    """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
+    `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
+    "Default", where `trainbench results`, the report and the comparison view never look: the sweep is then
+    recorded in tracking.experiment as any other, and that empty run is deleted once `mlflow run` has ended it."""
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if not run_id:
+        return None
+    if _adoptable(store, run_id, experiment):
+        return run_id
+    from trainbench.runner.discard import discard_when_ended
+
+    print(
+        f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
+        f"(tracking.experiment); the empty run {run_id} it made in {DEFAULT_EXPERIMENT} is deleted when it ends "
+        "(`mlflow run --experiment-name NAME` records the sweep under that run instead)",
+        flush=True,
+    )
+    discard_when_ended(uri, run_id)
+    return None
+
+
+def _adoptable(store: Any, run_id: str, experiment: str) -> bool:
+    """Whether the run `mlflow run` made is in an experiment the user named (not MLflow's Default, unless
+    tracking.experiment names Default too)."""
+    named = store.get_experiment(store.get_run(run_id).info.experiment_id).name
+    return bool(named != DEFAULT_EXPERIMENT or experiment == DEFAULT_EXPERIMENT)
 
 
 def plan_table(
