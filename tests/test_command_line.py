@@ -220,3 +220,19 @@ def test_a_dry_run_with_resume_says_which_cells_it_would_skip(recorded) -> None:
     assert "sweep." not in bs64 + bs32
     assert lines[4] == "2 cell(s), 1 would be skipped (sweep.resume); nothing was run or recorded (sweep.dry_run=true)"
     assert [r.info.run_id for r in planned.runs()] == [done.info.run_id]  # nothing recorded
+
+
+def test_a_dry_run_read_by_a_reader_that_stops_early_ends_quietly(tmp_path) -> None:
+    """`trainbench -m ... sweep.dry_run=true | head -1`: the reader is gone before the table is printed."""
+    process = subprocess.Popen(
+        [sys.executable, str(RUN_PY), "-m", "model=mlp,resnet18", "sweep.dry_run=true"],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and "Traceback" not in stderr, stderr[-2000:]

@@ -55,10 +55,15 @@ class Sweep:
         if self.settings.dry_run:
             plans = self._resume_plans() if self.settings.resume is not False else None
             ids = [cell_setting_id(cell) for cell in self.cells]
-            print(plan_table(self.names, self.jobs, ids, plans), flush=True)
             skipped = sum(not plan.run for plan in plans or [])
             resumed = f", {skipped} would be skipped (sweep.resume)" if plans is not None else ""
-            print(f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)", flush=True)
+            try:
+                print(plan_table(self.names, self.jobs, ids, plans), flush=True)
+                print(
+                    f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)", flush=True
+                )
+            except BrokenPipeError:  # `... sweep.dry_run=true | head`: the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
             return EXIT_OK
         first = self.cells[0]
         uri = tracking.resolve_tracking_uri(first.tracking.uri)
