@@ -139,6 +139,7 @@ def test_flags_move_ahead_of_the_overrides_with_their_values() -> None:
         "x=1",
     ]
     assert flags_first(["a=1", "--config-name=other", "b=2"]) == ["--config-name=other", "a=1", "b=2"]
+    assert flags_first(["a=1", "--cfg"]) == ["a=1", "--cfg"]  # no value: it must not take an override as one
 
 
 @pytest.mark.parametrize("sweeper", ["basic", "optuna"])
@@ -236,3 +237,21 @@ def test_a_dry_run_read_by_a_reader_that_stops_early_ends_quietly(tmp_path) -> N
     process.stdout.close()
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 0 and "Traceback" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--dry-run"], "trainbench: `--dry-run` is not a flag: did you mean the setting sweep.dry_run=...?"),
+        (["model=mlp", "--resume"], "trainbench: `--resume` is not a flag: did you mean the setting sweep.resume=...?"),
+        (["--multi-run", "model=mlp"], "trainbench: `--multi-run` is not a flag: settings are key=value"),
+        (["--cfg", "bogus"], "trainbench: argument --cfg/-c: invalid choice: 'bogus'"),
+    ],
+    ids=["--dry-run", "--resume", "--multi-run", "--cfg-bogus"],
+)
+def test_a_flag_trainbench_does_not_take_is_one_line_and_exit_2(argv, line, tmp_path) -> None:
+    done = command("run.py", *argv, cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(line)
+    assert not (tmp_path / "mlflow.db").exists()

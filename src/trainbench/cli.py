@@ -30,7 +30,7 @@ HELP_FLAGS = ("-h", "--help")
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
     """Run a subcommand, or check the command line and hand it to Hydra; return the exit status."""
     from trainbench.config import ConfigError
-    from trainbench.config.compose import check_command_line, flags_first, parse_args
+    from trainbench.config.compose import check_command_line, flags_first, parse_args, refuse_unknown_flags
     from trainbench.timeline import mark
 
     mark("parent: trainbench imported")
@@ -53,11 +53,12 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     quiet_logs()
     _export_sources()
     try:
+        refuse_unknown_flags(argv)
         args = parse_args(argv)
         check_command_line(args)
     except ConfigError as error:
         return fail(str(error))
-    except SystemExit as error:  # argparse: a flag Hydra does not know (it printed its usage line)
+    except SystemExit as error:  # argparse ends --version this way, after printing it
         return int(error.code or 0)
     except KeyboardInterrupt:
         return EXIT_CTRL_C

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -35,24 +35,56 @@ INFO_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "version"
 
 
 def parse_args(argv: Sequence[str]) -> Any:
-    """Hydra's own command-line parser (argparse: a bad flag exits 2 with its usage line)."""
+    """Hydra's own command-line parser; what it refuses (`--cfg bogus`) is one line, not its usage block."""
     from hydra._internal.utils import get_args_parser
 
-    return get_args_parser().parse_args(list(argv))
+    def refuse(message: str) -> NoReturn:
+        raise PlainError("flags", f"{message} (trainbench --help says what each flag does)")
+
+    parser = get_args_parser()
+    parser.error = refuse
+    return parser.parse_args(list(argv))
+
+
+def _hydra_options() -> dict[str, bool]:
+    """Hydra's flags -> whether the next word may be the flag's value."""
+    from hydra._internal.utils import get_args_parser
+
+    takes_value: dict[str, bool] = {}
+    for action in get_args_parser()._actions:  # noqa: SLF001  (argparse keeps its options only there)
+        for option in action.option_strings:
+            takes_value[option] = action.nargs != 0
+    return takes_value
+
+
+def refuse_unknown_flags(argv: Sequence[str]) -> None:
+    """A flag Hydra does not take (`--dry-run`, `--multi-run`) as one line naming the setting it may have meant,
+    instead of argparse's usage block. Raises ConfigError."""
+    known = _hydra_options()
+    for word in argv:
+        if word == "--":
+            return
+        if not word.startswith("-") or len(word) < 2 or word[1].isdigit() or word.split("=", 1)[0] in known:
+            continue
+        flag = word.split("=", 1)[0]
+        name = flag.lstrip("-").replace("-", "_")
+        meant = [key for key in default_values() if key == name or key.endswith(f".{name}")]
+        hint = f"did you mean the setting {meant[0]}=...? " if meant else ""
+        raise PlainError(
+            flag,
+            f"`{flag}` is not a flag: {hint}settings are key=value (e.g. sweep.dry_run=true); the flags are "
+            "-m/--multirun, --cfg job, --help and Hydra's own (--hydra-help)",
+        )
 
 
 def flags_first(argv: Sequence[str]) -> list[str]:
     """The command line with Hydra's flags (and their values) ahead of the overrides, each group in its order.
     Hydra's parser takes the overrides as one run of positional arguments, so `model=mlp -m batch_size=8`
     would leave `batch_size=8` unrecognized; Hydra reads sys.argv itself, so the order is fixed here."""
-    from hydra._internal.utils import get_args_parser
-
-    takes_value: dict[str, bool] = {}  # option -> whether the next word may be its value
-    for action in get_args_parser()._actions:  # noqa: SLF001  (argparse keeps its options only there)
-        for option in action.option_strings:
-            takes_value[option] = action.nargs != 0
+    takes_value = _hydra_options()
     flags: list[str] = []
     overrides: list[str] = []
+    last: list[str] = []
     words = list(argv)
     i = 0
     while i < len(words):
@@ -66,10 +98,12 @@ def flags_first(argv: Sequence[str]) -> list[str]:
         elif takes_value[option] and "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("-"):
             flags += [word, words[i + 1]]
             i += 1
+        elif takes_value[option] and "=" not in word:
+            last.append(word)  # no value after it: ahead of the overrides it would take one of them as its value
         else:
             flags.append(word)
         i += 1
-    return flags + overrides
+    return flags + overrides + last
 
 
 def is_informational(args: Any) -> bool:
