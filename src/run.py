@@ -7,8 +7,6 @@
 Every cell runs in its own process and is recorded in MLflow; see README.md.
 """
 
-import sys
-
 from trainbench.stops import exit_quietly_on_stop
 
 # A stop before the sweep takes charge of stops (Ctrl-C while Hydra loads): exit 130 / 143 / 129, no traceback.
@@ -27,4 +25,4 @@ def job(cfg: DictConfig) -> dict:
 
 if __name__ == "__main__":
     with exit_quietly_on_stop():
-        sys.exit(cli.main(job))
+        cli.console(job)

@@ -118,8 +118,8 @@ def test_a_sweep_expands_in_hydra_order_with_distinct_names() -> None:
 
 def test_glob_range_and_choice_sweeps_expand() -> None:
     assert len(planned_cells("model=glob(mlp*)")) == 2
-    assert [n.split()[0] for n in planned_cells("batch_size=range(8,33,8)")] == [
-        f"pytorch-mlp-auto-bs{b}" for b in (8, 16, 24, 32)
+    assert [n.split()[0] for n in planned_cells("batch_size=range(8,33,8)", "device=gpu")] == [
+        f"pytorch-mlp-gpu-bs{b}" for b in (8, 16, 24, 32)
     ]
     assert len(planned_cells("batch_size=choice(8,16)")) == 2
 
@@ -131,9 +131,9 @@ def test_presets_expand_and_a_command_line_value_narrows_them() -> None:
     assert len(set(depth)) == 4  # four cells, four names
 
 
-def test_help_and_cfg_still_reach_hydra(capsys) -> None:
+def test_help_is_trainbenchs_page_and_cfg_still_reaches_hydra(capsys) -> None:
     assert cli.main(cli.hydra_entry(), ["--help"]) == 0
-    assert "model: alexnet, bert_base" in capsys.readouterr().out
+    assert "alexnet, bert_base" in capsys.readouterr().out
     assert cli.main(cli.hydra_entry(), ["--cfg", "job", "model=resnet18"]) == 0
     assert "torchvision: resnet18" in capsys.readouterr().out
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in, start_multirun
+from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in, start_multirun, with_schema
 
 pytestmark = pytest.mark.slow
 EPOCH_METRICS = {"epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"}
@@ -335,6 +335,25 @@ def test_mlflow_run_nests_cells_under_the_project_run(tmp_path) -> None:
     cells = cells_of(uri)
     assert {c.data.tags["mlflow.parentRunId"] for c in cells} == {projects[0].info.run_id}
     assert {c.data.tags["trainbench.outcome"] for c in cells} == {"finished", "unavailable"}
+
+
+def test_mlflow_run_without_an_experiment_records_in_trainbenchs(tmp_path) -> None:
+    """`mlflow run .` names no experiment by default, and its run lands in "Default", where `trainbench results`
+    and the report never look: the cells go to experiment trainbench, and the empty Default run is deleted."""
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    completed = subprocess.run(
+        ["mlflow", "run", str(ROOT), "--env-manager", "local", "-P", f"overrides=device=cpu {' '.join(TINY)}"],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "`mlflow run` named no experiment, so the sweep is recorded in experiment trainbench" in completed.stdout
+    (cell,) = cells_of(uri)
+    assert cell.data.tags["trainbench.outcome"] == "finished"
+    wait_for(lambda: runs_in(uri, "Default") == [], timeout=120, what="the empty Default run to be deleted")
 
 
 def test_a_bad_override_under_mlflow_run_leaves_no_run(tmp_path) -> None:

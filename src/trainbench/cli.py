@@ -1,8 +1,10 @@
-"""The command line: `python src/run.py ...` and the installed `trainbench` command.
+"""The command line: `python src/run.py ...` and the installed `trainbench` command take the same arguments.
 
     trainbench [OVERRIDES...]            run cells (the same as python src/run.py; sweeps are multiruns)
+    trainbench --help                    the subcommands, the groups and their options, the presets, examples
     trainbench list models|presets|...   what can be chosen
     trainbench results [--experiment E]  the runs table of a store, in the terminal
+    trainbench report / references       python src/report.py / python src/references.py
     trainbench export -o runs.json       a store's cells and sweeps as one file (another machine imports it)
     trainbench import runs.json...       add exported runs to a store (again: nothing changes)
     trainbench doctor                    tiny cells of every installed framework: do timing, memory, energy read right?
@@ -22,26 +24,27 @@ from typing import Any
 
 EXIT_BAD_INPUT = 2
 EXIT_CTRL_C = 130
-LISTS = {
-    "models": "model",
-    "data": "data",
-    "tasks": "task",
-    "frameworks": "framework",
-    "devices": "device",
-    "precisions": "precision",
-    "presets": "experiment",
-    "optimizers": "optim",
-}
+HELP_FLAGS = ("-h", "--help")
 
 
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
-    """Check the command line, then hand it to Hydra; return the exit status."""
+    """Run a subcommand, or check the command line and hand it to Hydra; return the exit status."""
     from trainbench.config import ConfigError
-    from trainbench.config.compose import check_command_line, parse_args
+    from trainbench.config.compose import check_command_line, flags_first, parse_args, refuse_unknown_flags
     from trainbench.timeline import mark
 
     mark("parent: trainbench imported")
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
+    if argv and argv[0] == "run":
+        argv = argv[1:]
+    if any(a in HELP_FLAGS for a in argv):
+        from trainbench.usage import help_page
+
+        print(help_page())
+        return 0
+    argv = flags_first(argv)  # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
     sys.argv = [sys.argv[0], *argv]
     if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
         os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
@@ -50,11 +53,12 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     quiet_logs()
     _export_sources()
     try:
+        refuse_unknown_flags(argv)
         args = parse_args(argv)
         check_command_line(args)
     except ConfigError as error:
         return fail(str(error))
-    except SystemExit as error:  # argparse: a flag Hydra does not know (it printed its usage line)
+    except SystemExit as error:  # argparse ends --version this way, after printing it
         return int(error.code or 0)
     except KeyboardInterrupt:
         return EXIT_CTRL_C
@@ -89,51 +93,29 @@ def fail(message: str) -> int:
 
 
 def _discard_adopted_run() -> None:
-    """Under `mlflow run`, the run it created before our command started holds nothing when the input is
-    bad. `mlflow run` ends that run itself after we exit (and crashes if it is gone by then), so a small
-    detached process waits for that and then deletes it: bad input leaves no empty FAILED run behind."""
+    """Under `mlflow run`, the run it created before our command started holds nothing when the input is bad:
+    deleted once `mlflow run` has ended it (trainbench.runner.discard)."""
     run_id = os.environ.get("MLFLOW_RUN_ID")
-    if not run_id:
-        return
-    import subprocess
+    if run_id:
+        from trainbench.runner.discard import discard_when_ended
+        from trainbench.tracking import resolve_tracking_uri
 
-    from trainbench.tracking import resolve_tracking_uri
-
-    subprocess.Popen(
-        [sys.executable, "-m", "trainbench.runner.discard", resolve_tracking_uri(None), run_id],
-        start_new_session=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"},
-    )
+        discard_when_ended(resolve_tracking_uri(None), run_id)
 
 
-def console() -> None:
-    """The `trainbench` command (pip install .)."""
+def console(hydra_main: Callable[[], Any] | None = None) -> None:
+    """The `trainbench` command (pip install .), and `python src/run.py` with its own Hydra main."""
     try:
-        _console(sys.argv[1:])
+        _console(sys.argv[1:], hydra_main)
     except BrokenPipeError:  # `trainbench list models | head`: the reader is done, so are we
         sys.stderr.close()
         sys.exit(0)
 
 
-def _console(argv: list[str]) -> None:
-    if argv and argv[0] == "list":
-        sys.exit(list_choices(argv[1:]))
-    if argv and argv[0] == "results":
-        sys.exit(results(argv[1:]))
-    if argv and argv[0] == "download":
-        sys.exit(download(argv[1:]))
-    if argv and argv[0] == "export":
-        sys.exit(export(argv[1:]))
-    if argv and argv[0] == "import":
-        sys.exit(import_runs(argv[1:]))
-    if argv and argv[0] == "doctor":
-        sys.exit(doctor(argv[1:]))
-    if argv and argv[0] == "run":
-        argv = argv[1:]
-    sys.exit(main(hydra_entry(), argv))
+def _console(argv: list[str], hydra_main: Callable[[], Any] | None) -> None:
+    if argv and argv[0] in SUBCOMMANDS:  # before Hydra is imported: `trainbench list models` answers at once
+        sys.exit(SUBCOMMANDS[argv[0]](argv[1:]))
+    sys.exit(main(hydra_main or hydra_entry(), argv))
 
 
 def hydra_entry() -> Callable[[], Any]:
@@ -149,24 +131,13 @@ def hydra_entry() -> Callable[[], Any]:
 
 
 def list_choices(argv: list[str]) -> int:
-    from trainbench.config import choices
+    from trainbench.usage import LISTS, list_lines
 
     what = argv[0] if argv else ""
-    if what not in LISTS:
-        return fail(f"`trainbench list {what}`: choose one of {', '.join(LISTS)}")
-    group = LISTS[what]
-    for name in choices(group):
-        print(f"{name:24} {_first_comment(group, name)}")
+    if what not in LISTS or len(argv) > 1:
+        return fail(f"`trainbench list {' '.join(argv)}`: list one of {', '.join(LISTS)}")
+    print("\n".join(list_lines(LISTS[what])))
     return 0
-
-
-def _first_comment(group: str, name: str) -> str:
-    from trainbench.config import CONF_DIR
-
-    for line in (CONF_DIR / group / f"{name}.yaml").read_text().splitlines():
-        if line.startswith("#") and "@package" not in line:
-            return line.lstrip("# ").strip()
-    return ""
 
 
 def results(argv: list[str]) -> int:
@@ -191,6 +162,18 @@ def doctor(argv: list[str]) -> int:
     from trainbench import doctor
 
     return doctor.main(argv)
+
+
+def report(argv: list[str]) -> int:
+    from trainbench.report import cli
+
+    return cli.main(argv)
+
+
+def references(argv: list[str]) -> int:
+    from trainbench.references import cli
+
+    return cli.main(argv)
 
 
 def download(argv: list[str]) -> int:
@@ -225,6 +208,19 @@ def download(argv: list[str]) -> int:
         return fail(str(error))
     print(f"{cfg.name}: {'extracted' if archive else 'downloaded'} into {private(str(missing[1]))}")
     return 0
+
+
+# The first word of a command line that is not a cell's override: each takes the rest of the line.
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "list": list_choices,
+    "results": results,
+    "report": report,
+    "references": references,
+    "download": download,
+    "export": export,
+    "import": import_runs,
+    "doctor": doctor,
+}
 
 
 if __name__ == "__main__":  # `python -m trainbench.cli`: what trainbench doctor runs where there is no src/run.py

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -35,10 +35,75 @@ INFO_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion", "version"
 
 
 def parse_args(argv: Sequence[str]) -> Any:
-    """Hydra's own command-line parser (argparse: a bad flag exits 2 with its usage line)."""
+    """Hydra's own command-line parser; what it refuses (`--cfg bogus`) is one line, not its usage block."""
     from hydra._internal.utils import get_args_parser
 
-    return get_args_parser().parse_args(list(argv))
+    def refuse(message: str) -> NoReturn:
+        raise PlainError("flags", f"{message} (trainbench --help says what each flag does)")
+
+    parser = get_args_parser()
+    parser.error = refuse
+    return parser.parse_args(list(argv))
+
+
+def _hydra_options() -> dict[str, bool]:
+    """Hydra's flags -> whether the next word may be the flag's value."""
+    from hydra._internal.utils import get_args_parser
+
+    takes_value: dict[str, bool] = {}
+    for action in get_args_parser()._actions:  # noqa: SLF001  (argparse keeps its options only there)
+        for option in action.option_strings:
+            takes_value[option] = action.nargs != 0
+    return takes_value
+
+
+def refuse_unknown_flags(argv: Sequence[str]) -> None:
+    """A flag Hydra does not take (`--dry-run`, `--multi-run`) as one line naming the setting it may have meant,
+    instead of argparse's usage block. Raises ConfigError."""
+    known = _hydra_options()
+    for word in argv:
+        if word == "--":
+            return
+        if not word.startswith("-") or len(word) < 2 or word[1].isdigit() or word.split("=", 1)[0] in known:
+            continue
+        flag = word.split("=", 1)[0]
+        name = flag.lstrip("-").replace("-", "_")
+        meant = [key for key in default_values() if key == name or key.endswith(f".{name}")]
+        hint = f"did you mean the setting {meant[0]}=...? " if meant else ""
+        raise PlainError(
+            flag,
+            f"`{flag}` is not a flag: {hint}settings are key=value (e.g. sweep.dry_run=true); the flags are "
+            "-m/--multirun, --cfg job, --help and Hydra's own (--hydra-help)",
+        )
+
+
+def flags_first(argv: Sequence[str]) -> list[str]:
+    """The command line with Hydra's flags (and their values) ahead of the overrides, each group in its order.
+    Hydra's parser takes the overrides as one run of positional arguments, so `model=mlp -m batch_size=8`
+    would leave `batch_size=8` unrecognized; Hydra reads sys.argv itself, so the order is fixed here."""
+    takes_value = _hydra_options()
+    flags: list[str] = []
+    overrides: list[str] = []
+    last: list[str] = []
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        option = word.split("=", 1)[0] if word.startswith("--") else word
+        if word == "--":
+            overrides += words[i + 1 :]
+            break
+        if not word.startswith("-") or option not in takes_value:
+            overrides.append(word)  # an override, or a flag argparse will refuse with its own message
+        elif takes_value[option] and "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            flags += [word, words[i + 1]]
+            i += 1
+        elif takes_value[option] and "=" not in word:
+            last.append(word)  # no value after it: ahead of the overrides it would take one of them as its value
+        else:
+            flags.append(word)
+        i += 1
+    return flags + overrides + last
 
 
 def is_informational(args: Any) -> bool:
@@ -52,7 +117,7 @@ def check_command_line(args: Any) -> None:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from trainbench.config.launchers import check_launcher
+    from trainbench.config.launchers import check_launcher, check_sweeper
 
     overrides = list(args.overrides)
     if args.multirun and is_informational(args):
@@ -89,6 +154,7 @@ def check_command_line(args: Any) -> None:
                 lambda job: compose(config_name=args.config_name or "config", overrides=job, return_hydra_config=True),
                 fixed,
             )
+            check_sweeper(composed)
             check_launcher(composed)
             if not sweeps:
                 cell = validate(composed)
@@ -112,6 +178,10 @@ def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:
             )
         if key in choices_groups() and value.strip().lower() in ("null", "none", "~") and "=" in override:
             raise PlainError(key, f"`{key}` must be chosen: {key}=<one of {', '.join(choices(key))}>")
+        if key == "hydra/sweeper" and value != "trainbench" and "=" in override:
+            from trainbench.config.launchers import refuse_sweeper
+
+            refuse_sweeper(value)
     try:
         parsed = list(parser.parse_overrides(overrides))
     except OverrideParseException as error:

@@ -18,6 +18,35 @@ from trainbench.config.errors import ConfigError, PlainError, need
 from trainbench.config.schema import whole
 
 
+def check_sweeper(composed: DictConfig) -> None:
+    """trainbench's sweeper owns every sweep (its store, parent run, summary, exit status); any other sweeper
+    would hand Hydra's jobs straight to cells that have no store to record into."""
+    target = str(OmegaConf.select(composed, "hydra.sweeper._target_", default=""))
+    if target.endswith(".TrainbenchSweeper"):
+        return
+    refuse_sweeper(OmegaConf.select(composed, "hydra.runtime.choices", default={}).get("hydra/sweeper") or target)
+
+
+def refuse_sweeper(chosen: str) -> None:
+    raise ConfigError(
+        "hydra/sweeper",
+        chosen,
+        "trainbench runs every sweep with its own sweeper: leave hydra/sweeper out (its one choice is trainbench); "
+        "to run cells side by side or on a cluster choose a launcher, hydra/launcher=<one of "
+        f"{', '.join(installed_launchers())}>",
+    )
+
+
+def installed_launchers() -> list[str]:
+    """The Hydra launchers installed here, basic (the default) first."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # registers the installed launcher plugins' configs
+    names = sorted(entry.removesuffix(".yaml") for entry in ConfigStore.instance().list("hydra/launcher"))
+    return sorted(names, key=lambda name: name != "basic")
+
+
 def check_launcher(composed: DictConfig) -> None:
     """Raise ConfigError for a `hydra.launcher.*` value the chosen launcher cannot take."""
     launcher = OmegaConf.select(composed, "hydra.launcher", default=None)

@@ -36,7 +36,7 @@ import yaml
 from trainbench import hardware, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
-from trainbench.runner import batch_probes, batch_search, liveness, scaling, slots
+from trainbench.runner import batch_probes, batch_search, liveness, names, scaling, slots
 from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.in_cell import ProcessResult
@@ -95,7 +95,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     task = task_of(cell)
     cell = task.prepared(cell)
     index, suffix = cell.launch.index, cell.launch.name_suffix
-    name = task.run_name(cell, cell.device.name) + suffix
+    name = task.run_name(cell, names.shown_device(cell.device.name)) + suffix
     mark("job: started")
     run_id = _create_run(cell, store, overrides, name)
     mark("job: run created")

@@ -1,15 +1,32 @@
 """`python -m trainbench.runner.discard URI RUN_ID`: delete an empty run once its creator has ended it.
 
-Started detached by trainbench.cli when `mlflow run` handed us bad input: `mlflow run` marks its run
-FAILED after our command exits; this waits for that (at most two minutes), then deletes the run if it is
-still empty (no metrics, no child runs)."""
+Started detached (discard_when_ended) for the run `mlflow run` creates before our command starts, when that run
+ends up holding nothing: the input was bad, or `mlflow run` named no experiment and the sweep was recorded in
+trainbench's own (trainbench.runner.owner). `mlflow run` ends its run after our command exits (and crashes if it
+is gone by then); this waits for that (at most two minutes), then deletes the run if it is still empty (no
+metrics, no child runs)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 WAIT_S = 120
+
+
+def discard_when_ended(uri: str, run_id: str) -> None:
+    """Start the detached process that deletes `run_id` once it has ended, if it is empty then."""
+    import subprocess
+
+    subprocess.Popen(
+        [sys.executable, "-m", "trainbench.runner.discard", uri, run_id],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"},
+    )
 
 
 def main(uri: str, run_id: str) -> int:

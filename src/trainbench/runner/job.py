@@ -20,7 +20,7 @@ from trainbench.tasks.base import task_of
 def run_job(composed: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
-    from trainbench.runner import launchers
+    from trainbench.runner import launchers, names
 
     tracking.quiet_logs()  # a launcher's worker prints nothing unredacted either
     launchers.die_with_sweep()  # a worker of a launcher on this machine must not outlive the sweep
@@ -41,7 +41,7 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         launch.sweep_id,
     )
     task = task_of(cell)
-    name = task.run_name(task.prepared(cell), cell.device.name) + launch.name_suffix
+    name = task.run_name(task.prepared(cell), names.shown_device(cell.device.name)) + launch.name_suffix
     print(
         f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",
         flush=True,

@@ -36,6 +36,19 @@ def suffixes(base_names: list[str], overrides: list[list[str]]) -> list[str]:
     return result
 
 
+def shown_device(device: str) -> str:
+    """The device in a cell's name before its process binds one (the name the first line, the dry run and the
+    run's first name show): the device asked for, except `auto` on a machine with no GPU at all, which every
+    framework binds to the CPU, so the first line and the summary name the cell alike. Where there is a GPU,
+    which backend binds (cuda, mps, metal), or whether the installed framework sees the GPU at all, is known
+    only once the framework is imported in the cell's process; the run is renamed then."""
+    if device != "auto":
+        return device
+    from trainbench import hardware
+
+    return "cpu" if not hardware.labels_for("gpu", hardware.host_tags()) else device
+
+
 def _as_dict(overrides: list[str]) -> dict[str, str]:
     pairs = (o.split("=", 1) for o in overrides if "=" in o and not o.lstrip("+").startswith("launch."))
     return {key.lstrip("+~"): value for key, value in pairs}

@@ -33,6 +33,7 @@ from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_EXPERIMENT = "Default"  # where MLflow puts a run whose experiment nobody named
 
 # launch(list of job overrides) -> per job, in order: its CellResult as a dict, or why the job failed
 Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
@@ -45,7 +46,9 @@ class Sweep:
         self.cells, self.jobs, self.launch = cells, jobs, launch
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
-        base = [task_of(cell).run_name(task_of(cell).prepared(cell), cell.device.name) for cell in cells]
+        base = [
+            task_of(cell).run_name(task_of(cell).prepared(cell), names.shown_device(cell.device.name)) for cell in cells
+        ]
         self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
         self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
         self.started = time.time()
@@ -53,8 +56,17 @@ class Sweep:
 
     def run(self) -> int:
         if self.settings.dry_run:
-            print(plan_table(self.names, self.jobs, [cell_setting_id(cell) for cell in self.cells]), flush=True)
-            print(f"{len(self.cells)} cell(s); nothing was run or recorded (sweep.dry_run=true)", flush=True)
+            plans = self._resume_plans() if self.settings.resume is not False else None
+            ids = [cell_setting_id(cell) for cell in self.cells]
+            skipped = sum(not plan.run for plan in plans or [])
+            resumed = f", {skipped} would be skipped (sweep.resume)" if plans is not None else ""
+            try:
+                print(plan_table(self.names, self.jobs, ids, plans), flush=True)
+                print(
+                    f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)", flush=True
+                )
+            except BrokenPipeError:  # `... sweep.dry_run=true | head`: the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
             return EXIT_OK
         first = self.cells[0]
         uri = tracking.resolve_tracking_uri(first.tracking.uri)
@@ -66,7 +78,7 @@ class Sweep:
             print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
         mark("parent: lost runs closed")
         fetch_or_refuse_missing_files(self.cells)
-        adopted = os.environ.get("MLFLOW_RUN_ID")  # `mlflow run`: its run is the parent, its experiment ours
+        adopted = _adopted_project_run(store, uri, first.tracking.experiment)
         if adopted:
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
@@ -147,6 +159,24 @@ class Sweep:
             return 128 + stopped.signum
         finished = all(r.outcome in ("finished", "skipped") for r in rows) and broken is None
         return EXIT_OK if finished else EXIT_CELLS_DID_NOT_FINISH
+
+    def _resume_plans(self) -> list[resume.Decision]:
+        """What sweep.resume would decide for each cell, read from the store without writing to it (a store
+        that does not exist yet holds nothing to skip, and is not created)."""
+        first = self.cells[0]
+        uri = tracking.resolve_tracking_uri(first.tracking.uri)
+        if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?", 1)[0]).exists():
+            return [resume.Decision(True) for _ in self.cells]
+        store = tracking.open_store(uri, outage_s=first.tracking.outage_s)
+        adopted = os.environ.get("MLFLOW_RUN_ID")
+        if adopted and _adoptable(store, adopted, first.tracking.experiment):
+            experiment_id = str(store.get_run(adopted).info.experiment_id)
+        else:
+            experiment = store.get_experiment_by_name(first.tracking.experiment)
+            if experiment is None:
+                return [resume.Decision(True) for _ in self.cells]
+            experiment_id = str(experiment.experiment_id)
+        return resume.decide(self.cells, store, experiment_id, self.settings.resume)
 
     # -- the cells' runs ----------------------------------------------------------------------------
     def _launch_all(self, jobs: list[list[str]]) -> list[dict[str, Any] | str]:
@@ -560,12 +590,60 @@ def cell_setting_id(cell: CellConfig) -> str:
     return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))
 
 
-def plan_table(cell_names: list[str], jobs: list[list[str]], settings: list[str]) -> str:
-    """The dry run's list: each cell's name, its setting's id, and the overrides that make it (less the
-    dry run's own switch)."""
+def _adopted_project_run(store: Any, uri: str, experiment: str) -> str | None:
+    """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
+    `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
+    "Default", where `trainbench results`, the report and the comparison view never look: the sweep is then
+    recorded in tracking.experiment as any other, and that empty run is deleted once `mlflow run` has ended it."""
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if not run_id:
+        return None
+    if _adoptable(store, run_id, experiment):
+        return run_id
+    from trainbench.runner.discard import discard_when_ended
+
+    print(
+        f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
+        f"(tracking.experiment); the empty run {run_id} it made in {DEFAULT_EXPERIMENT} is deleted when it ends "
+        "(`mlflow run --experiment-name NAME` records the sweep under that run instead)",
+        flush=True,
+    )
+    discard_when_ended(uri, run_id)
+    return None
+
+
+def _adoptable(store: Any, run_id: str, experiment: str) -> bool:
+    """Whether the run `mlflow run` made is in an experiment the user named (not MLflow's Default, unless
+    tracking.experiment names Default too)."""
+    named = store.get_experiment(store.get_run(run_id).info.experiment_id).name
+    return bool(named != DEFAULT_EXPERIMENT or experiment == DEFAULT_EXPERIMENT)
+
+
+def plan_table(
+    cell_names: list[str], jobs: list[list[str]], settings: list[str], plans: list[resume.Decision] | None = None
+) -> str:
+    """The dry run's list: each cell's name, its setting's id, with sweep.resume whether it would run or be
+    skipped (and which run holds its result), and the overrides that make it. The sweep's own switches
+    (sweep.dry_run, sweep.resume, ...) are the same for every cell and are left out of the rows."""
     width = max(len(n) for n in cell_names)
-    lines = [f"{'cell'.ljust(width)}  setting       overrides", f"{'-' * width}  ------------  ---------"]
-    for name, job, setting_id in zip(cell_names, jobs, settings, strict=True):
-        shown = " ".join(o for o in job if not o.lstrip("+").startswith("sweep.dry_run="))
-        lines.append(f"{name.ljust(width)}  {setting_id}  {tracking.private(shown) or '(defaults)'}")
+    shown_plans = [_plan_text(plan) for plan in plans] if plans is not None else None
+    plan_width = max(len(p) for p in ["plan", *shown_plans]) if shown_plans else 0
+    plan_head = f"{'plan'.ljust(plan_width)}  " if shown_plans else ""
+    plan_rule = f"{'-' * plan_width}  " if shown_plans else ""
+    lines = [
+        f"{'cell'.ljust(width)}  setting       {plan_head}overrides",
+        f"{'-' * width}  ------------  {plan_rule}---------",
+    ]
+    for i, (name, job, setting_id) in enumerate(zip(cell_names, jobs, settings, strict=True)):
+        shown = " ".join(o for o in job if not o.lstrip("+").startswith("sweep."))
+        plan = f"{shown_plans[i].ljust(plan_width)}  " if shown_plans else ""
+        lines.append(f"{name.ljust(width)}  {setting_id}  {plan}{tracking.private(shown) or '(defaults)'}")
     return "\n".join(lines)
+
+
+def _plan_text(plan: resume.Decision) -> str:
+    if plan.run:
+        return "run"
+    if plan.prior_run is not None:
+        return f"skip: recorded in run {plan.prior_run.info.run_id}"
+    return "skip: " + plan.reason.split(" (sweep.resume")[0]
