@@ -21,8 +21,8 @@ The hand-written loops, written as their framework's documentation writes them:
   at 1 GPU), zero_grad(set_to_none=True), forward under bf16 autocast, cross-entropy in fp32, backward, optimizer
   step; BERT-Large: transformers' BertForSequenceClassification, AdamW lr 1e-4 (no weight decay); ResNet-50:
   torchvision's, channels_last, SGD lr 0.01 momentum 0.9. Synchronization: torch.cuda.synchronize, a barrier of
-  every rank (NCCL), synchronize again. `--variant fast`: the DDP model under torch.compile (default mode at N > 1,
-  bare_loops.py's reduce-overhead at 1 GPU) with a fused optimizer.
+  every rank (NCCL), synchronize again. `--variant fast`: the (DDP) model under torch.compile in reduce-overhead mode (CUDA graphs of
+  each compiled piece; DDP's all-reduces run between them) with a fused optimizer.
 - Keras on JAX (keras.io, "Multi-GPU distributed training with JAX"): the model's variables replicated on a
   one-axis mesh, the batch put on the devices split along it, `jax.jit(train_step, donate_argnums=0)` over
   `model.stateless_call`, `jax.value_and_grad` and `optimizer.stateless_apply`; XLA inserts the all-reduce. Its
@@ -618,7 +618,7 @@ def torch_bare(cell: Any, args: argparse.Namespace, device: Any, world: Any) -> 
             model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True
         )
         notes.append("DistributedDataParallel(device_ids=[rank], gradient_as_bucket_view=True)")
-    graphs = fast and cuda and world.size == 1
+    graphs = fast and cuda  # CUDA graphs of each compiled piece; under DDP its all-reduces run between them
     if fast:
         mode = "reduce-overhead" if graphs else "default"
         network = torch.compile(network, mode=mode)
