@@ -219,6 +219,12 @@ def test_batch_size_max_probes_in_processes_records_and_runs_the_result(batch_si
     assert cell.info.run_name == "pytorch-mlp-cpu-bs16 image_size=32"
     assert cell.data.metrics["samples_per_s"] > 0
     assert "batch_size=max: 16 (the limit, cell.max_batch_size=16), 3 probes" in batch_size_max.stdout
+    # the search and each probe say themselves as they begin, each probe's outcome as it ends
+    said = batch_size_max.stdout.splitlines()
+    search = next(i for i, line in enumerate(said) if line.startswith("  batch_size=max: searching the largest batch"))
+    probes = [said.index(f"  batch_size=max: trying batch {batch} ...") for batch in (2, 8, 16)]
+    first_outcome = next(i for i, line in enumerate(said) if line.startswith("  batch_size=max: 2 fits"))
+    assert search < probes[0] < first_outcome < probes[1] < probes[2]
     # the chosen batch's peak, recorded with the headroom it had to leave (the probes' resident memory, of the cap)
     assert metrics["batch_size_capacity_mb"] == 1600 and metrics["batch_size_headroom"] == HEADROOM
     assert 0 < metrics["batch_size_peak_mb"] <= (1 - HEADROOM) * 1600

@@ -183,13 +183,17 @@ def run_cell(
 ) -> tuple[Any, list[str]]:
     """The cell's process's own code (trainbench.runner.in_cell.run) on the fake backend, logging into a real
     store: (the run's data, the trace)."""
-    from trainbench import frameworks
+    from trainbench import frameworks, progress, timing
     from trainbench.runner import in_cell
 
     cell = compose(*task)
     trace: list[str] = []
     adapter = OnFake(cell, backend, Backend(trace), fallbacks)
     monkeypatch.setattr(frameworks, "load", lambda _: adapter)
+    # Every progress line goes into the trace, as "print: TEXT", and there is one between every two timed blocks
+    # (however short they are): where it lands shows whether output ever enters a timed region.
+    monkeypatch.setattr(progress, "line", lambda text: trace.append(f"print: {text}"))
+    monkeypatch.setattr(timing, "BLOCK_LINES_EVERY_S", 0.0)
     recorded = Recorded(folder)
     in_cell.run(cell, recorded.log)
     return recorded.data(), trace
@@ -246,6 +250,21 @@ def test_mps_timed_blocks_are_steps_between_two_synchronizations_and_nothing_els
     assert source.startswith("synchronized pass of 6 steps after the timed blocks (MPS events are not free")
     for key in ("step_time_ms_p50", "step_time_ms_p99", "samples_per_s"):
         assert data.metrics[key] > 0
+
+
+def test_progress_lines_come_between_timed_blocks_never_inside_one(mps_benchmark: tuple[Any, list[str], str]) -> None:
+    """A line between the blocks, the phases announced before they start, the memory probe announced before its
+    step: and no line inside a timed block (each block is its steps between two synchronizations, nothing else)."""
+    _, trace, _ = mps_benchmark
+    printed = [call for call in trace if call.startswith("print: ")]
+    assert "print:   block 1/2: " in [p[: len("print:   block 1/2: ")] for p in printed]
+    assert timed_blocks(trace) == [["step"] * STEPS] * REPEATS
+    said = [p.removeprefix("print: ").strip() for p in printed]
+    phases = ("loading pytorch", "building the model", "warming up: ", "benchmark: ", "per-step times: 6 more steps")
+    order = [next(i for i, text in enumerate(said) if text.startswith(phase)) for phase in phases]
+    assert order == sorted(order), said
+    probe_said = next(i for i, call in enumerate(trace) if call.startswith("print:   the MPS memory probe"))
+    assert end_of_last_block(trace) < probe_said < trace.index("memory")
 
 
 def test_mps_inference_times_requests_without_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -138,6 +139,64 @@ def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
     ]
     assert all("no CUDA device" in line for line in said)
     assert "Traceback" not in completed.stderr + completed.stdout
+
+
+def cell_output(stdout: str, name: str) -> list[str]:
+    """The lines a sweep's stdout holds from the cell `name` began (its `[cell i/N] name: overrides` line) until
+    the next cell began."""
+    lines, kept, inside = stdout.splitlines(), [], False
+    for line in lines:
+        begins = re.match(r"^\[cell \d+/\d+\] (\S+): (?!\w+ in \S+( s)?$)", line)
+        if begins:
+            inside = begins.group(1) == name
+        if inside:
+            kept.append(line)
+    return kept
+
+
+def test_each_cell_says_what_it_is_doing_in_plain_lines(cpu_gpu_sweep) -> None:
+    """Not on a terminal: each phase of a cell says itself as it begins, in plain lines (no bar's carriage returns),
+    before the epochs' own lines; cells run one at a time from the sweep's process carry no label."""
+    completed, _ = cpu_gpu_sweep
+    assert "\r" not in completed.stdout
+    lines = [line.strip() for line in cell_output(completed.stdout, "pytorch-resnet18-cpu-bs8")]
+    phases = [
+        "recording the cell's settings in its run, starting the cell's process ...",
+        "loading pytorch and its device (cpu) ...",
+        "loading the data (synthetic) ...",
+        "building the model (resnet18) ...",
+        "counting the model's FLOPs ...",
+        "training: 2 epoch(s) of 8 steps, each timed, then validation on 16 samples ...",
+        "epoch 1/2: ",
+        "epoch 2/2: ",
+    ]
+    at = [next((i for i, line in enumerate(lines) if line.startswith(phase)), -1) for phase in phases]
+    assert -1 not in at and at == sorted(at), "\n".join(lines)
+    assert not any(line.startswith("[pytorch-") for line in completed.stdout.splitlines())
+
+
+def test_a_sweep_says_its_elapsed_time_and_an_estimate_of_what_is_left(cpu_gpu_sweep) -> None:
+    """Before each cell: the time since the sweep began and the cells done; an estimate of what is left from the
+    ended cells' durations once one has ended. After each cell: its outcome and how long it took."""
+    completed, _ = cpu_gpu_sweep
+    clocks = re.findall(r"^  sweep: (\S+)(?: s)? elapsed, (\d) of 4 cells done; (.+)$", completed.stdout, re.MULTILINE)
+    assert [int(done) for _, done, _ in clocks] == [0, 1, 2, 3], completed.stdout[-3000:]
+    assert clocks[0][2] == "estimate after the first cell"
+    for _, _, estimate in clocks[1:]:
+        assert re.fullmatch(r"about \S+( s)? left \(\S+( s)? a cell\)", estimate), estimate
+    elapsed = [seconds_of(clock) for clock, _, _ in clocks]
+    assert elapsed == sorted(elapsed)
+    ended = re.findall(r"^\[cell (\d)/4\] (\S+): (\w+) in \S+", completed.stdout, re.MULTILINE)
+    assert sorted((int(i), outcome) for i, name, outcome in ended if "-cpu-" in name) == [
+        (1, "finished"),
+        (3, "finished"),
+    ]
+    assert len(ended) == 4
+
+
+def seconds_of(clock: str) -> int:
+    """`42` or `3:05` or `1:02:05` as trainbench.progress.duration writes them, in seconds."""
+    return sum(int(part) * 60**power for power, part in enumerate(reversed(clock.split(":"))))
 
 
 def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(trainbench) -> None:
@@ -291,6 +350,12 @@ def test_joblib_runs_cells_side_by_side_under_one_parent(trainbench) -> None:
     first, second = sorted(cells_of(result.uri), key=lambda r: r.info.start_time)
     assert {first.data.tags["mlflow.parentRunId"], second.data.tags["mlflow.parentRunId"]} == {parent.info.run_id}
     assert second.info.start_time < first.info.end_time  # they overlapped
+    # Side by side on one output: every line of a cell carries its name, its error output's too
+    epochs = [line for line in result.stdout.splitlines() if re.search(r"epoch \d/2: ", line)]
+    for name in ("pytorch-mlp-cpu-bs16", "pytorch-mlp-cpu-bs32"):
+        assert sum(line.startswith(f"[{name}] epoch ") for line in epochs) == 2, result.stdout[-3000:]
+        assert f"[{name}]   building the model (mlp) ..." in result.stdout.splitlines()
+    assert len(epochs) == 4
 
 
 def test_submitit_local_runs_every_cell_under_one_parent(trainbench) -> None:

@@ -1,42 +1,85 @@
-"""Progress a person can follow: a bar on a terminal, one plain line per epoch in logs (CI, files)."""
+"""Progress a person can follow: what a cell is doing, as plain lines, and a bar on a terminal.
+
+Three kinds of output, all printed between units of work, never inside a timed region (a block of steps, an epoch,
+a warm-up whose time is recorded): host work there would be part of the figure, and a figure must not depend on
+where its output went.
+- `phase`: a line as a phase that may take seconds begins (loading the framework, building the model, counting its
+  FLOPs, the warm-up, the timed blocks, a memory probe, the batch_size=max probes).
+- `Bar`: a count of epochs or blocks, moved as each ends: a tqdm bar on a terminal; elsewhere (a log file, CI, a
+  pipe) plain lines, at most one every `lines_every_s` seconds.
+- `line`: a result line.
+
+Cells that run side by side (a parallel launcher: joblib, submitit, Ray) share one output: their launcher sets
+LABEL_ENV for the cell's process, and every line then begins with the cell's name in brackets, and no bar is
+drawn (two bars on one terminal overwrite each other).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+import time
+from typing import Any, Self
+
+# The cell's name, set where cells share an output: each line is prefixed with it.
+LABEL_ENV = "TRAINBENCH_CELL_LABEL"
+
+
+def label() -> str:
+    return os.environ.get(LABEL_ENV, "")
 
 
 def interactive() -> bool:
-    return sys.stdout.isatty()
+    """A bar is drawn: the output is a terminal, and no other cell writes to it at the same time."""
+    return sys.stdout.isatty() and not label()
 
 
-class EpochsBar:
-    """A bar over a cell's epochs on a terminal (`with EpochsBar(...) as bar:`); absent elsewhere (logs get the
-    epoch lines alone).
+def line(text: str) -> None:
+    tag = label()
+    print(f"[{tag}] {text}" if tag else text, file=sys.stdout, flush=True)
 
-    It moves between epochs, never within one: updating it from the steps, even as a counter with tqdm's
-    redraws at most every 0.1 s, would be host work inside the timed epoch that the same cell without a
-    terminal does not do, so a figure would depend on where its output went.
+
+def phase(text: str) -> None:
+    """A phase that may take a while begins: one plain line saying what it does (printed before it starts)."""
+    line(f"  {text} ...")
+
+
+class Bar:
+    """A count over `total` units (epochs, blocks) of one phase, moved as each unit ends (`with Bar(...) as bar:`).
+
+    On a terminal: a tqdm bar (with each unit's line above it where `lines_on_terminal`). Elsewhere: each unit's
+    line, at most one every `lines_every_s` seconds (0: every unit), so a log gets periodic plain lines, not the
+    carriage returns of a bar. It moves between units, never within one: updating it from the steps, even as a
+    counter with tqdm's redraws at most every 0.1 s, would be host work inside the timed unit that the same cell
+    without a terminal does not do.
     """
 
-    def __init__(self, epochs: int, description: str) -> None:
+    def __init__(
+        self, total: int, description: str, unit: str, lines_every_s: float = 0.0, lines_on_terminal: bool = True
+    ) -> None:
+        self.lines_every_s, self.lines_on_terminal = lines_every_s, lines_on_terminal
+        self._last_line = time.monotonic()
         self._bar: Any = None
         if interactive():
             from tqdm import tqdm
 
-            tqdm.monitor_interval = 0  # no monitor thread waking up inside the timed epochs
-            # Redrawn at every update: updates come once an epoch, outside the timing.
-            self._bar = tqdm(total=epochs, desc=description, unit="epoch", leave=False, file=sys.stdout, mininterval=0)
+            tqdm.monitor_interval = 0  # no monitor thread waking up inside the timed units
+            # Redrawn at every update: updates come once a unit, outside the timing.
+            self._bar = tqdm(total=total, desc=description, unit=unit, leave=False, file=sys.stdout, mininterval=0)
 
-    def epoch_done(self, text: str) -> None:
-        """After an epoch's timed pass and its validation: print its line above the bar, then advance the bar."""
+    def done(self, text: str) -> None:
+        """After a unit (and whatever untimed work follows it): its line, then the bar one step on."""
         if self._bar is None:
-            line(text)
+            now = time.monotonic()
+            if now - self._last_line >= self.lines_every_s:
+                line(text)
+                self._last_line = now
             return
-        self._bar.write(text, file=sys.stdout)
+        if self.lines_on_terminal:
+            self._bar.write(text, file=sys.stdout)
         self._bar.update()
 
-    def __enter__(self) -> EpochsBar:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -44,5 +87,21 @@ class EpochsBar:
             self._bar.close()
 
 
-def line(text: str) -> None:
-    print(text, file=sys.stdout, flush=True)
+class EpochsBar(Bar):
+    """A bar over a cell's epochs: every epoch's line is shown (it is the epoch's result), with the bar below it."""
+
+    def __init__(self, epochs: int, description: str) -> None:
+        super().__init__(epochs, description, "epoch")
+
+    def epoch_done(self, text: str) -> None:
+        self.done(text)
+
+
+def duration(seconds: float) -> str:
+    """`42 s`, `3:05` (minutes), `1:02:05` (hours): as a person reads a clock."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

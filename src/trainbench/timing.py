@@ -14,7 +14,8 @@ taken in completion callbacks), a separate short synchronized pass gives the per
 samples_per_s, and the tag trainbench.step_time_source says which way they were taken and why. On a CPU the
 host clock is the device's: steps run synchronously.
 
-Warm-up (allocation, autotuning, compilation) is timed on its own; logging happens outside timed regions.
+Warm-up (allocation, autotuning, compilation) is timed on its own; logging and progress lines happen outside timed
+regions (between blocks, never between the synchronizations that bound one).
 
 `measure` is that sequence once, for every task that times steps on resident data (task=benchmark's steps,
 task=inference's requests and passes): warm up, pace the blocks, time them, take per-step times.
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 
 Step = Callable[[int], None]  # step(i): the i-th step of a block
 SYNCHRONIZED_PASS = "synchronized pass"
+# Outside a terminal, a line between timed blocks at most this often: long blocks get one each, short ones few.
+BLOCK_LINES_EVERY_S = 10.0
 # Backends with device events that are not free between steps, and why (their percentiles: a synchronized pass).
 COSTLY_EVENTS = {"mps": "MPS events are not free: recording one commits the command buffer"}
 # Plan.min_time_s never paces a block beyond this many steps: a pace read from a synchronize that does not wait
@@ -303,6 +306,16 @@ class Measurement:
         }
 
 
+def warm_up_text(plan: Plan) -> str:
+    """The warm-up's line: how many steps, and that its first also compiles and allocates."""
+    count = f"{plan.warmup_steps} step{'s' if plan.warmup_steps != 1 else ''}"
+    if plan.settle_cv_pct:
+        count += (
+            f", then on until step times vary by less than {plan.settle_cv_pct:g}% (at most {plan.max_warmup_steps})"
+        )
+    return f"warming up: {count} (the first also compiles and allocates)"
+
+
 def measure(
     step: Step,
     synchronize: Callable[[], None],
@@ -320,21 +333,33 @@ def measure(
        between their steps where there is one;
     5. the per-step times: the clock's, else a synchronized pass of plan.pass_steps after the blocks (never
        part of samples_per_s); the source says which and, for a pass, why (`backend`'s events)."""
+    from trainbench import progress
+
+    progress.phase(warm_up_text(plan))
     warm = warm_up(step, synchronize, plan.warmup_steps, plan.settle_cv_pct, plan.max_warmup_steps)
+    if plan.min_time_s is not None:
+        progress.phase(f"pacing the blocks (task.min_time_s={plan.min_time_s:g}): one untimed block of {plan.steps}")
     steps = paced_steps(step, synchronize, plan.steps, plan.repeats, plan.min_time_s)
     if before_blocks is not None:
         before_blocks(warm, steps)
     blocks: list[Block] = []
     if plan.throughput or clock is not None:
-        with meter if meter is not None else nullcontext():
-            for _ in range(plan.repeats):
+        # Off a terminal, a line between blocks only where they are long: short ones would flood a log.
+        with (
+            meter if meter is not None else nullcontext(),
+            progress.Bar(plan.repeats, "timed blocks", "block", BLOCK_LINES_EVERY_S, lines_on_terminal=False) as bar,
+        ):
+            for repeat in range(1, plan.repeats + 1):
                 blocks.append(time_block(step, steps, synchronize, clock))
+                if repeat < plan.repeats:
+                    bar.done(f"  block {repeat}/{plan.repeats}: {blocks[-1].seconds:.2f} s for {steps} steps")
     times: list[float] = []
     source: str | None = None
     if clock is not None:
         times = [duration for block in blocks for duration in (block.step_times_s or [])]
         source = clock.source
     elif plan.pass_steps:
+        progress.phase(f"per-step times: {min(steps, plan.pass_steps)} more steps, each synchronized on its own")
         times = synchronized_step_times(step, min(steps, plan.pass_steps), synchronize)
         source = synchronized_pass_source(len(times), plan.pass_what, backend)
     return Measurement(warm, blocks, times, source, steps)

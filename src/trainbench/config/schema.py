@@ -670,6 +670,7 @@ class LaunchInfo:
     index: int = 0  # the cell's place in the sweep, from 1
     total: int = 1
     name_suffix: str = ""  # what tells this cell apart from its siblings (`precision=tf32`)
+    started_at: float | None = None  # when the sweep began (seconds since the epoch): its elapsed time and estimate
 
 
 @dataclass

@@ -40,10 +40,11 @@ def search(cell: CellConfig, spec: dict[str, Any]) -> dict[str, Any]:
     """Go on with the search from spec["known"]; return {"probes": every probe so far, "best": the result, or
     None when the next probe needs a process of its own, "estimate": the memory line's first estimate,
     "backend": where the probes ran ("" for ranks of their own)}."""
+    from trainbench import progress
     from trainbench.runner.in_cell import write_atomically
 
     known = {p.batch_size: p for p in (Probe(**fields) for fields in spec["known"])}
-    progress = Path(spec["progress_path"])
+    progress_path = Path(spec["progress_path"])
     prober = _RankProber(cell) if _ranks(cell) > 1 else _Prober(cell)
 
     def probe(batch: int) -> Probe:
@@ -51,10 +52,11 @@ def search(cell: CellConfig, spec: dict[str, Any]) -> dict[str, Any]:
             return known[batch]
         if prober.probes and not prober.reusable:
             raise _Elsewhere
+        progress.phase(f"batch_size=max: trying batch {batch}")
         result = prober.probe(batch)
         known[batch] = result
-        write_atomically(progress, json.dumps([asdict(p) for p in prober.probes]))
-        print(f"  batch_size=max: {describe(result)}", flush=True)
+        write_atomically(progress_path, json.dumps([asdict(p) for p in prober.probes]))
+        progress.line(f"  batch_size=max: {describe(result)}")
         return result
 
     try:

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from trainbench import hardware, tracking
+from trainbench import hardware, progress, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
 from trainbench.runner import batch_probes, batch_search, liveness, names, scaling, slots
@@ -97,6 +97,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     index, suffix = cell.launch.index, cell.launch.name_suffix
     name = task.run_name(cell, names.shown_device(cell.device.name)) + suffix
     mark("job: started")
+    progress.phase("recording the cell's settings in its run, starting the cell's process")
     run_id = _create_run(cell, store, overrides, name)
     mark("job: run created")
     outcome: str = "failed"
@@ -223,6 +224,10 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
     probes: list[Probe] = []
     processes = 0
     found: dict[str, Any] = {}
+    progress.phase(
+        f"batch_size=max: searching the largest batch that fits, up to cell.max_batch_size={limit} (each probe: "
+        f"{batch_probes.PROBE_WARMUP_STEPS + 1} training steps, not recorded)"
+    )
     while not found:
         processes += 1
         result, _ = _run_in_child(cell, store, None, "", search={"limit": limit, "known": probes})
@@ -238,7 +243,7 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
                 )
             # The process died of it (the kernel's out-of-memory killer, cell.memory_limit_mb): that batch does not fit
             new.append(Probe(pending, False, result.get("reason")))
-            print(f"  batch_size=max: {batch_probes.describe(new[-1])}", flush=True)
+            progress.line(f"  batch_size=max: {batch_probes.describe(new[-1])}")
         for probe in new:
             tracking.log_metrics(
                 store.client, run_id, {"batch_size_probe_fits": float(probe.fits)}, step=probe.batch_size
@@ -276,9 +281,8 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
         why = f"{above.batch_size} peaks over {1 - batch_search.HEADROOM:.0%} of the memory"
     else:
         why = f"{above.batch_size} does not fit"
-    print(
-        f"  batch_size=max: {best} ({why}), {len(probes)} probes in {processes} process(es), {search_s:.1f} s{peak}",
-        flush=True,
+    progress.line(
+        f"  batch_size=max: {best} ({why}), {len(probes)} probes in {processes} process(es), {search_s:.1f} s{peak}"
     )
     tracking.log_metrics(store.client, run_id, {"max_batch_size": best, **figures})
     tracking.set_tags(store.client, run_id, {"trainbench.batch_size": best, "trainbench.batch_size_search": "max"})
@@ -548,10 +552,11 @@ def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[No
 def _pump(stream: Any, tail: collections.deque[str], activity: Activity) -> None:
     """Echo the cell's stderr (credentials redacted: MLflow's errors quote the store's URI) and keep its tail."""
     quiet = not tracking.verbose()
+    label = progress.label()
     for line in stream:
         activity.touch()
         if not (quiet and _NOISE.match(line)):
-            sys.stderr.write(tracking.redact(line))
+            sys.stderr.write(f"[{label}] {tracking.redact(line)}" if label else tracking.redact(line))
         tail.append(line)
 
 

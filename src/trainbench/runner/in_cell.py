@@ -54,11 +54,12 @@ class ProcessResult(TypedDict, total=False):
 
 def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
-    from trainbench import frameworks, hardware
+    from trainbench import frameworks, hardware, progress
     from trainbench.tasks.base import DeviceInfo, task_of
     from trainbench.timeline import mark
 
     global selected_backend
+    progress.phase(f"loading {cell.framework.name} and its device ({cell.device.name})")
     framework = frameworks.load(cell)
     mark("cell: framework imported")
     backend = selected_backend = framework.select_device(cell.device)

@@ -7,12 +7,15 @@ worker, on a Slurm node or a Ray worker. It returns the cell's result as a plain
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from omegaconf import DictConfig
 
-from trainbench import tracking
+from trainbench import progress, tracking
 from trainbench.config import PlainError, validate
+from trainbench.runner import launchers, sweep_clock
 from trainbench.runner.cell import Store, run_cell
 from trainbench.tasks.base import task_of
 
@@ -20,7 +23,7 @@ from trainbench.tasks.base import task_of
 def run_job(composed: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
-    from trainbench.runner import launchers, names
+    from trainbench.runner import names
 
     tracking.quiet_logs()  # a launcher's worker prints nothing unredacted either
     launchers.die_with_sweep()  # a worker of a launcher on this machine must not outlive the sweep
@@ -46,4 +49,27 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         f"[cell {launch.index}/{launch.total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}",
         flush=True,
     )
-    return run_cell(cell, store, overrides).to_dict()
+    _label_lines(name)
+    if launch.total > 1 and launch.started_at is not None and launch.sweep_id is not None:
+        progress.line(
+            "  "
+            + sweep_clock.status_line(
+                store.client, launch.experiment_id, launch.sweep_id, launch.started_at, launch.total
+            )
+        )
+    started = time.monotonic()
+    result = run_cell(cell, store, overrides)
+    if launch.total > 1:
+        took = progress.duration(time.monotonic() - started)
+        print(f"[cell {launch.index}/{launch.total}] {result.name}: {result.outcome} in {took}", flush=True)
+    return result.to_dict()
+
+
+def _label_lines(name: str) -> None:
+    """Outside the sweep's own process (a parallel launcher's worker, another machine), cells may share an output:
+    every line of this cell's (and of the processes it starts) then carries its name. A worker runs several cells
+    one after the other: each sets its own."""
+    if launchers.in_the_sweeps_process():
+        os.environ.pop(progress.LABEL_ENV, None)
+    else:
+        os.environ[progress.LABEL_ENV] = name

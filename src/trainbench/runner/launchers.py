@@ -154,6 +154,12 @@ def worker_started(sweep_pid: int) -> None:
     _die_with(sweep_pid, os.environ.get(SWEEP_PROCESS_ENV, ""))
 
 
+def in_the_sweeps_process() -> bool:
+    """Whether this is the sweep's own process (the basic launcher runs its cells here, one at a time), not a
+    launcher's worker or a job on another machine."""
+    return os.environ.get(SWEEP_PROCESS_ENV, "").split(":", 1)[0] == str(os.getpid())
+
+
 def die_with_sweep() -> None:
     """In a job's process: when the sweep that launched it runs on this machine and is an ancestor of this
     process (a joblib worker, a submitit_local job under its controller, a local Ray worker), die with it.

@@ -199,6 +199,7 @@ class Sweep:
             "index": i + 1,
             "total": len(self.cells),
             "name_suffix": self.suffixes[i],
+            "started_at": round(self.started, 3),
         }
         return [f"++launch.{key}={_hydra_value(value)}" for key, value in values.items()]
 
@@ -504,7 +505,7 @@ def _hydra_value(value: Any) -> str:
     """A value as a Hydra override can carry it: quoted so URIs with `:`, `=` or `,` stay one string."""
     if value is None:
         return "null"
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
         return str(value)
     text = str(value).replace("\\", "\\\\").replace("'", "\\'")
     return f"'{text}'"

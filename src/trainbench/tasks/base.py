@@ -106,13 +106,17 @@ def model_and_data(
 ) -> tuple[Any, Dataset, float | None]:
     """Load the data, build the model, log its size and FLOPs; return (model, data, flops per sample)."""
     from trainbench import data as datasets
+    from trainbench import progress
     from trainbench.timeline import mark
 
+    progress.phase(f"loading the data ({cell.data.name})")
     data = datasets.load(cell.data, cell.seed)
     mark("cell: data loaded")
     log.params(actual_data_params(cell, data))
+    progress.phase(f"building the model ({cell.model.name})")
     model = framework.build_model(cell.model, data)
     mark("cell: model built")
+    progress.phase("counting the model's FLOPs")
     flops = framework.flops_per_sample(model, data, training=training)
     mark("cell: FLOPs counted")
     log.metrics({"num_parameters": framework.num_parameters(model), "flops_per_sample": flops})

@@ -42,10 +42,11 @@ from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
     from trainbench.frameworks.base import Framework, RunLog, StepClock
-    from trainbench.timing import Step
+    from trainbench.timing import Step, WarmUp
 
 TIMED_REGIONS = ("steps", "fit")
 PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device clock exists
+ESTIMATE_FROM_S = 2.0  # a phase ahead shorter than this gets no estimate: it is over before one is read
 
 
 @schema("task", "benchmark")
@@ -122,7 +123,7 @@ class BenchmarkTask(Task):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Plan, StepStats, WarmUp, drift_pct, indexed, measure
+        from trainbench.timing import Plan, StepStats, drift_pct, indexed, measure
 
         if self.timed_region == "fit":
             return self._run_fit(framework, cell, log, device)
@@ -133,11 +134,15 @@ class BenchmarkTask(Task):
         clock = framework.step_clock()
 
         def before_blocks(warm: WarmUp, steps: int) -> None:
+            ahead = self.repeats * steps + (0 if clock is not None else min(steps, PERCENTILE_PASS_STEPS))
+            if self.check_sync:
+                ahead += 4 * self.steps * self.repeats  # each round: a block, a double block, steps one by one
             progress.line(
                 f"benchmark: {warm.steps} warm-up steps ({warm.seconds:.2f} s), then {self.repeats} x {steps} "
-                "timed steps"
+                "timed steps" + about(warm_up_pace_s(warm) * ahead)
             )
             if self.check_sync:  # logged now: a cell stopped later (its blocks run too long) keeps them
+                progress.phase(f"checking the synchronization: {self.repeats} round(s) of blocks of {self.steps} steps")
                 log.metrics(sync_check(step, self.steps, self.repeats, sync, clock))
 
         plan = Plan(
@@ -194,6 +199,8 @@ class BenchmarkTask(Task):
         model, data, flops = model_and_data(framework, cell, log)
         trainer: Any = framework.trainer(model, data, cell)  # keras.adapter.FitTrainer: host arrays, compiled
         batch, available = int(cell.batch_size), len(data.train)
+        if self.warmup_steps:
+            progress.phase(f"warming up: one fit epoch of {self.warmup_steps} steps (the first also compiles)")
         with Timer(framework.synchronize) as warm:
             if self.warmup_steps:
                 trainer.fit(1, self.sync_every_step, samples=min(batch * self.warmup_steps, available))
@@ -231,6 +238,20 @@ class BenchmarkTask(Task):
         }
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
+
+
+def warm_up_pace_s(warm: WarmUp) -> float:
+    """Seconds per step as the warm-up ran them, its first step (compilation, allocation) left out."""
+    if warm.steps > 1:
+        return (warm.seconds - warm.first_step_s) / (warm.steps - 1)
+    return warm.seconds / warm.steps if warm.steps else 0.0
+
+
+def about(seconds: float) -> str:
+    """', about 1:05 from here' for a phase ahead that should take a while; nothing for one of a moment."""
+    from trainbench.progress import duration
+
+    return f", about {duration(seconds)} from here" if seconds >= ESTIMATE_FROM_S else ""
 
 
 def sync_check(

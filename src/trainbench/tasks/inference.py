@@ -50,6 +50,7 @@ class InferenceTask(Task):
         trainer = framework.trainer(model, data, cell)
         batch = min(int(cell.batch_size), len(data.train))
 
+        progress.phase(f"batch 1 latency: {self.latency_steps} requests after {self.warmup_steps} warm-up ones")
         requests = Plan(
             warmup_steps=self.warmup_steps,
             steps=self.latency_steps,
@@ -62,6 +63,7 @@ class InferenceTask(Task):
         )
         latency = StepStats.of(single.step_times_s)
 
+        progress.phase(f"batch {batch} throughput: {self.steps} passes after {self.warmup_steps} warm-up ones")
         meter = energy_meter(framework, device)
         passes = measure(indexed(trainer.inference_step(batch)), sync, Plan(self.warmup_steps, self.steps), None, meter)
         figures = passes.figures(batch)

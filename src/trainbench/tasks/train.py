@@ -147,6 +147,8 @@ class TrainTask(Task):
         trainer = framework.trainer(model, data, cell)
         mark("cell: ready for the first step")
         log.tags({"trainbench.samples_per_epoch": trainer.samples_per_epoch})
+        validation = f", then validation on {len(data.val):,} samples" if len(data.val) else ""
+        progress.phase(f"training: {self.epochs} epoch(s) of {trainer.steps_per_epoch} steps, each timed{validation}")
         epochs: list[EpochStats] = []
         training_s = 0.0  # total_time_s: each epoch's training, from its shuffle to its read-back
         meter = energy_meter(framework, device)
@@ -196,6 +198,10 @@ class TrainTask(Task):
             return {}
         device_init_s = initialise_device(framework) if build else None
         mark("cell: ready for the first step")
+        progress.phase(
+            f"training: {self.epochs} epoch(s) through {'the model build and ' if build else ''}one fit call, timed "
+            "as a whole (the epochs' lines follow it)"
+        )
         meter = energy_meter(framework, device)
         with meter, Timer(framework.synchronize) as total:
             if trainer is None:

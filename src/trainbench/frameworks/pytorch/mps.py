@@ -98,7 +98,11 @@ def probe(torch: Any, step: Callable[[], None] | None, synchronize: Callable[[],
     then; the source says which."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from trainbench import progress
+
     mps = torch.mps
+    if step is not None:
+        progress.phase("the MPS memory probe: one more step, reading the allocated memory after every op (not timed)")
     largest = int(mps.current_allocated_memory())
     if step is None:
         return Probe(largest, f"{AT_THE_END} (no step to probe)")

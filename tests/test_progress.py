@@ -1,0 +1,64 @@
+"""Progress a person can follow, in milliseconds (no framework, no store): a sweep's estimate of what is left,
+plain lines instead of a bar off a terminal, and the cell's name on every line where cells share an output.
+End-to-end through real sweeps: tests/test_sweep.py (phases, elapsed and estimate, joblib labels) and
+tests/test_mps.py (no line inside a timed block)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import sys
+
+import pytest
+
+from trainbench import progress
+from trainbench.runner.sweep_clock import estimate
+
+
+def test_before_any_cell_ends_the_sweep_says_an_estimate_comes_after_the_first() -> None:
+    assert estimate(5.2, 3, 0, [], 0) == "sweep: 5 s elapsed, 0 of 3 cells done; estimate after the first cell"
+    # cells skipped by sweep.resume are done, but say nothing of how long a cell takes
+    assert estimate(3, 4, 2, [], 0).endswith("2 of 4 cells done; estimate after the first cell")
+
+
+def test_the_estimate_shares_the_cells_left_among_those_running_side_by_side() -> None:
+    one_at_a_time = estimate(70, 5, 1, [50.0, 70.0], 0)
+    assert one_at_a_time == "sweep: 1:10 elapsed, 1 of 5 cells done; about 4:00 left (1:00 a cell)"
+    two_at_a_time = estimate(70, 5, 1, [60.0], 1)
+    assert two_at_a_time == "sweep: 1:10 elapsed, 1 of 5 cells done; about 2:00 left (1:00 a cell, 2 at a time)"
+    assert estimate(4000, 2, 1, [3700.0], 0).endswith("about 1:01:40 left (1:01:40 a cell)")
+
+
+def test_off_a_terminal_a_bar_is_plain_lines_at_most_every_n_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress.Bar(3, "timed blocks", "block", lines_every_s=0) as bar:
+        bar.done("  block 1/3: 12.00 s")
+        bar.done("  block 2/3: 12.10 s")
+    with progress.Bar(3, "timed blocks", "block", lines_every_s=3600) as bar:
+        bar.done("  block 1/3: 0.01 s")  # short blocks: a line at most once an hour here
+    assert capsys.readouterr().out == "  block 1/3: 12.00 s\n  block 2/3: 12.10 s\n"
+
+
+def test_where_cells_share_an_output_every_line_carries_the_cells_name_and_no_bar_is_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    main, terminal_fd = pty.openpty()
+    with os.fdopen(terminal_fd, "w") as terminal:
+        monkeypatch.setattr(sys, "stdout", terminal)
+        assert progress.interactive()  # a terminal of its own: a bar
+        monkeypatch.setenv(progress.LABEL_ENV, "pytorch-mlp-cpu-bs8")
+        assert not progress.interactive()  # shared with another cell: lines only
+        progress.phase("building the model (mlp)")
+        progress.line("epoch 1/2: 0.40 s")
+    written = os.read(main, 4096).decode()
+    os.close(main)
+    assert written.splitlines() == [
+        "[pytorch-mlp-cpu-bs8]   building the model (mlp) ...",
+        "[pytorch-mlp-cpu-bs8] epoch 1/2: 0.40 s",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0.4, "0 s"), (42.4, "42 s"), (59.6, "1:00"), (185, "3:05"), (3725, "1:02:05")]
+)
+def test_durations_read_as_a_clock(seconds: float, shown: str) -> None:
+    assert progress.duration(seconds) == shown
