@@ -6,14 +6,13 @@ transformers and trainbench's MLP), built on torch's meta device (shapes only, n
 time), so BERT-large costs nothing to count. MLX is lazy, so the MLX models are counted without their weights
 being drawn either.
 
-The MLX builders (trainbench.frameworks.mlx.models) still read the model config as a dict with the keys of
-the YAML before the typed configs (`builder: mlp`, `transformers: <family>`); the tests compose the typed
-config from conf/model/ as a cell does and hand it to the builders, as the MLX adapter does.
+The tests compose the typed model config from conf/model/ as a cell does and hand it to the MLX builders
+(trainbench.frameworks.mlx.models), as the MLX adapter does; each picks its builder by the model's name or
+family (trainbench.frameworks.mlx.BUILDERS).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from functools import cache
@@ -248,7 +247,9 @@ def test_a_model_mlx_cannot_build_is_refused_before_any_work_naming_who_can() ->
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"), pytest.raises(ConfigError) as refused:
         validate(compose("config", overrides=["framework=mlx", "model=vgg16", "data.image_size=64"]))
     assert "cannot build model `vgg16`" in str(refused.value) and "framework=pytorch" in str(refused.value)
-    with pytest.raises(ValueError, match=r"model\.mlx='vgg16'.*mobilenet_v2, resnet18, resnet50"):
-        mlx_models.build(dataclasses.replace(model_config("vgg16"), mlx="vgg16"), (32, 32, 3), 10)
+    with pytest.raises(
+        ValueError, match=r"model `vgg16` has no MLX build: use one of mobilenet_v2, resnet18, resnet50"
+    ):
+        mlx_models.build(model_config("vgg16"), (32, 32, 3), 10)
     with pytest.raises(ValueError, match=r"model\.seq_len=1024 exceeds model\.max_position_embeddings=512"):
         mlx_models.text_classifier(model_config("distilbert"), 1024, 2)

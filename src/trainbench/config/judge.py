@@ -132,12 +132,16 @@ def _model_and_framework(cell: CellConfig) -> None:
             f"or another model",
         )
     if isinstance(model, VisionModel) and model.pretrained:
+        from trainbench.config.registry import SCHEMAS
+        from trainbench.locations import choices
+
+        able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).loads_pretrained()]
         need(
-            framework.name == "pytorch",
+            framework.loads_pretrained(),
             "model.pretrained",
             True,
-            f"pretrained weights are torchvision's (framework=pytorch only); framework={framework.name} starts "
-            "from random weights: use model.pretrained=false",
+            f"pretrained weights are torchvision's (framework={' or framework='.join(able)} only); "
+            f"framework={framework.name} starts from random weights: use model.pretrained=false",
         )
 
 

@@ -12,6 +12,7 @@ Light on purpose: imported by the parent process, which never imports a deep-lea
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -82,10 +83,22 @@ class FrameworkConfig(Choice):
     # (PyTorch's DDP); None: one process drives all of a cell's devices (Keras' distribution APIs).
     rank_launcher: ClassVar[str | None] = None
 
+    # The framework's builders, keyed by the architecture a model YAML describes (ModelConfig.architecture():
+    # the model's name, or its family where one builder takes sizes, e.g. `bert`): the name of the builder in
+    # the framework's own terms (a torchvision constructor, a keras.applications class, ...). Declared in the
+    # framework's light package, so the parent answers "who builds model X" without importing any framework.
+    builders: ClassVar[Mapping[str, str]] = {}
+    # The version tags (`sw.*`) its adapter records that name the framework's own releases.
+    version_tags: ClassVar[tuple[str, ...]] = ()
+
     # What the framework can build, run and compute: answered without importing it (judge asks these).
     def builds(self, model: ModelConfig) -> str | None:
         """The name of this framework's builder for `model`, or None when it has none."""
-        return None
+        return self.builders.get(model.architecture())
+
+    def loads_pretrained(self) -> bool:
+        """Whether model.pretrained=true can load a model's weights file in this framework."""
+        return False
 
     def precisions(self, backend_kind: str) -> tuple[str, ...]:
         """Precisions this framework can run on a `cpu` or `gpu` device."""
@@ -144,19 +157,14 @@ class DeviceConfig(Choice):
 
 @dataclass
 class ModelConfig(Choice):
-    input: ClassVar[str] = "image"  # what the model consumes: image | text
-    # PyTorch: the torch.compile mode that measured fastest for this model on a CUDA GPU, used when
-    # optimize.compile_mode=auto (optimize=fast). reduce-overhead adds CUDA graphs: it wins where launches,
-    # not kernels, bound the step.
-    torch_compile_mode: str = "default"
+    """A network, described once. Which framework builds it, and how, is the framework's business: each keys
+    its builders by `architecture()` (FrameworkConfig.builders)."""
 
-    def check(self, at: str) -> None:
-        need(
-            self.torch_compile_mode in COMPILE_MODES,
-            f"{at}.torch_compile_mode",
-            self.torch_compile_mode,
-            f"choose one of {', '.join(COMPILE_MODES)}",
-        )
+    input: ClassVar[str] = "image"  # what the model consumes: image | text
+
+    def architecture(self) -> str:
+        """What a framework's builders are keyed by: the model's name, unless one builder takes its sizes."""
+        return self.name
 
     def describe(self) -> str:
         return f"model `{self.name}` ({self.schema_kind} model)"  # type: ignore[attr-defined]
@@ -173,6 +181,9 @@ class MlpModel(ModelConfig):
     activation: str = "relu"
     output_activation: str | None = None  # null: logits + softmax cross-entropy; sigmoid: the seed blog's head
     init: str = "torch"  # torch: PyTorch's default Linear init in every framework; glorot: Keras' default
+
+    def architecture(self) -> str:
+        return "mlp"  # one builder for every depth and width
 
     def layers(self) -> list[int]:
         return [self.width or 0] * self.depth if self.depth is not None else list(self.hidden_sizes)
@@ -212,11 +223,9 @@ class MlpModel(ModelConfig):
 @schema("model", "vision")
 @dataclass
 class VisionModel(ModelConfig):
-    """A library image classifier: torchvision's architecture, rebuilt to match in each framework."""
+    """A library image classifier, named as torchvision names it (the reference architecture), rebuilt to
+    match in each framework."""
 
-    torchvision: str | None = None  # constructor in torchvision.models (the reference architecture)
-    keras: str | None = None  # keras.applications class, or a trainbench Keras builder
-    mlx: str | None = None  # trainbench's MLX builder
     channels: int = 3  # input channels the architecture takes
     min_image_size: int = 1  # smaller inputs pool away to nothing
     pretrained: bool = False  # torchvision's ImageNet weights from the local torch hub cache (PyTorch only)
@@ -241,8 +250,7 @@ class TransformerModel(ModelConfig):
     """A BERT-family encoder for sequence classification, randomly initialised (no hub access)."""
 
     input: ClassVar[str] = "text"
-    family: str = MISSING  # distilbert | bert: the transformers architecture (and MLX's rebuild of it)
-    keras_hub: str | None = None  # keras-hub backbone class for the Keras frameworks
+    family: str = MISSING  # the transformers architecture (distilbert | bert) each framework rebuilds
     num_layers: int = MISSING
     hidden_size: int = MISSING
     num_heads: int = MISSING
@@ -252,9 +260,11 @@ class TransformerModel(ModelConfig):
     seq_len: int = 128  # tokens per sequence; the text data follows it
     num_labels: int = 2  # classes; the synthetic text data follows it
 
+    def architecture(self) -> str:
+        return self.family  # one builder per family, at any size
+
     def check(self, at: str) -> None:
         super().check(at)
-        need(self.family in ("distilbert", "bert"), f"{at}.family", self.family, "distilbert or bert")
         for key in ("num_layers", "num_heads"):
             need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
         for key in ("hidden_size", "intermediate_size"):
@@ -568,39 +578,18 @@ class AdamConfig(OptimConfig):
 
 # ----------------------------------------------------------------------------------------------- optimize
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-# optimize.compile_mode=auto: the model's torch_compile_mode on one CUDA GPU, torch.compile's default elsewhere.
-OPTIMIZE_COMPILE_MODES = ("auto", *COMPILE_MODES)
-
 
 @schema("optimize", "optimize")
 @dataclass
 class OptimizeConfig(Choice):
-    """How hard each framework is asked to go: `none` runs models as written, `fast` asks for its best."""
+    """How hard each framework is asked to go: `none` runs models as written, `fast` asks for its best. Each
+    framework expands `fast` into its own knobs (its config's `auto` values, e.g. framework.channels_last)."""
 
     compile: bool = False  # PyTorch: torch.compile; TensorFlow: XLA (jit_compile); JAX always compiles
-    compile_mode: str = "auto"  # torch.compile mode; auto: the model's torch_compile_mode (CUDA, one GPU)
-    channels_last: bool = False  # PyTorch convolutional models in NHWC (Keras and MLX always are)
-    fused_optimizer: bool = False  # PyTorch: fused=True optimizers (one kernel per step, CUDA)
-    capture: bool = False  # PyTorch on CUDA: capture the whole train step as one CUDA graph (small static models)
-    # PyTorch, with compile: Inductor benchmarks each generated Triton (GPU) kernel's launch settings against their
-    # neighbours. Minutes more compiling; max-autotune modes include it.
-    coordinate_descent_tuning: bool = False
 
-    def check(self, at: str) -> None:
-        need(
-            self.compile_mode in OPTIMIZE_COMPILE_MODES,
-            f"{at}.compile_mode",
-            self.compile_mode,
-            f"choose one of {', '.join(OPTIMIZE_COMPILE_MODES)}",
-        )
-
-    def torch_compile_mode(self, model: ModelConfig, one_cuda_gpu: bool) -> str:
-        """compile_mode with `auto` resolved: the model's torch_compile_mode on one CUDA GPU, torch.compile's
-        default elsewhere (CUDA graphs need CUDA, and DDP's all-reduce does not run inside them)."""
-        if self.compile_mode != "auto":
-            return self.compile_mode
-        return model.torch_compile_mode if one_cuda_gpu else "default"
+    def fast(self) -> bool:
+        """Whether each framework is asked for its best: what a framework knob left at `auto` follows."""
+        return self.name == "fast"
 
 
 # ------------------------------------------------------------------------------------------ run settings

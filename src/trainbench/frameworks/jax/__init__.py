@@ -4,6 +4,7 @@ Light (no jax import); the adapter is .adapter."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainbench.config.registry import schema
 from trainbench.frameworks.keras import KerasConfig
@@ -14,6 +15,7 @@ from trainbench.frameworks.keras import KerasConfig
 class JaxConfig(KerasConfig):
     adapter: str = "trainbench.frameworks.jax.adapter"
     package: str = "jax"
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.jax")
     preallocate: bool = False  # false: take GPU memory as needed (XLA_PYTHON_CLIENT_PREALLOCATE), not 75% up front
 
     def max_devices(self) -> int | None:

@@ -4,20 +4,29 @@ Light (no keras import); the shared adapter is .adapter, the model builders .mod
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.config.schema import FrameworkConfig
+
+# Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder: a keras.applications class, a
+# builder written in .models (models.OWN_BUILDERS), a keras-hub backbone (text), or trainbench's MLP.
+BUILDERS = {
+    "mlp": "mlp",
+    "alexnet": "alexnet",
+    "efficientnet_b0": "EfficientNetB0",
+    "mobilenet_v2": "MobileNetV2",
+    "resnet18": "resnet18",
+    "resnet50": "resnet50",
+    "vgg16": "VGG16",
+    "bert": "BertBackbone",
+    "distilbert": "DistilBertBackbone",
+}
 
 
 @dataclass
 class KerasConfig(FrameworkConfig):
-    def builds(self, model: ModelConfig) -> str | None:
-        if isinstance(model, MlpModel):
-            return "mlp"
-        if isinstance(model, VisionModel):
-            return model.keras
-        if isinstance(model, TransformerModel):
-            return model.keras_hub
-        return None
+    builders: ClassVar[dict[str, str]] = BUILDERS
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.keras",)
 
     def fit(self) -> str | None:
         return "model.fit"

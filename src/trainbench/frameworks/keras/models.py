@@ -33,8 +33,9 @@ from keras import layers, ops
 
 from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
 from trainbench.flops import transformer_flops_per_sample  # noqa: F401  (re-exported for the adapters)
+from trainbench.frameworks.keras import BUILDERS
 
-# Builders written here, by the `keras:` name in the model YAML (keras.applications has no such class).
+# Builders written here, by their name in trainbench.frameworks.keras.BUILDERS (keras.applications has no such class).
 OWN_BUILDERS: dict[str, Callable[[tuple[int, int, int], int], keras.Model]] = {}
 
 
@@ -43,14 +44,14 @@ def build(model: ModelConfig, input_shape: tuple[int, int, int], classes: int) -
     if isinstance(model, MlpModel):
         return mlp(model, input_shape, classes)
     assert isinstance(model, VisionModel)
-    name = model.keras
+    name = BUILDERS.get(model.architecture())
     if not name:
-        raise ValueError(f"model `{model.name}` names no Keras class (its YAML has no `keras:` key)")
+        raise ValueError(f"model `{model.name}` has no Keras builder (trainbench.frameworks.keras.BUILDERS)")
     if name in OWN_BUILDERS:
         return OWN_BUILDERS[name](input_shape, classes)
     if not hasattr(keras.applications, name):
         known = ", ".join(sorted(OWN_BUILDERS))
-        raise ValueError(f"model.keras={name!r} is neither a keras.applications class nor one of {known}")
+        raise ValueError(f"Keras builder {name!r} is neither a keras.applications class nor one of {known}")
     return applications_model(name, input_shape, classes)
 
 
@@ -326,7 +327,7 @@ OWN_BUILDERS.update({"resnet18": resnet18, "resnet50": resnet50, "alexnet": alex
 
 # -- text: keras-hub encoders with transformers' classification heads -----------------------------------
 def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_padding: bool = True) -> keras.Model:
-    """A randomly initialised keras-hub encoder (`keras_hub:` in the model YAML) with the classification
+    """A randomly initialised keras-hub encoder (trainbench.frameworks.keras.BUILDERS) with the classification
     head of the transformers model the PyTorch adapter builds from the same dimensions; token ids in, logits
     out. Parameter counts are exact.
 
@@ -340,7 +341,7 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
     - BERT's segment embedding is looked up by selection (`SegmentLookup`), not by a gather."""
     import keras_hub
 
-    family = model.keras_hub
+    family = BUILDERS.get(model.architecture())
     hidden = model.hidden_size
     dimensions = {
         "vocabulary_size": model.vocab_size,
@@ -368,7 +369,7 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
         )
         x = layers.Dropout(0.2)(x)
     else:
-        raise ValueError(f"model.keras_hub={family!r}: trainbench builds BertBackbone and DistilBertBackbone")
+        raise ValueError(f"model.family={model.family!r}: trainbench builds BertBackbone and DistilBertBackbone")
     logits = layers.Dense(classes, kernel_initializer=_transformers_kernel(), name="classifier")(x)
     return keras.Model(token_ids, logits, name=model.name)
 

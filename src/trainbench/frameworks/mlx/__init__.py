@@ -4,9 +4,21 @@ else the CPU. Light (no mlx import); the adapter is .adapter, the model builders
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainbench.config.registry import schema
-from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.config.schema import FrameworkConfig
+
+# Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder in .models (IMAGE_BUILDERS,
+# TEXT_BUILDERS, or the MLP).
+BUILDERS = {
+    "mlp": "mlp",
+    "mobilenet_v2": "mobilenet_v2",
+    "resnet18": "resnet18",
+    "resnet50": "resnet50",
+    "bert": "bert",
+    "distilbert": "distilbert",
+}
 
 
 @schema("framework", "mlx")
@@ -14,15 +26,8 @@ from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, Tra
 class MlxConfig(FrameworkConfig):
     adapter: str = "trainbench.frameworks.mlx.adapter"
     package: str = "mlx"
-
-    def builds(self, model: ModelConfig) -> str | None:
-        if isinstance(model, MlpModel):
-            return "mlp"
-        if isinstance(model, VisionModel):
-            return model.mlx
-        if isinstance(model, TransformerModel):
-            return model.family
-        return None
+    builders: ClassVar[dict[str, str]] = BUILDERS
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.mlx",)
 
     def min_memory_mb(self) -> int:
         return 768

@@ -7,8 +7,8 @@ its running statistics (momentum 0.1, unbiased variance, as torch), Dropout is a
 
 Configs read (trainbench.config.schema, from conf/model/*.yaml): MlpModel (`hidden_sizes`, or `depth` x
 `width`, `activation` and `init`; `output_activation` is the loss's business, as elsewhere: the MLP returns
-logits); VisionModel with `mlx: resnet18 | resnet50 | mobilenet_v2` (`pretrained` must be false: no MLX
-checkpoints); TransformerModel with `family: distilbert | bert` and its dimensions.
+logits); VisionModel named resnet18 | resnet50 | mobilenet_v2 (trainbench.frameworks.mlx.BUILDERS; `pretrained`
+must be false: no MLX checkpoints); TransformerModel with `family: distilbert | bert` and its dimensions.
 
 Parameter counts equal torchvision's and transformers' exactly, and torch's weights loaded into these models
 give torch's logits (tests/test_mlx_models.py; parameter names follow torchvision's). Initialisation
@@ -46,6 +46,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten
 
 from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.frameworks.mlx import BUILDERS
 
 # LayerNorm epsilon of BERT and DistilBERT in transformers (layer_norm_eps / the hard-coded 1e-12).
 TRANSFORMERS_LAYER_NORM_EPS = 1e-12
@@ -65,10 +66,10 @@ def build(model: ModelConfig, input_shape: tuple[int, int, int], num_classes: in
     if isinstance(model, TransformerModel):
         raise ValueError(f"model `{model.name}` is a text model: build it with text_classifier")
     assert isinstance(model, VisionModel)
-    name = model.mlx
+    name = BUILDERS.get(model.architecture())
     if name not in IMAGE_BUILDERS:
         known = ", ".join(sorted(IMAGE_BUILDERS))
-        raise ValueError(f"model.mlx={name!r} has no MLX build: use one of {known}")
+        raise ValueError(f"model `{model.name}` has no MLX build: use one of {known}")
     if model.pretrained:
         raise ValueError(
             f"model.pretrained=true is PyTorch-only (torchvision checkpoints); {name} on MLX starts "
@@ -401,15 +402,15 @@ def text_classifier(
     model_cfg: TransformerModel, seq_len: int, num_classes: int, mask_padding: bool = True
 ) -> nn.Module:
     """A randomly initialised sequence classifier: (N, seq_len) int token ids in, (N, num_classes) logits out."""
-    family = model_cfg.family
+    family = BUILDERS.get(model_cfg.architecture())
     if family not in TEXT_BUILDERS:
-        raise ValueError(f"model.family={family!r}: use one of {', '.join(TEXT_BUILDERS)}")
+        raise ValueError(f"model.family={model_cfg.family!r}: use one of {', '.join(TEXT_BUILDERS)}")
     if seq_len > model_cfg.max_position_embeddings:
         raise ValueError(
             f"model.seq_len={seq_len} exceeds model.max_position_embeddings="
             f"{model_cfg.max_position_embeddings}: no position embedding for the later tokens"
         )
-    model = TEXT_BUILDERS[family](model_cfg, num_classes, mask_padding)
+    model = TEXT_BUILDERS[str(family)](model_cfg, num_classes, mask_padding)
     _init_like_transformers(model)
     return model
 

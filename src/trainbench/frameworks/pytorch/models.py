@@ -14,18 +14,20 @@ from torch import nn
 
 from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
 from trainbench.data import Dataset
+from trainbench.frameworks.pytorch import BUILDERS
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
 
 
 def build(model: ModelConfig, data: Dataset) -> nn.Module:
+    """`model` built by its builder in trainbench.frameworks.pytorch.BUILDERS."""
     if isinstance(model, MlpModel):
         return mlp(model, data)
     if isinstance(model, TransformerModel):
         return transformer_classifier(model, data.num_classes, data.padded)
-    if isinstance(model, VisionModel) and model.torchvision:
+    if isinstance(model, VisionModel) and model.architecture() in BUILDERS:
         return torchvision_model(model, data.num_classes)
-    raise ValueError(f"model `{model.name}` has no PyTorch builder (model.torchvision)")
+    raise ValueError(f"model `{model.name}` has no PyTorch builder (trainbench.frameworks.pytorch.BUILDERS)")
 
 
 def mlp(model: MlpModel, data: Dataset) -> nn.Sequential:
@@ -94,7 +96,7 @@ def transformer_classifier(model: TransformerModel, num_classes: int, mask_paddi
 def torchvision_model(model: VisionModel, num_classes: int) -> nn.Module:
     import torchvision
 
-    constructor = getattr(torchvision.models, str(model.torchvision))
+    constructor = getattr(torchvision.models, BUILDERS[model.architecture()])
     if not model.pretrained:
         return constructor(weights=None, num_classes=num_classes)
     cached = Path(torch.hub.get_dir()) / "checkpoints" / str(model.weights_file)

@@ -4,6 +4,7 @@ Light (no tensorflow import); the adapter is .adapter."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainbench.config.registry import schema
 from trainbench.frameworks.keras import KerasConfig
@@ -14,6 +15,7 @@ from trainbench.frameworks.keras import KerasConfig
 class TensorFlowConfig(KerasConfig):
     adapter: str = "trainbench.frameworks.tensorflow.adapter"
     package: str = "tensorflow"
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.tensorflow")
     memory_growth: bool = True  # take GPU memory as the model needs it, so peak memory means something
 
     def max_devices(self) -> int | None:
