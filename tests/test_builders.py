@@ -33,10 +33,10 @@ def test_no_model_yaml_names_a_framework_or_its_builder() -> None:
 def test_pytorchs_registry_names_torchvision_constructors_and_its_own_builders() -> None:
     import torchvision
 
-    from trainbench.frameworks.pytorch import BUILDERS
+    from trainbench.frameworks.pytorch import BUILDERS, models
 
     for architecture, builder in BUILDERS.items():
-        own = builder in ("mlp", "bert", "distilbert")
+        own = builder in ("mlp", "bert", "distilbert") or callable(getattr(models, builder, None))
         assert own or callable(getattr(torchvision.models, builder, None)), architecture
 
 
@@ -45,16 +45,19 @@ def test_mlxs_registry_names_builders_its_models_module_has() -> None:
     from trainbench.frameworks.mlx import BUILDERS, models
 
     for architecture, builder in BUILDERS.items():
-        assert builder == "mlp" or builder in models.IMAGE_BUILDERS or builder in models.TEXT_BUILDERS, architecture
+        known = {"mlp", *models.IMAGE_BUILDERS, *models.SIZED_IMAGE_BUILDERS, *models.TEXT_BUILDERS}
+        assert builder in known, architecture
 
 
 KERAS_CHECK = """
 import json
 import keras
+import keras_hub
 import trainbench.config  # the config package first, as a cell's process loads it before its adapter
 from trainbench.frameworks.keras import BUILDERS, models
 print(json.dumps({
-    architecture: builder in ("mlp", "BertBackbone", "DistilBertBackbone")
+    architecture: builder == "mlp"
+    or hasattr(keras_hub.models, builder)
     or builder in models.OWN_BUILDERS
     or hasattr(keras.applications, builder)
     for architecture, builder in BUILDERS.items()

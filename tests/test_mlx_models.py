@@ -13,6 +13,7 @@ family (trainbench.frameworks.mlx.BUILDERS).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from functools import cache
@@ -36,7 +37,7 @@ from trainbench.data import Dataset, Split  # noqa: E402
 from trainbench.frameworks.mlx import models as mlx_models  # noqa: E402
 from trainbench.frameworks.pytorch import models as torch_models  # noqa: E402
 
-IMAGE_MODELS = ["mlp", "mlp_deep", "resnet18", "resnet50", "mobilenet_v2"]
+IMAGE_MODELS = ["mlp", "mlp_deep", "resnet18", "resnet50", "mobilenet_v2", "vit_b16"]
 # Full-size logits cost seconds each (random init of the embeddings): BERT's own code is covered at small size below.
 TEXT_MODELS = [
     "distilbert",
@@ -71,7 +72,7 @@ def torch_reference(cfg: ModelConfig, size: int, classes: int) -> int:
         if isinstance(cfg, MlpModel):
             return torch_count(torch_models.mlp(cfg, shaped_like(size, classes)))
         assert isinstance(cfg, VisionModel)
-        return torch_count(torch_models.torchvision_model(cfg, classes))
+        return torch_count(torch_models.torchvision_model(cfg, classes, size))
 
 
 def transformers_classifier(cfg: TransformerModel, classes: int) -> torch.nn.Module:
@@ -166,7 +167,7 @@ DISTILBERT_NAMES = [
 def test_image_model_computes_what_torchvision_computes(model: str) -> None:
     """torchvision's weights (BatchNorm statistics included) in the MLX model give torchvision's logits."""
     torch.manual_seed(0)
-    reference = torch_models.torchvision_model(model_config(model), 10)
+    reference = torch_models.torchvision_model(model_config(model), 10, 32)
     with torch.no_grad():  # non-trivial BatchNorm statistics, so eval mode uses them
         for module in reference.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -175,6 +176,29 @@ def test_image_model_computes_what_torchvision_computes(model: str) -> None:
                 module.weight.uniform_(0.5, 1.5)
     ours = mlx_models.build(model_config(model), (32, 32, 3), 10)
     load_torch_weights(ours, reference.state_dict(), SEQUENTIAL_NAMES)
+    images = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype("float32")
+    with torch.no_grad():
+        expected = reference.eval()(torch.from_numpy(images)).numpy()
+    got = np.array(ours.eval()(mx.array(images.transpose(0, 2, 3, 1))))
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
+
+
+# torchvision's ViT names its blocks encoder_layer_N (an OrderedDict) where MLX keeps a list (after the
+# Sequential renames, which would otherwise take the block's index for a Sequential's).
+VIT_NAMES = [*SEQUENTIAL_NAMES, (r"encoder_layer_(\d+)", r"\1")]
+
+
+def test_vit_computes_what_torchvision_computes() -> None:
+    """torchvision's ViT weights (the packed attention projection included) in the MLX ViT give torchvision's
+    logits. At small sizes (2 blocks of width 64), with a non-zero head: the code is the same at any size."""
+    small = dataclasses.replace(model_config("vit_b16"), num_layers=2, hidden_size=64, num_heads=4, mlp_size=128)
+    torch.manual_seed(0)
+    reference = torch_models.torchvision_model(small, 10, 32)
+    with torch.no_grad():
+        reference.heads.head.weight.normal_(0, 0.1)  # torchvision's zero head would give zero logits
+        reference.encoder.pos_embedding.normal_(0, 0.1)
+    ours = mlx_models.build(small, (32, 32, 3), 10)
+    load_torch_weights(ours, reference.state_dict(), VIT_NAMES)
     images = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype("float32")
     with torch.no_grad():
         expected = reference.eval()(torch.from_numpy(images)).numpy()

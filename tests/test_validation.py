@@ -39,6 +39,8 @@ ISSUE_EXAMPLES = [
     (["task=matmul", "task.operands=timeit"], "`task.operands`='timeit'"),
     (["model=resnet50", "data=digits"], "grayscale_to_rgb"),
     (["framework=mlx", "model=vgg16"], "cannot build model"),
+    (["model=vit_b16", "data.image_size=40"], "cuts images into 16 px patches: use a multiple of 16"),
+    (["model=vit_b16", "model.pretrained=true", "data.image_size=32"], "position embeddings for 224 px images"),
     (
         ["optimize.channels_last=true"],
         "`optimize.channels_last` has moved: use framework.channels_last (framework=pytorch)",

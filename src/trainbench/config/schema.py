@@ -244,6 +244,40 @@ class VisionModel(ModelConfig):
         )
 
 
+@schema("model", "vit")
+@dataclass
+class VitModel(VisionModel):
+    """A Vision Transformer (Dosovitskiy et al. 2020) as torchvision builds it: non-overlapping patches embedded
+    by a convolution, a class token, learned position embeddings, pre-norm encoder blocks (LayerNorm eps 1e-6,
+    GELU MLP), a final LayerNorm and one Linear head on the class token. One builder per framework at any size."""
+
+    patch_size: int = MISSING  # pixels per patch side; data.image_size must be a multiple of it
+    num_layers: int = MISSING
+    num_heads: int = MISSING
+    hidden_size: int = MISSING
+    mlp_size: int = MISSING  # the MLP's inner width
+
+    def architecture(self) -> str:
+        return "vit"
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need_count(self.patch_size, f"{at}.patch_size", 1, MAX_IMAGE_SIZE, "e.g. model.patch_size=16")
+        for key in ("num_layers", "num_heads"):
+            need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
+        for key in ("hidden_size", "mlp_size"):
+            need_count(getattr(self, key), f"{at}.{key}", 1, MAX_LAYER_UNITS, "")
+        need(
+            self.hidden_size % self.num_heads == 0,
+            f"{at}.num_heads",
+            self.num_heads,
+            f"must divide model.hidden_size ({self.hidden_size})",
+        )
+
+    def patches(self, image_size: int) -> int:
+        return (image_size // self.patch_size) ** 2
+
+
 @schema("model", "transformer")
 @dataclass
 class TransformerModel(ModelConfig):

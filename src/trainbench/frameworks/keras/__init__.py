@@ -18,6 +18,7 @@ BUILDERS = {
     "resnet18": "resnet18",
     "resnet50": "resnet50",
     "vgg16": "VGG16",
+    "vit": "ViTBackbone",
     "bert": "BertBackbone",
     "distilbert": "DistilBertBackbone",
 }

@@ -10,12 +10,13 @@ from trainbench.config.registry import schema
 from trainbench.config.schema import FrameworkConfig
 
 # Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder in .models (IMAGE_BUILDERS,
-# TEXT_BUILDERS, or the MLP).
+# TEXT_BUILDERS, the ViT at any size, or the MLP).
 BUILDERS = {
     "mlp": "mlp",
     "mobilenet_v2": "mobilenet_v2",
     "resnet18": "resnet18",
     "resnet50": "resnet50",
+    "vit": "vit",
     "bert": "bert",
     "distilbert": "distilbert",
 }

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from trainbench.config.schema import ModelConfig, OptimizeConfig
 
 # Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder: a torchvision.models constructor,
-# a transformers family (pytorch/models.py), or trainbench's MLP.
+# a builder in .models (a transformers family, the ViT at any size), or trainbench's MLP.
 BUILDERS = {
     "mlp": "mlp",
     "alexnet": "alexnet",
@@ -30,6 +30,7 @@ BUILDERS = {
     "resnet18": "resnet18",
     "resnet50": "resnet50",
     "vgg16": "vgg16",
+    "vit": "vision_transformer",  # torchvision's VisionTransformer at the YAML's sizes (models.py)
     "bert": "bert",
     "distilbert": "distilbert",
 }
