@@ -4,7 +4,8 @@ trainbench/frameworks/<name>/__init__.py) that the parent process reads without 
 
 These tests hold each light registry to the builders its heavy module really has (PyTorch and MLX here, Keras in
 a child process: TensorFlow and PyTorch abort in one process), check that no model YAML names a framework's
-builder any more, and that the tables name each framework's versions from the framework's own declaration."""
+builder any more, and that the results table and `trainbench doctor` take what they say about a framework (its
+version tags; its title, install line and devices) from the framework's own declaration."""
 
 from __future__ import annotations
 
@@ -95,3 +96,30 @@ def test_each_framework_declares_the_version_tags_the_tables_show(tmp_path, caps
     assert results_table.main(["--uri", uri]) == 0
     table = capsys.readouterr().out
     assert "| versions |" in table and "mlx 0.32.4" in table and "python" not in table.split("| versions |")[-1]
+
+
+def test_a_new_framework_is_checked_by_the_doctor_from_its_own_declaration(monkeypatch) -> None:
+    """`trainbench doctor` names, installs and places a framework from what its package declares (DoctorFacts):
+    a framework registered beside the others is planned with no line of doctor.py naming it."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from trainbench import doctor
+    from trainbench.config.schema import DoctorFacts, FrameworkConfig
+
+    @dataclass
+    class TinyConfig(FrameworkConfig):
+        doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
+            title="Tiny", module="json", install="pip install tiny", gpu_install={"nvidia": "pip install tiny[cuda]"}
+        )
+
+    monkeypatch.setitem(SCHEMAS["framework"], "tiny", TinyConfig)
+    assert list(doctor.frameworks())[:1] == ["pytorch"] and "tiny" in doctor.default_frameworks()
+    assert doctor.installed_frameworks(["tiny"]) == {"tiny"}  # its module (here: json) is importable
+    sweeps, notes = doctor.plan(["tiny", "mlx"], {"tiny"}, {"hw.gpu_vendor": "nvidia"})
+    assert [(s.device, s.frameworks) for s in sweeps] == [("gpu", ["tiny"])]
+    (missing,) = notes
+    assert missing.subject == "MLX" and "pip install mlx" in missing.text
+    unavailable = doctor.Cell("tiny", "gpu", "unavailable", "no CUDA device")
+    (line,) = doctor.check_cell(unavailable, gpu_vendor="nvidia")
+    assert line.subject == "Tiny GPU" and line.text.endswith("pip install tiny[cuda]")

@@ -73,6 +73,19 @@ class Choice:
 # ---------------------------------------------------------------------------------------------- framework
 
 
+@dataclass(frozen=True)
+class DoctorFacts:
+    """What `trainbench doctor` says and does about a framework, declared by the framework's light package."""
+
+    title: str  # as people write it: PyTorch
+    module: str  # its import name, looked for without importing it
+    install: str  # how to install it
+    gpu_install: Mapping[str, str] = field(default_factory=dict)  # by GPU vendor (hw.gpu_vendor): what loads its GPU
+    rank: int = 100  # where its lines come (PyTorch first)
+    by_default: bool = True  # checked when --frameworks is not given
+    also_on_cpu: bool = False  # on a machine with a GPU, checked on its CPU as well
+
+
 @dataclass
 class FrameworkConfig(Choice):
     """Base of every framework's config (each framework's package registers its own kind)."""
@@ -90,6 +103,12 @@ class FrameworkConfig(Choice):
     builders: ClassVar[Mapping[str, str]] = {}
     # The version tags (`sw.*`) its adapter records that name the framework's own releases.
     version_tags: ClassVar[tuple[str, ...]] = ()
+    doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
+
+    def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:
+        """Why `trainbench doctor` checks this framework on the CPU only on a machine with this vendor's GPU, as
+        (status, line): e.g. ("warn", "a plug-in is not installed ..."); None: on the GPU."""
+        return None
 
     # What the framework can build, run and compute: answered without importing it (judge asks these).
     def builds(self, model: ModelConfig) -> str | None:

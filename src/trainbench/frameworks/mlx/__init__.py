@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainbench.config.registry import schema
-from trainbench.config.schema import FrameworkConfig
+from trainbench.config.schema import DoctorFacts, FrameworkConfig
 
 # Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder in .models (IMAGE_BUILDERS,
 # TEXT_BUILDERS, the ViT at any size, or the MLP).
@@ -29,6 +29,16 @@ class MlxConfig(FrameworkConfig):
     package: str = "mlx"
     builders: ClassVar[dict[str, str]] = BUILDERS
     version_tags: ClassVar[tuple[str, ...]] = ("sw.mlx",)
+    doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
+        title="MLX",
+        module="mlx",
+        install="pip install mlx (Apple silicon, macOS 14+; elsewhere mlx[cpu])",
+        gpu_install={
+            "apple": "MLX's Metal backend needs macOS 14 or newer",
+            "nvidia": "pip uninstall -y mlx-cpu && pip install 'mlx[cuda13]'",
+        },
+        rank=2,
+    )
 
     def min_memory_mb(self) -> int:
         return 768

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
-from trainbench.config.schema import FrameworkConfig
+from trainbench.config.schema import DoctorFacts, FrameworkConfig
 
 if TYPE_CHECKING:
     from trainbench.config.schema import ModelConfig, OptimizeConfig
@@ -51,6 +51,17 @@ class PyTorchConfig(FrameworkConfig):
     rank_launcher: ClassVar[str | None] = "trainbench.frameworks.pytorch.distributed"  # DDP: a process per device
     builders: ClassVar[dict[str, str]] = BUILDERS
     version_tags: ClassVar[tuple[str, ...]] = ("sw.torch", "sw.cuda")
+    doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
+        title="PyTorch",
+        module="torch",
+        install="pip install torch",
+        gpu_install={
+            "apple": "MPS needs an arm64 Python (not under Rosetta) and macOS 12.3 or newer",
+            "nvidia": "install a CUDA build of torch (pytorch.org's selector)",
+        },
+        rank=0,
+        also_on_cpu=True,
+    )
     mps_fallback: bool = True  # ops MPS lacks run on the CPU instead of failing (PYTORCH_ENABLE_MPS_FALLBACK)
     cudnn_benchmark: bool = True  # fixed shapes every step: let cuDNN pick its fastest algorithms in warm-up
     # torch.compile's mode when compiling (optimize.compile); auto: FASTEST_COMPILE_MODES on one CUDA GPU, else
