@@ -313,8 +313,6 @@ KEYS = [
     "optim.momentum",
     "optim.weight_decay",
     "optim.eps",
-    "optimize.compile_mode",
-    "model.torch_compile_mode",
     "framework.compile_mode",
     "framework.channels_last",
     "device.count",
