@@ -66,6 +66,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # 20-35 s importing TensorFlow; tests/test_keras_parity.py (slow too) builds every entry anyway
 def test_keras_registry_names_builders_keras_has() -> None:
     pytest.importorskip("keras")
     found = subprocess.run(
