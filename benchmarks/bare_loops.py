@@ -93,7 +93,7 @@ SIZES = {
 TINY_TRANSFORMER = {"num_layers": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128}
 VOCAB_SIZE = 30522  # bert-base-uncased WordPiece; token ids are drawn from [1000, VOCAB_SIZE) as in the harness
 # CUDA graphs: measured fastest for every workload here, ResNet-50 included (+2% on an H100). The harness's
-# optimize.compile_mode=auto picks the same for these models (their conf/model YAML's torch_compile_mode).
+# framework.compile_mode=auto picks the same for these models (trainbench.frameworks.pytorch.FASTEST_COMPILE_MODES).
 DEFAULT_COMPILE_MODE = "reduce-overhead"
 
 

@@ -76,7 +76,7 @@ MODELS = {
         "seq/s",
     ),
     "resnet50": (
-        "task=benchmark model=resnet50 data=synthetic_imagenet precision=mixed_bf16 optimize.channels_last=true"
+        "task=benchmark model=resnet50 data=synthetic_imagenet precision=mixed_bf16 framework.channels_last=true"
         " batch_size=256",
         "img/s",
     ),

@@ -69,7 +69,10 @@ def test_each_kind_has_only_its_own_settings() -> None:
 
 def test_params_are_the_chosen_fields_with_the_values_that_run() -> None:
     recorded = params(cell("model=resnet18", "task=benchmark", "batch_size=8"))
-    assert recorded["model.torchvision"] == "resnet18" and recorded["batch_size"] == 8
+    assert recorded["model.name"] == "resnet18" and recorded["batch_size"] == 8
+    # a model names no builder (each framework keys its own); PyTorch's knobs are the framework's
+    assert not any(key.startswith(("model.torchvision", "model.keras", "model.mlx")) for key in recorded)
+    assert recorded["framework.channels_last"] == "auto" and "optimize.channels_last" not in recorded
     assert not any(key.startswith(("model.num_heads", "data.seq_len", "task.shape")) for key in recorded)
     assert not any(key.startswith(("tracking.", "launch.", "sweep.")) for key in recorded)
     matmul = params(cell("task=matmul"))
@@ -135,18 +138,38 @@ def test_help_is_trainbenchs_page_and_cfg_still_reaches_hydra(capsys) -> None:
     assert cli.main(cli.hydra_entry(), ["--help"]) == 0
     assert "alexnet, bert_base" in capsys.readouterr().out
     assert cli.main(cli.hydra_entry(), ["--cfg", "job", "model=resnet18"]) == 0
-    assert "torchvision: resnet18" in capsys.readouterr().out
+    assert "name: resnet18" in capsys.readouterr().out
 
 
 def test_fast_mode_picks_each_models_measured_compile_mode_on_one_cuda_gpu_only() -> None:
     distilbert = cell("model=distilbert", "data=synthetic_text", "optimize=fast")
-    assert distilbert.optimize.compile_mode == "auto"
-    assert distilbert.optimize.torch_compile_mode(distilbert.model, one_cuda_gpu=True) == "reduce-overhead"
-    assert distilbert.optimize.torch_compile_mode(distilbert.model, one_cuda_gpu=False) == "default"
+    assert distilbert.framework.compile_mode == "auto"
+    assert distilbert.framework.torch_compile_mode(distilbert.model, one_cuda_gpu=True) == "reduce-overhead"
+    assert distilbert.framework.torch_compile_mode(distilbert.model, one_cuda_gpu=False) == "default"
+    bert_large = cell("model=bert_large", "data=synthetic_text", "optimize=fast")  # keyed by family: bert
+    assert bert_large.framework.torch_compile_mode(bert_large.model, one_cuda_gpu=True) == "reduce-overhead"
     resnet50 = cell("model=resnet50", "optimize=fast")
-    assert resnet50.optimize.torch_compile_mode(resnet50.model, one_cuda_gpu=True) == "reduce-overhead"
-    assert resnet50.optimize.torch_compile_mode(resnet50.model, one_cuda_gpu=False) == "default"
+    assert resnet50.framework.torch_compile_mode(resnet50.model, one_cuda_gpu=True) == "reduce-overhead"
+    assert resnet50.framework.torch_compile_mode(resnet50.model, one_cuda_gpu=False) == "default"
     resnet18 = cell("model=resnet18", "optimize=fast")  # not measured: torch.compile's default mode
-    assert resnet18.optimize.torch_compile_mode(resnet18.model, one_cuda_gpu=True) == "default"
-    chosen = cell("model=distilbert", "data=synthetic_text", "optimize=fast", "optimize.compile_mode=max-autotune")
-    assert chosen.optimize.torch_compile_mode(chosen.model, one_cuda_gpu=True) == "max-autotune"  # the user's wins
+    assert resnet18.framework.torch_compile_mode(resnet18.model, one_cuda_gpu=True) == "default"
+    chosen = cell("model=distilbert", "data=synthetic_text", "optimize=fast", "framework.compile_mode=max-autotune")
+    assert chosen.framework.torch_compile_mode(chosen.model, one_cuda_gpu=True) == "max-autotune"  # the user's wins
+
+
+@pytest.mark.parametrize(
+    ("overrides", "on"),
+    [
+        ([], False),
+        (["optimize=fast"], True),
+        (["framework.channels_last=true"], True),  # by hand, without fast
+        (["optimize=fast", "framework.channels_last=false"], False),  # by hand, against fast
+    ],
+)
+def test_pytorchs_knobs_follow_optimize_fast_unless_set(overrides: list[str], on: bool) -> None:
+    chosen = cell("model=resnet18", *overrides)
+    assert chosen.framework.wants("channels_last", chosen.optimize) is on
+    fast = "optimize=fast" in overrides
+    assert chosen.framework.wants("fused_optimizer", chosen.optimize) is fast
+    assert chosen.framework.wants("capture", chosen.optimize) is fast
+    assert chosen.framework.coordinate_descent_tuning is False  # minutes of compiling: never by itself

@@ -64,7 +64,7 @@ def test_a_partial_last_batch_compiles_in_the_cells_mode_less_cuda_graphs() -> N
     pytest.importorskip("torch")
     from torch._inductor import list_mode_options
 
-    from trainbench.config.schema import COMPILE_MODES
+    from trainbench.frameworks.pytorch import COMPILE_MODES
     from trainbench.frameworks.pytorch.adapter import CUDA_GRAPH_MODES, MODE_WITHOUT_GRAPHS
 
     for mode in COMPILE_MODES:

@@ -85,8 +85,8 @@ import keras, numpy as np
 from trainbench.config.schema import TransformerModel
 from trainbench.frameworks.keras import models
 found = {}
-for family, hub in (("bert", "BertBackbone"), ("distilbert", "DistilBertBackbone")):
-    cfg = TransformerModel(name=family, family=family, keras_hub=hub, num_layers=2, hidden_size=32, num_heads=2,
+for family in ("bert", "distilbert"):
+    cfg = TransformerModel(name=family, family=family, num_layers=2, hidden_size=32, num_heads=2,
                            intermediate_size=64, vocab_size=1100, max_position_embeddings=64, seq_len=16, num_labels=3)
     built = []
     for mask in (True, False):

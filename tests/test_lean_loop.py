@@ -111,7 +111,7 @@ def test_the_epoch_metrics_are_the_running_mean_loss_and_accuracy() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="whole-step CUDA graphs need a CUDA GPU")
 @pytest.mark.parametrize("precision", ["fp32", "mixed_bf16"])
 def test_a_captured_epoch_records_the_loss_and_accuracy_of_an_eager_one(precision: str) -> None:
-    """optimize.capture=true runs an epoch's full batches as one CUDA graph that gathers its batch and keeps
+    """framework.capture=true runs an epoch's full batches as one CUDA graph that gathers its batch and keeps
     each sample's logits, from which the loss and accuracy are computed; the last partial batch runs eagerly.
     With the weights held still (lr 1e-12), an epoch's loss and accuracy do not depend on the order or the
     path, so both paths must agree: a stale or missed row, a wrong batch, or a tail counted twice would show."""
@@ -119,7 +119,7 @@ def test_a_captured_epoch_records_the_loss_and_accuracy_of_an_eager_one(precisio
     for capture in ("true", "false"):
         torch.manual_seed(0)
         trainer, _ = trainer_for(
-            f"precision={precision}", f"optimize.capture={capture}", "optim.lr=1e-12", device="gpu", samples=1000
+            f"precision={precision}", f"framework.capture={capture}", "optim.lr=1e-12", device="gpu", samples=1000
         )
         results = []
         for epoch in (1, 2):  # the second reuses the graph on a new permutation
@@ -143,7 +143,7 @@ def test_a_captured_step_adds_one_kernel_to_a_bare_graph_step(precision: str) ->
     bare side is the step of benchmarks/bare_loops.py's graph variant: a gather from a static index buffer
     (index_select, as the harness gathers), forward, loss, backward and a fused SGD step."""
     trainer, model = trainer_for(
-        f"precision={precision}", "optimize.capture=true", "optimize.fused_optimizer=true", device="gpu"
+        f"precision={precision}", "framework.capture=true", "framework.fused_optimizer=true", device="gpu"
     )
     trainer.begin_epoch(1)
     captured = trainer._captured

@@ -6,9 +6,9 @@ transformers and trainbench's MLP), built on torch's meta device (shapes only, n
 time), so BERT-large costs nothing to count. MLX is lazy, so the MLX models are counted without their weights
 being drawn either.
 
-The MLX builders (trainbench.frameworks.mlx.models) still read the model config as a dict with the keys of
-the YAML before the typed configs (`builder: mlp`, `transformers: <family>`); the tests compose the typed
-config from conf/model/ as a cell does and hand it to the builders, as the MLX adapter does.
+The tests compose the typed model config from conf/model/ as a cell does and hand it to the MLX builders
+(trainbench.frameworks.mlx.models), as the MLX adapter does; each picks its builder by the model's name or
+family (trainbench.frameworks.mlx.BUILDERS).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from trainbench.data import Dataset, Split  # noqa: E402
 from trainbench.frameworks.mlx import models as mlx_models  # noqa: E402
 from trainbench.frameworks.pytorch import models as torch_models  # noqa: E402
 
-IMAGE_MODELS = ["mlp", "mlp_deep", "resnet18", "resnet50", "mobilenet_v2"]
+IMAGE_MODELS = ["mlp", "mlp_deep", "resnet18", "resnet50", "mobilenet_v2", "vit_b16"]
 # Full-size logits cost seconds each (random init of the embeddings): BERT's own code is covered at small size below.
 TEXT_MODELS = [
     "distilbert",
@@ -72,7 +72,7 @@ def torch_reference(cfg: ModelConfig, size: int, classes: int) -> int:
         if isinstance(cfg, MlpModel):
             return torch_count(torch_models.mlp(cfg, shaped_like(size, classes)))
         assert isinstance(cfg, VisionModel)
-        return torch_count(torch_models.torchvision_model(cfg, classes))
+        return torch_count(torch_models.torchvision_model(cfg, classes, size))
 
 
 def transformers_classifier(cfg: TransformerModel, classes: int) -> torch.nn.Module:
@@ -167,7 +167,7 @@ DISTILBERT_NAMES = [
 def test_image_model_computes_what_torchvision_computes(model: str) -> None:
     """torchvision's weights (BatchNorm statistics included) in the MLX model give torchvision's logits."""
     torch.manual_seed(0)
-    reference = torch_models.torchvision_model(model_config(model), 10)
+    reference = torch_models.torchvision_model(model_config(model), 10, 32)
     with torch.no_grad():  # non-trivial BatchNorm statistics, so eval mode uses them
         for module in reference.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -176,6 +176,29 @@ def test_image_model_computes_what_torchvision_computes(model: str) -> None:
                 module.weight.uniform_(0.5, 1.5)
     ours = mlx_models.build(model_config(model), (32, 32, 3), 10)
     load_torch_weights(ours, reference.state_dict(), SEQUENTIAL_NAMES)
+    images = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype("float32")
+    with torch.no_grad():
+        expected = reference.eval()(torch.from_numpy(images)).numpy()
+    got = np.array(ours.eval()(mx.array(images.transpose(0, 2, 3, 1))))
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
+
+
+# torchvision's ViT names its blocks encoder_layer_N (an OrderedDict) where MLX keeps a list (after the
+# Sequential renames, which would otherwise take the block's index for a Sequential's).
+VIT_NAMES = [*SEQUENTIAL_NAMES, (r"encoder_layer_(\d+)", r"\1")]
+
+
+def test_vit_computes_what_torchvision_computes() -> None:
+    """torchvision's ViT weights (the packed attention projection included) in the MLX ViT give torchvision's
+    logits. At small sizes (2 blocks of width 64), with a non-zero head: the code is the same at any size."""
+    small = dataclasses.replace(model_config("vit_b16"), num_layers=2, hidden_size=64, num_heads=4, mlp_size=128)
+    torch.manual_seed(0)
+    reference = torch_models.torchvision_model(small, 10, 32)
+    with torch.no_grad():
+        reference.heads.head.weight.normal_(0, 0.1)  # torchvision's zero head would give zero logits
+        reference.encoder.pos_embedding.normal_(0, 0.1)
+    ours = mlx_models.build(small, (32, 32, 3), 10)
+    load_torch_weights(ours, reference.state_dict(), VIT_NAMES)
     images = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype("float32")
     with torch.no_grad():
         expected = reference.eval()(torch.from_numpy(images)).numpy()
@@ -248,7 +271,9 @@ def test_a_model_mlx_cannot_build_is_refused_before_any_work_naming_who_can() ->
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"), pytest.raises(ConfigError) as refused:
         validate(compose("config", overrides=["framework=mlx", "model=vgg16", "data.image_size=64"]))
     assert "cannot build model `vgg16`" in str(refused.value) and "framework=pytorch" in str(refused.value)
-    with pytest.raises(ValueError, match=r"model\.mlx='vgg16'.*mobilenet_v2, resnet18, resnet50"):
-        mlx_models.build(dataclasses.replace(model_config("vgg16"), mlx="vgg16"), (32, 32, 3), 10)
+    with pytest.raises(
+        ValueError, match=r"model `vgg16` has no MLX build: use one of mobilenet_v2, resnet18, resnet50"
+    ):
+        mlx_models.build(model_config("vgg16"), (32, 32, 3), 10)
     with pytest.raises(ValueError, match=r"model\.seq_len=1024 exceeds model\.max_position_embeddings=512"):
         mlx_models.text_classifier(model_config("distilbert"), 1024, 2)

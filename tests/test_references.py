@@ -175,7 +175,7 @@ def test_corrected_and_added_figures(imported) -> None:
     assert h200.data.tags["trainbench.framework_version"] == h100.data.tags["trainbench.framework_version"]
     assert release(h200.data.tags["trainbench.framework_version"]) == "2.3"
     dle = runs[("deeplearningexamples", "pytorch-resnet50-cuda-bs256", "NVIDIA A100-SXM4-80GB tf32")]
-    assert dle.data.tags["trainbench.channels_last"] == "false" and dle.data.params["optimize.channels_last"] == "False"
+    assert dle.data.tags["trainbench.channels_last"] == "false" and dle.data.params["framework.channels_last"] == "auto"
     assert (
         runs[("deeplearningexamples", "pytorch-resnet50-cuda-bs256", "NVIDIA A100-SXM4-80GB mixed_fp16")].data.tags[
             "trainbench.channels_last"

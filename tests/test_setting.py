@@ -5,6 +5,8 @@ by what changes its speed. Compose-time tests: real configs through Hydra's comp
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +16,16 @@ from trainbench.config.compose import cells_for
 from trainbench.config.registry import SCHEMAS, load_all
 from trainbench.report.comparison import build_tables
 from trainbench.report.selection import Selection, entry
-from trainbench.setting import SPEED_NEUTRAL, compared, differences, neutral, release, setting, setting_id
+from trainbench.setting import (
+    SPEED_NEUTRAL,
+    compared,
+    differences,
+    framework_knobs,
+    neutral,
+    release,
+    setting,
+    setting_id,
+)
 from trainbench.sources import Found
 
 # One cell of every kind of choice: MLP / vision / transformer models, real and synthetic data, each task.
@@ -234,3 +245,58 @@ def _run(name: str, run_params: dict[str, str], samples_per_s: float, **tags: st
         tags=[RunTag(k, v) for k, v in all_tags.items()],
     )
     return Run(info, data)
+
+
+# ------------------------------------------------------------------------- runs recorded before a change
+
+BEFORE = json.loads((Path(__file__).parent / "samples" / "params_before_framework_knobs.json").read_text())
+# What each old command line is today: PyTorch's knobs moved from optimize.* to framework.*.
+TODAY = {"optimize.channels_last=true": "framework.channels_last=true"}
+
+
+def test_runs_recorded_before_the_knobs_moved_share_rows_with_runs_recorded_now(tmp_path: Path) -> None:
+    """A real store holding, for four settings, one run with the params a cell recorded before PyTorch's knobs
+    moved to framework.* and model YAMLs stopped naming builders (captured from that commit) and one with
+    today's: each pair in one row and one column of the report."""
+    from conftest import with_schema
+    from trainbench import tracking
+
+    client = tracking.client(with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}"))
+    experiment_id = client.create_experiment("trainbench")
+    for case, old in BEFORE.items():
+        now = recorded_params(*[TODAY.get(override, override) for override in old["overrides"]])
+        assert set(old["params"]) != set(now)  # the names did change
+        framework = old["params"]["framework.name"]
+        for when, run_params in (("before", old["params"]), ("now", now)):
+            name = f"{case} {when}"
+            tags = _run(name, run_params, 100.0, **{"trainbench.framework": framework}).data.tags
+            run_id = client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+            tracking.log_params(client, run_id, run_params)
+            client.log_metric(run_id, "samples_per_s", 100.0)
+            client.set_terminated(run_id)
+    entries = [entry(Found(run, None), histories=False) for run in client.search_runs([experiment_id])]
+    assert len(entries) == 2 * len(BEFORE)
+    for case in BEFORE:
+        before, now = (next(e for e in entries if e.run_name == f"{case} {when}") for when in ("before", "now"))
+        assert before.key == now.key and before.column == now.column, case
+    rows = [row for table in build_tables(entries, None, []) for row in table.rows]
+    # ResNet-50 fast on PyTorch and on TensorFlow: one row, two columns (the framework is compared)
+    assert len(rows) == 3 and sum(len(row.cells) for row in rows) == len(BEFORE)
+
+
+def test_a_pytorch_knob_set_by_hand_before_and_now_shows_in_the_column_not_the_row() -> None:
+    """optimize.channels_last=true with optimize=none was a row of its own; it is now the framework setting
+    framework.channels_last=true: a column's knob, the same for the old run as for the new one."""
+    old = setting_of(BEFORE["pytorch resnet50 benchmark bf16 channels_last"]["params"])
+    plain = setting_of(recorded_params("model=resnet50", "task=benchmark", "precision=mixed_bf16", "batch_size=8"))
+    assert old == plain  # the row: the same setting
+    knobs = framework_knobs(BEFORE["pytorch resnet50 benchmark bf16 channels_last"]["params"])
+    assert knobs["channels_last"] == "true" and knobs["compile_mode"] == "auto"
+    now = recorded_params("model=resnet50", "task=benchmark", "precision=mixed_bf16", "framework.channels_last=true")
+    assert framework_knobs(now)["channels_last"] == "true"
+    fast = framework_knobs(BEFORE["pytorch resnet50 benchmark fast"]["params"])
+    assert fast["channels_last"] == fast["fused_optimizer"] == fast["capture"] == "auto"  # what fast set itself
+
+
+def setting_of(run_params: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in setting(run_params, {}).items() if key != "data.num_samples"}

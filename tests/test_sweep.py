@@ -110,7 +110,7 @@ def test_cpu_cells_finish_with_per_epoch_metrics_and_only_their_own_params(cpu_g
         assert params["data.num_samples"] == "64"
         assert not any(k.startswith(("launch.", "tracking.", "sweep.")) for k in params)
         if tags["trainbench.model"] == "resnet18":
-            assert "model.hidden_sizes" not in params and params["model.torchvision"] == "resnet18"
+            assert "model.hidden_sizes" not in params and params["framework.channels_last"] == "auto"
         for tag in (
             "hw.cpu",
             "hw.label",

@@ -315,7 +315,7 @@ def test_compile_time_is_logged_and_kept_out_of_samples_per_s(tmp_path: Path) ->
         "data.image_size=8",
         "device=cpu",
         "optimize.compile=true",
-        "optimize.coordinate_descent_tuning=true",  # Inductor's Triton tuning: a no-op for CPU kernels, but tagged
+        "framework.coordinate_descent_tuning=true",  # Inductor's Triton tuning: a no-op for CPU kernels, but tagged
         "batch_size=32",
         "task.warmup_steps=3",
         "task.steps=30",
@@ -326,7 +326,7 @@ def test_compile_time_is_logged_and_kept_out_of_samples_per_s(tmp_path: Path) ->
     (cell,) = result.runs()
     metrics, tags = cell.data.metrics, cell.data.tags
     assert tags["trainbench.compile"] == "true"
-    assert tags["torch.compile_mode"] == "default"  # optimize.compile_mode=auto: CUDA graphs only on CUDA
+    assert tags["torch.compile_mode"] == "default"  # framework.compile_mode=auto: CUDA graphs only on CUDA
     assert tags["torch.coordinate_descent_tuning"] == "true"
     assert tags["trainbench.step_time_source"].startswith("host clock")
     assert (tmp_path / "inductor").is_dir()  # inductor really compiled

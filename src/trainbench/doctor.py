@@ -39,7 +39,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import DoctorFacts, FrameworkConfig
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CTRL_C = 0, 1, 2, 130
 
@@ -52,27 +55,33 @@ PEAK_FACTOR = 1.5
 # Highest plausible average power per device, by energy counter: above it, the counter is not this device's.
 POWER_LIMIT_W = {"apple": 250.0, "nvml": 1500.0, "amdsmi": 1500.0, "rapl": 1500.0}
 
-FRAMEWORKS = ("pytorch", "tensorflow", "mlx", "jax")
-DEFAULT_FRAMEWORKS = ("pytorch", "tensorflow", "mlx")
-MODULES = {"pytorch": "torch", "tensorflow": "tensorflow", "mlx": "mlx", "jax": "jax"}
-NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "mlx": "MLX", "jax": "JAX"}
 BACKENDS = {"cpu": "CPU", "mps": "MPS", "metal": "Metal", "cuda": "CUDA", "rocm": "ROCm", "gpu": "GPU"}
-# trainbench's extras (pyproject.toml), from the checkout at the locked versions
-INSTALL = {
-    "pytorch": 'pip install -e ".[torch]" -c locks/constraints.txt',
-    "tensorflow": 'pip install -e ".[tensorflow]" -c locks/constraints.txt (on a Mac with tensorflow-metal)',
-    "mlx": 'pip install -e ".[mlx]" -c locks/constraints.txt (Apple silicon with macOS 14+, or Linux)',
-    "jax": 'pip install -e ".[jax]" -c locks/constraints.txt',
-}
-GPU_HINTS = {
-    ("pytorch", "apple"): "MPS needs an arm64 Python (not under Rosetta) and macOS 12.3 or newer",
-    ("tensorflow", "apple"): "tensorflow-metal 1.2 loads only with TensorFlow 2.18.1-2.19 on Python <= 3.12",
-    ("mlx", "apple"): "MLX's Metal backend needs macOS 14 or newer",
-    ("pytorch", "nvidia"): "install a CUDA build of torch (pytorch.org's selector)",
-    ("tensorflow", "nvidia"): "pip install 'tensorflow[and-cuda]==2.21.*'",
-    ("mlx", "nvidia"): "pip uninstall -y mlx-cpu && pip install 'mlx[cuda13]'",
-    ("jax", "nvidia"): "pip install 'jax[cuda12]'",
-}
+
+
+def frameworks() -> dict[str, FrameworkConfig]:
+    """Each framework the doctor checks, in its order: {name: its default config}, each declaring what the doctor
+    needs (`doctor`: DoctorFacts) in its light package, so a new framework needs no line here."""
+    from trainbench.config.registry import SCHEMAS, load_all
+
+    load_all()
+    found = {name: cls() for name, cls in SCHEMAS["framework"].items() if getattr(cls, "doctor", None)}
+    return dict(sorted(found.items(), key=lambda item: (facts(item[1]).rank, item[0])))
+
+
+def facts(config: FrameworkConfig) -> DoctorFacts:
+    assert config.doctor is not None  # frameworks() holds only those that declare it
+    return config.doctor
+
+
+def default_frameworks() -> list[str]:
+    return [name for name, config in frameworks().items() if facts(config).by_default]
+
+
+def title(name: str) -> str:
+    """A framework as people write it (PyTorch), or its name as given when it is none the doctor knows."""
+    config = frameworks().get(name)
+    return facts(config).title if config else name
+
 
 # Every cell: timed training steps (task=benchmark) of a small MLP on one resident batch, with the timing
 # check's extra figures; blocks paced to last 1.2 s together (an energy counter needs 1 s).
@@ -137,7 +146,7 @@ class Cell:
 
     @property
     def subject(self) -> str:
-        return f"{NAMES.get(self.framework, self.framework)} {BACKENDS.get(self.backend, self.backend)}"
+        return f"{title(self.framework)} {BACKENDS.get(self.backend, self.backend)}"
 
     @classmethod
     def of(cls, run: Any) -> Cell:
@@ -169,7 +178,10 @@ def check_run(cell: Cell, log: str = "", gpu_vendor: str | None = None) -> Findi
             + (f" ({cell.framework} {version})" if version else ""),
         )
     if cell.outcome == "unavailable":
-        hint = GPU_HINTS.get((cell.framework, gpu_vendor or "")) or f"install a build of {cell.framework} for this GPU"
+        config = frameworks().get(cell.framework)
+        hint = (facts(config).gpu_install.get(gpu_vendor or "") if config else None) or (
+            f"install a build of {cell.framework} for this GPU"
+        )
         return Finding("warn", cell.subject, "run", f"no {cell.device.upper()} for it here ({cell.reason}): {hint}")
     where = f"; its output: {log}" if log else ""
     return Finding("FAIL", cell.subject, "run", f"{cell.outcome}: {cell.reason or 'no reason recorded'}{where}")
@@ -350,7 +362,7 @@ def check_cell(cell: Cell, log: str = "", gpu_vendor: str | None = None) -> list
 
 def _subject(tags: Mapping[str, str]) -> str:
     framework, backend = tags.get("trainbench.framework", "?"), tags.get("trainbench.backend", "?")
-    return f"{NAMES.get(framework, framework)} {BACKENDS.get(backend, backend)}"
+    return f"{title(framework)} {BACKENDS.get(backend, backend)}"
 
 
 def _op_list(recorded: str) -> list[str]:
@@ -384,8 +396,9 @@ def plan(selected: Sequence[str], installed: set[str], host: Mapping[str, str]) 
     """The sweeps to run and the lines for what is not run: frameworks not installed, no GPU. On a machine
     with a GPU, every framework runs there and PyTorch on the CPU too (on a Mac, JAX, which trainbench runs on
     CUDA GPUs only, and TensorFlow without tensorflow-metal: on the CPU only); without one, all on the CPU."""
+    known = frameworks()
     notes = [
-        Finding("warn", NAMES[name], "install", f"not installed, not checked: {INSTALL[name]}")
+        Finding("warn", title(name), "install", f"not installed, not checked: {facts(known[name]).install}")
         for name in selected
         if name not in installed
     ]
@@ -395,36 +408,20 @@ def plan(selected: Sequence[str], installed: set[str], host: Mapping[str, str]) 
         notes.append(Finding("ok", "GPU", "device", "none on this machine (no NVIDIA, AMD or Apple GPU): CPU cells"))
         return ([Sweep("cpu", runnable)] if runnable else []), notes
     cpu_only = set()
-    if vendor == "apple" and "jax" in runnable:
-        cpu_only.add("jax")
-        notes.append(Finding("ok", "JAX", "device", "trainbench runs JAX on CUDA GPUs only: checked on the CPU"))
-    if vendor == "apple" and "tensorflow" in runnable and not _distribution("tensorflow-metal"):
-        cpu_only.add("tensorflow")
-        notes.append(
-            Finding(
-                "warn",
-                "TensorFlow",
-                "device",
-                "tensorflow-metal not installed: checked on the CPU only (pip install tensorflow-metal; it loads "
-                "with TensorFlow 2.18.1-2.19 on Python <= 3.12)",
-            )
-        )
+    for name in runnable:
+        why = known[name].cpu_only_on(vendor)
+        if why:
+            cpu_only.add(name)
+            notes.append(Finding(why[0], title(name), "device", why[1]))
     gpu = [name for name in runnable if name not in cpu_only]
-    cpu = [name for name in runnable if name == "pytorch" or name in cpu_only]
+    cpu = [name for name in runnable if facts(known[name]).also_on_cpu or name in cpu_only]
     return [s for s in (Sweep("gpu", gpu, vendor), Sweep("cpu", cpu)) if s.frameworks], notes
 
 
 def installed_frameworks(names: Sequence[str]) -> set[str]:
     """Which frameworks this Python can import, found without importing any."""
-    return {name for name in names if importlib.util.find_spec(MODULES[name]) is not None}
-
-
-def _distribution(name: str) -> bool:
-    try:
-        importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+    known = frameworks()
+    return {name for name in names if importlib.util.find_spec(facts(known[name]).module) is not None}
 
 
 # --------------------------------------------------------------------------------------------- command
@@ -445,8 +442,8 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--frameworks",
-        default=",".join(DEFAULT_FRAMEWORKS),
-        help=f"comma-separated, from {', '.join(FRAMEWORKS)} (default: {','.join(DEFAULT_FRAMEWORKS)})",
+        default=",".join(default_frameworks()),
+        help=f"comma-separated, from {', '.join(frameworks())} (default: {','.join(default_frameworks())})",
     )
     parser.add_argument(
         "--out",
@@ -458,10 +455,10 @@ def main(argv: Sequence[str]) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     selected = [name.strip() for name in args.frameworks.split(",") if name.strip()]
-    unknown = [name for name in selected if name not in FRAMEWORKS]
+    unknown = [name for name in selected if name not in frameworks()]
     if unknown or not selected:
         return _bad(
-            f"--frameworks {args.frameworks!r}: choose from {', '.join(FRAMEWORKS)}, e.g. --frameworks pytorch,mlx"
+            f"--frameworks {args.frameworks!r}: choose from {', '.join(frameworks())}, e.g. --frameworks pytorch,mlx"
         )
     out = Path(args.out) if args.out else Path("outputs") / "doctor" / datetime.now().strftime("%Y-%m-%d-%H%M%S")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -489,7 +486,7 @@ def _doctor(selected: list[str], out: Path) -> int:
     for sweep in sweeps:
         log = out / f"{sweep.device}-cells.log"
         logs[sweep.device] = _shown(log)
-        names = ", ".join(NAMES[name] for name in sweep.frameworks)
+        names = ", ".join(title(name) for name in sweep.frameworks)
         print(f"  running {sweep.device.upper()} cells: {names} ...", end="", flush=True)
         started = time.perf_counter()
         status = _run_sweep(sweep, out, uri, log)
@@ -505,10 +502,17 @@ def _doctor(selected: list[str], out: Path) -> int:
         why = _last_line(out / f"{sweep.device}-cells.log")
         for name in sweep.frameworks:
             if (name, sweep.device) not in ran:
-                subject = f"{NAMES[name]} {sweep.device.upper()}"
+                subject = f"{title(name)} {sweep.device.upper()}"
                 findings.append(Finding("FAIL", subject, "run", f"no run recorded ({why}); see {logs[sweep.device]}"))
     if not sweeps:
-        findings.append(Finding("FAIL", "trainbench", "run", f"no framework installed to check: {INSTALL['pytorch']}"))
+        findings.append(
+            Finding(
+                "FAIL",
+                "trainbench",
+                "run",
+                f"no framework installed to check: {facts(frameworks()['pytorch']).install}",
+            )
+        )
     exported = _export(uri, out, host) if cells else None
     _print_verdict(findings, exported, time.perf_counter() - began)
     return EXIT_FAILED if any(f.status == "FAIL" for f in findings) else EXIT_OK
@@ -587,7 +591,8 @@ def _print_verdict(findings: list[Finding], exported: tuple[Path, int] | None, s
 
 
 def _order(cell: Cell) -> tuple[int, int]:
-    framework = FRAMEWORKS.index(cell.framework) if cell.framework in FRAMEWORKS else len(FRAMEWORKS)
+    order = list(frameworks())
+    framework = order.index(cell.framework) if cell.framework in order else len(order)
     return framework, 0 if cell.device == "gpu" else 1
 
 

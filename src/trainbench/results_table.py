@@ -17,7 +17,6 @@ from typing import Any
 from trainbench import hardware, sources, tracking
 from trainbench.setting import describe, differences, release, setting
 
-VERSION_TAGS = ("sw.torch", "sw.cuda", "sw.keras", "sw.jax", "sw.tensorflow", "sw.mlx")
 Column = tuple[str, Callable[[Any], str]]
 
 
@@ -33,8 +32,23 @@ def _tag(key: str) -> Callable[[Any], str]:
     return lambda found: found.run.data.tags.get(key, "")
 
 
+def version_tags() -> set[str]:
+    """The `sw.*` tags naming each framework's own releases, as each framework's config declares them."""
+    from trainbench.config.registry import SCHEMAS, load_all
+    from trainbench.config.schema import FrameworkConfig
+
+    load_all()
+    return {
+        tag
+        for config in SCHEMAS["framework"].values()
+        if issubclass(config, FrameworkConfig)
+        for tag in config.version_tags
+    }
+
+
 def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
     """Every column that has a value in some row; `setting` names only what differs between the rows."""
+    shown_versions = version_tags()
     settings = {f.run.info.run_id: setting(f.run.data.params, f.run.data.tags) for f in found}
     keys = differences(list(settings.values()))
     chosen: list[Column] = [
@@ -61,7 +75,7 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
         ("peak TFLOPS", _metric("peak_tflops")),
         (
             "versions",
-            lambda f: " ".join(f"{k[3:]} {v}" for k, v in sorted(f.run.data.tags.items()) if k in VERSION_TAGS),
+            lambda f: " ".join(f"{k[3:]} {v}" for k, v in sorted(f.run.data.tags.items()) if k in shown_versions),
         ),
     ]
     if several_sources:

@@ -41,6 +41,15 @@ COMPARED = ("device.name",)
 COMPARED_PREFIXES = ("framework.",)
 # The framework's own params that name it rather than configure it.
 FRAMEWORK_NAMES = ("framework.name", "framework.package", "framework.adapter")
+# Params that runs recorded before the config took its present shape, and what they are now (`recorded`
+# maps them): every run of a setting compares with every other, whenever it was recorded.
+# - Model YAMLs named each framework's builder; each framework now keys its own by model.name (or model.family),
+#   and PyTorch's compile mode for `auto` by the model's architecture: the same network, the same work.
+RETIRED_PARAMS = ("model.torchvision", "model.keras", "model.mlx", "model.keras_hub", "model.torch_compile_mode")
+# - PyTorch's own speed-ups sat in the shared optimize group: now framework.<knob>, where `auto` means what
+#   optimize=fast used to set (on with fast, off with none); other frameworks ignored them.
+MOVED_TO_PYTORCH = ("compile_mode", "channels_last", "fused_optimizer", "capture", "coordinate_descent_tuning")
+FAST_SWITCHES = ("channels_last", "fused_optimizer", "capture")  # what optimize=fast turned on
 # What a real dataset holds when its config says null (all of it): (training, validation) samples. A run
 # logs the count it loaded; a reference composed from a preset has only the null.
 FULL_SPLITS = {"cifar10": (50000, 10000), "mnist": (60000, 10000)}
@@ -50,7 +59,7 @@ UNKNOWN_RELEASE = "version unknown"
 def setting(params: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str]:
     """The run's comparison setting: {config key: normalised value}, sorted. `tags` give what was decided
     while it ran: the batch size batch_size=max found, the devices device.count=all found."""
-    values = {key: normal(value) for key, value in params.items() if not neutral(key) and not compared(key)}
+    values = {key: normal(value) for key, value in recorded(params).items() if not neutral(key) and not compared(key)}
     if values.get("batch_size") == "max" and tags.get("trainbench.batch_size", "max") != "max":
         values["batch_size"] = normal(tags["trainbench.batch_size"])
     if "device.count" in values and tags.get("trainbench.num_devices"):
@@ -60,6 +69,23 @@ def setting(params: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str
         for key, size in zip(("data.num_samples", "data.num_val_samples"), full, strict=True):
             values.setdefault(key, str(size))
     return dict(sorted(values.items()))
+
+
+def recorded(params: Mapping[str, str]) -> dict[str, str]:
+    """A run's params under today's names (RETIRED_PARAMS dropped, MOVED_TO_PYTORCH moved), so that a run
+    recorded before a config change and one after it compare as the setting they share."""
+    current = {key: value for key, value in params.items() if key not in RETIRED_PARAMS}
+    pytorch = normal(params.get("framework.name", "")) == "pytorch"
+    fast = normal(params.get("optimize.name", "")) == "fast"
+    for knob in MOVED_TO_PYTORCH:
+        old = current.pop(f"optimize.{knob}", None)
+        if old is None or not pytorch or f"framework.{knob}" in current:
+            continue
+        value = normal(old)
+        if knob in FAST_SWITCHES and value == normal(fast):
+            value = "auto"  # what optimize=fast (or none) set by itself: the new `auto`
+        current[f"framework.{knob}"] = value
+    return current
 
 
 def setting_key(values: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -105,7 +131,7 @@ def framework_knobs(params: Mapping[str, str]) -> dict[str, str]:
     """The framework's own settings (framework.cudnn_benchmark=true ...): part of a column, not of a row."""
     return {
         key.removeprefix("framework."): normal(value)
-        for key, value in sorted(params.items())
+        for key, value in sorted(recorded(params).items())
         if key.startswith("framework.") and key not in FRAMEWORK_NAMES
     }
 

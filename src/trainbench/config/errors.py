@@ -40,9 +40,27 @@ def need(ok: bool, key: str, value: Any, expected: str) -> None:
 MOVED_KEYS = {
     "epochs": "task.epochs (train task), e.g. task.epochs=2",
     "compile": "optimize.compile, e.g. optimize.compile=true (or optimize=fast for every speed-up at once)",
-    "channels_last": "optimize.channels_last, e.g. optimize.channels_last=true",
+    "channels_last": "framework.channels_last (framework=pytorch), e.g. framework.channels_last=true",
     "optim.name": "the optim group: optim=sgd, optim=adam or optim=adamw",
     "model.transformers": "model.family",
+    # PyTorch's own speed-ups left the shared optimize group for PyTorch's config (optimize=fast still turns them on)
+    **{
+        f"optimize.{knob}": f"framework.{knob} (framework=pytorch), e.g. framework.{knob}={example}"
+        for knob, example in (
+            ("channels_last", "true"),
+            ("fused_optimizer", "true"),
+            ("capture", "true"),
+            ("coordinate_descent_tuning", "true"),
+            ("compile_mode", "max-autotune"),
+        )
+    },
+    "model.torch_compile_mode": "framework.compile_mode (framework=pytorch), e.g. framework.compile_mode=reduce-overhead",
+}
+# Keys that are gone, and why: a model YAML no longer names each framework's builder.
+RETIRED_KEYS = {
+    f"model.{builder}": "a model no longer names its builders: each framework keys its own by the model's name "
+    "(or family) in trainbench/frameworks/<framework>/__init__.py; drop the override, or choose another model"
+    for builder in ("torchvision", "keras", "mlx", "keras_hub")
 }
 
 
@@ -56,6 +74,8 @@ def unknown_key(
     bare = key.lstrip("+~")
     if bare in MOVED_KEYS:
         return PlainError(bare, f"`{bare}` has moved: use {MOVED_KEYS[bare]}")
+    if bare in RETIRED_KEYS:
+        return PlainError(bare, f"`{bare}` is not a setting any more: {RETIRED_KEYS[bare]}")
     known = sorted(set(known_keys))
     close = difflib.get_close_matches(bare, known, n=3, cutoff=0.6)
     close += [k for k in known if k.endswith("." + bare) and k not in close][:3]

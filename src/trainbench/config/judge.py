@@ -22,8 +22,12 @@ from trainbench.config.schema import (
     TextData,
     TransformerModel,
     VisionModel,
+    VitModel,
     whole,
 )
+
+# torchvision's ViT weights (ImageNet at 224 px) hold one position embedding per 16 px patch of 224 px images.
+PRETRAINED_VIT_IMAGE_SIZE = 224
 
 
 def judge(cell: CellConfig) -> None:
@@ -71,6 +75,22 @@ def _model_and_data(cell: CellConfig) -> None:
                 "data.image_size",
                 data.image_size,
                 f"{model.name} needs images of at least {model.min_image_size} px, e.g. data.image_size=224",
+            )
+        if isinstance(model, VitModel):
+            need(
+                data.image_size % model.patch_size == 0,
+                "data.image_size",
+                data.image_size,
+                f"{model.name} cuts images into {model.patch_size} px patches: use a multiple of "
+                f"{model.patch_size}, e.g. data.image_size=224",
+            )
+            need(
+                not model.pretrained or data.image_size == PRETRAINED_VIT_IMAGE_SIZE,
+                "data.image_size",
+                data.image_size,
+                f"torchvision's {model.name} weights hold position embeddings for "
+                f"{PRETRAINED_VIT_IMAGE_SIZE} px images: use data.image_size={PRETRAINED_VIT_IMAGE_SIZE}, "
+                "or model.pretrained=false",
             )
         if isinstance(data, SyntheticImages) and data.num_samples is not None:
             _fits_in_memory(data.num_samples + (data.num_val_samples or 0), data.channels * data.image_size**2)
@@ -132,12 +152,16 @@ def _model_and_framework(cell: CellConfig) -> None:
             f"or another model",
         )
     if isinstance(model, VisionModel) and model.pretrained:
+        from trainbench.config.registry import SCHEMAS
+        from trainbench.locations import choices
+
+        able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).loads_pretrained()]
         need(
-            framework.name == "pytorch",
+            framework.loads_pretrained(),
             "model.pretrained",
             True,
-            f"pretrained weights are torchvision's (framework=pytorch only); framework={framework.name} starts "
-            "from random weights: use model.pretrained=false",
+            f"pretrained weights are torchvision's (framework={' or framework='.join(able)} only); "
+            f"framework={framework.name} starts from random weights: use model.pretrained=false",
         )
 
 

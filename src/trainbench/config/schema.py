@@ -13,6 +13,7 @@ Light on purpose: imported by the parent process, which never imports a deep-lea
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -69,6 +70,19 @@ class Choice:
 # ---------------------------------------------------------------------------------------------- framework
 
 
+@dataclass(frozen=True)
+class DoctorFacts:
+    """What `trainbench doctor` says and does about a framework, declared by the framework's light package."""
+
+    title: str  # as people write it: PyTorch
+    module: str  # its import name, looked for without importing it
+    install: str  # how to install it
+    gpu_install: Mapping[str, str] = field(default_factory=dict)  # by GPU vendor (hw.gpu_vendor): what loads its GPU
+    rank: int = 100  # where its lines come (PyTorch first)
+    by_default: bool = True  # checked when --frameworks is not given
+    also_on_cpu: bool = False  # on a machine with a GPU, checked on its CPU as well
+
+
 @dataclass
 class FrameworkConfig(Choice):
     """Base of every framework's config (each framework's package registers its own kind)."""
@@ -79,10 +93,28 @@ class FrameworkConfig(Choice):
     # (PyTorch's DDP); None: one process drives all of a cell's devices (Keras' distribution APIs).
     rank_launcher: ClassVar[str | None] = None
 
+    # The framework's builders, keyed by the architecture a model YAML describes (ModelConfig.architecture():
+    # the model's name, or its family where one builder takes sizes, e.g. `bert`): the name of the builder in
+    # the framework's own terms (a torchvision constructor, a keras.applications class, ...). Declared in the
+    # framework's light package, so the parent answers "who builds model X" without importing any framework.
+    builders: ClassVar[Mapping[str, str]] = {}
+    # The version tags (`sw.*`) its adapter records that name the framework's own releases.
+    version_tags: ClassVar[tuple[str, ...]] = ()
+    doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
+
+    def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:
+        """Why `trainbench doctor` checks this framework on the CPU only on a machine with this vendor's GPU, as
+        (status, line): e.g. ("warn", "a plug-in is not installed ..."); None: on the GPU."""
+        return None
+
     # What the framework can build, run and compute: answered without importing it (judge asks these).
     def builds(self, model: ModelConfig) -> str | None:
         """The name of this framework's builder for `model`, or None when it has none."""
-        return None
+        return self.builders.get(model.architecture())
+
+    def loads_pretrained(self) -> bool:
+        """Whether model.pretrained=true can load a model's weights file in this framework."""
+        return False
 
     def precisions(self, backend_kind: str) -> tuple[str, ...]:
         """Precisions this framework can run on a `cpu` or `gpu` device."""
@@ -151,19 +183,14 @@ class DeviceConfig(Choice):
 
 @dataclass
 class ModelConfig(Choice):
-    input: ClassVar[str] = "image"  # what the model consumes: image | text
-    # PyTorch: the torch.compile mode that measured fastest for this model on a CUDA GPU, used when
-    # optimize.compile_mode=auto (optimize=fast). reduce-overhead adds CUDA graphs: it wins where launches,
-    # not kernels, bound the step.
-    torch_compile_mode: str = "default"
+    """A network, described once. Which framework builds it, and how, is the framework's business: each keys
+    its builders by `architecture()` (FrameworkConfig.builders)."""
 
-    def check(self, at: str) -> None:
-        need(
-            self.torch_compile_mode in COMPILE_MODES,
-            f"{at}.torch_compile_mode",
-            self.torch_compile_mode,
-            f"choose one of {', '.join(COMPILE_MODES)}",
-        )
+    input: ClassVar[str] = "image"  # what the model consumes: image | text
+
+    def architecture(self) -> str:
+        """What a framework's builders are keyed by: the model's name, unless one builder takes its sizes."""
+        return self.name
 
     def describe(self) -> str:
         return f"model `{self.name}` ({self.schema_kind} model)"  # type: ignore[attr-defined]
@@ -180,6 +207,9 @@ class MlpModel(ModelConfig):
     activation: str = "relu"
     output_activation: str | None = None  # null: logits + softmax cross-entropy; sigmoid: the seed blog's head
     init: str = "torch"  # torch: PyTorch's default Linear init in every framework; glorot: Keras' default
+
+    def architecture(self) -> str:
+        return "mlp"  # one builder for every depth and width
 
     def layers(self) -> list[int]:
         return [self.width or 0] * self.depth if self.depth is not None else list(self.hidden_sizes)
@@ -219,11 +249,9 @@ class MlpModel(ModelConfig):
 @schema("model", "vision")
 @dataclass
 class VisionModel(ModelConfig):
-    """A library image classifier: torchvision's architecture, rebuilt to match in each framework."""
+    """A library image classifier, named as torchvision names it (the reference architecture), rebuilt to
+    match in each framework."""
 
-    torchvision: str | None = None  # constructor in torchvision.models (the reference architecture)
-    keras: str | None = None  # keras.applications class, or a trainbench Keras builder
-    mlx: str | None = None  # trainbench's MLX builder
     channels: int = 3  # input channels the architecture takes
     min_image_size: int = 1  # smaller inputs pool away to nothing
     pretrained: bool = False  # torchvision's ImageNet weights from the local torch hub cache (PyTorch only)
@@ -242,14 +270,47 @@ class VisionModel(ModelConfig):
         )
 
 
+@schema("model", "vit")
+@dataclass
+class VitModel(VisionModel):
+    """A Vision Transformer (Dosovitskiy et al. 2020) as torchvision builds it: non-overlapping patches embedded
+    by a convolution, a class token, learned position embeddings, pre-norm encoder blocks (LayerNorm eps 1e-6,
+    GELU MLP), a final LayerNorm and one Linear head on the class token. One builder per framework at any size."""
+
+    patch_size: int = MISSING  # pixels per patch side; data.image_size must be a multiple of it
+    num_layers: int = MISSING
+    num_heads: int = MISSING
+    hidden_size: int = MISSING
+    mlp_size: int = MISSING  # the MLP's inner width
+
+    def architecture(self) -> str:
+        return "vit"
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need_count(self.patch_size, f"{at}.patch_size", 1, MAX_IMAGE_SIZE, "e.g. model.patch_size=16")
+        for key in ("num_layers", "num_heads"):
+            need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
+        for key in ("hidden_size", "mlp_size"):
+            need_count(getattr(self, key), f"{at}.{key}", 1, MAX_LAYER_UNITS, "")
+        need(
+            self.hidden_size % self.num_heads == 0,
+            f"{at}.num_heads",
+            self.num_heads,
+            f"must divide model.hidden_size ({self.hidden_size})",
+        )
+
+    def patches(self, image_size: int) -> int:
+        return (image_size // self.patch_size) ** 2
+
+
 @schema("model", "transformer")
 @dataclass
 class TransformerModel(ModelConfig):
     """A BERT-family encoder for sequence classification, randomly initialised (no hub access)."""
 
     input: ClassVar[str] = "text"
-    family: str = MISSING  # distilbert | bert: the transformers architecture (and MLX's rebuild of it)
-    keras_hub: str | None = None  # keras-hub backbone class for the Keras frameworks
+    family: str = MISSING  # the transformers architecture (distilbert | bert) each framework rebuilds
     num_layers: int = MISSING
     hidden_size: int = MISSING
     num_heads: int = MISSING
@@ -259,9 +320,11 @@ class TransformerModel(ModelConfig):
     seq_len: int = 128  # tokens per sequence; the text data follows it
     num_labels: int = 2  # classes; the synthetic text data follows it
 
+    def architecture(self) -> str:
+        return self.family  # one builder per family, at any size
+
     def check(self, at: str) -> None:
         super().check(at)
-        need(self.family in ("distilbert", "bert"), f"{at}.family", self.family, "distilbert or bert")
         for key in ("num_layers", "num_heads"):
             need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
         for key in ("hidden_size", "intermediate_size"):
@@ -527,39 +590,18 @@ class AdamConfig(OptimConfig):
 
 # ----------------------------------------------------------------------------------------------- optimize
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-# optimize.compile_mode=auto: the model's torch_compile_mode on one CUDA GPU, torch.compile's default elsewhere.
-OPTIMIZE_COMPILE_MODES = ("auto", *COMPILE_MODES)
-
 
 @schema("optimize", "optimize")
 @dataclass
 class OptimizeConfig(Choice):
-    """How hard each framework is asked to go: `none` runs models as written, `fast` asks for its best."""
+    """How hard each framework is asked to go: `none` runs models as written, `fast` asks for its best. Each
+    framework expands `fast` into its own knobs (its config's `auto` values, e.g. framework.channels_last)."""
 
     compile: bool = False  # PyTorch: torch.compile; TensorFlow: XLA (jit_compile); JAX always compiles
-    compile_mode: str = "auto"  # torch.compile mode; auto: the model's torch_compile_mode (CUDA, one GPU)
-    channels_last: bool = False  # PyTorch convolutional models in NHWC (Keras and MLX always are)
-    fused_optimizer: bool = False  # PyTorch: fused=True optimizers (one kernel per step, CUDA)
-    capture: bool = False  # PyTorch on CUDA: capture the whole train step as one CUDA graph (small static models)
-    # PyTorch, with compile: Inductor benchmarks each generated Triton (GPU) kernel's launch settings against their
-    # neighbours. Minutes more compiling; max-autotune modes include it.
-    coordinate_descent_tuning: bool = False
 
-    def check(self, at: str) -> None:
-        need(
-            self.compile_mode in OPTIMIZE_COMPILE_MODES,
-            f"{at}.compile_mode",
-            self.compile_mode,
-            f"choose one of {', '.join(OPTIMIZE_COMPILE_MODES)}",
-        )
-
-    def torch_compile_mode(self, model: ModelConfig, one_cuda_gpu: bool) -> str:
-        """compile_mode with `auto` resolved: the model's torch_compile_mode on one CUDA GPU, torch.compile's
-        default elsewhere (CUDA graphs need CUDA, and DDP's all-reduce does not run inside them)."""
-        if self.compile_mode != "auto":
-            return self.compile_mode
-        return model.torch_compile_mode if one_cuda_gpu else "default"
+    def fast(self) -> bool:
+        """Whether each framework is asked for its best: what a framework knob left at `auto` follows."""
+        return self.name == "fast"
 
 
 # ------------------------------------------------------------------------------------------ run settings

@@ -271,8 +271,16 @@ def reference_params(
     if task != "matmul":
         params["data.pipeline"] = settings.get("pipeline") or "device"
     params["optimize.compile"] = compiled(first)
-    params["optimize.channels_last"] = settings.get("channels_last") == "true"
+    if params["framework.name"] == "pytorch":  # Keras and MLX are always NHWC
+        params["framework.channels_last"] = channels_last_knob(settings, compiled(first))
     return params
+
+
+def channels_last_knob(settings: dict[str, str], fast: bool) -> str:
+    """framework.channels_last as a local cell of the row's setting is configured: `auto` where optimize=fast
+    (compiled rows) or none sets it by itself, else the row's own value."""
+    wanted = settings.get("channels_last") == "true"
+    return "auto" if wanted == fast else str(wanted).lower()
 
 
 def reproduced(
@@ -345,7 +353,7 @@ def expected_cell(
         expected["task.epochs"] = figures.epochs
         expected["data.num_samples"] = workload.samples_per_epoch
     if first["framework"].lower() == "pytorch" and settings.get("channels_last"):
-        expected["optimize.channels_last"] = settings["channels_last"] == "true"  # Keras and MLX are always NHWC
+        expected["framework.channels_last"] = settings["channels_last"] == "true"  # Keras and MLX are always NHWC
     return expected
 
 
@@ -355,6 +363,8 @@ def _composed(cell: Any, key: str) -> Any:
 
     if key == "batch_size":
         return cell.batch_size
+    if key == "framework.channels_last":  # PyTorch's switch as in force: `auto` follows optimize=fast
+        return cell.framework.wants("channels_last", cell.optimize)
     group, _, name = key.partition(".")
     value = getattr(getattr(cell, group), name, None)
     if key == "data.num_samples" and value is None:

@@ -183,7 +183,6 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
         "trainbench.sweep_id": store.sweep_id,
         "trainbench.cell_index": cell.launch.index,
         "trainbench.compile": str(cell.optimize.compile).lower(),
-        "trainbench.channels_last": str(cell.optimize.channels_last).lower(),
         **task_of(cell).tags(cell),
         "git.commit": tracking.git_commit(),
         "sw.python": sys.version.split()[0],

@@ -4,8 +4,10 @@ Light (no jax import); the adapter is .adapter."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainbench.config.registry import schema
+from trainbench.config.schema import DoctorFacts
 from trainbench.frameworks.keras import KerasConfig
 
 
@@ -14,7 +16,21 @@ from trainbench.frameworks.keras import KerasConfig
 class JaxConfig(KerasConfig):
     adapter: str = "trainbench.frameworks.jax.adapter"
     package: str = "jax"
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.jax")
+    doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
+        title="JAX",
+        module="jax",
+        install='pip install -e ".[jax]" -c locks/constraints.txt',
+        gpu_install={"nvidia": "pip install 'jax[cuda12]'"},
+        rank=3,
+        by_default=False,
+    )
     preallocate: bool = False  # false: take GPU memory as needed (XLA_PYTHON_CLIENT_PREALLOCATE), not 75% up front
+
+    def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:
+        if gpu_vendor == "apple":
+            return ("ok", "trainbench runs JAX on CUDA GPUs only: checked on the CPU")
+        return None
 
     def max_devices(self) -> int | None:
         return None  # keras.distribution.DataParallel over every device asked for

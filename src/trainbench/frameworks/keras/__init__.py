@@ -4,23 +4,37 @@ Light (no keras import); the shared adapter is .adapter, the model builders .mod
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.config.schema import FrameworkConfig
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import ModelConfig
+
+# Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder: a keras.applications class, a
+# builder written in .models (models.OWN_BUILDERS), a keras-hub backbone (text), or trainbench's MLP.
+BUILDERS = {
+    "mlp": "mlp",
+    "alexnet": "alexnet",
+    "efficientnet_b0": "EfficientNetB0",
+    "mobilenet_v2": "MobileNetV2",
+    "resnet18": "resnet18",
+    "resnet50": "resnet50",
+    "vgg16": "VGG16",
+    "vit": "ViTBackbone",
+    "bert": "BertBackbone",
+    "distilbert": "DistilBertBackbone",
+}
 
 
 @dataclass
 class KerasConfig(FrameworkConfig):
-    def builds(self, model: ModelConfig) -> str | None:
-        if isinstance(model, MlpModel):
-            return "mlp"
-        if isinstance(model, VisionModel):
-            return model.keras
-        if isinstance(model, TransformerModel):
-            return model.keras_hub
-        return None
+    builders: ClassVar[dict[str, str]] = BUILDERS
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.keras",)
 
     def fit(self) -> str | None:
         return "model.fit"
 
     def imports(self, model: ModelConfig) -> tuple[str, ...]:
-        return (self.package, "keras") + (("keras_hub",) if isinstance(model, TransformerModel) else ())
+        hub = BUILDERS.get(model.architecture(), "").endswith("Backbone")  # keras-hub's
+        return (self.package, "keras") + (("keras_hub",) if hub else ())

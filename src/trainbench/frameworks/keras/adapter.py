@@ -136,11 +136,14 @@ class KerasAdapter:
         return models.count_trainable(model)
 
     def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+        from trainbench.config.schema import VitModel
         from trainbench.frameworks.keras import models
 
         if data.kind == "text":
             text_model: Any = self.cell.model  # a TransformerModel, as above
             return models.transformer_flops_per_sample(text_model, data.seq_len, data.num_classes, training)
+        if isinstance(self.cell.model, VitModel):
+            return models.vit_flops_per_sample(self.cell.model, data.image_size, data.num_classes, training)
         return models.flops_per_sample(model, training)
 
     # -- matmul -------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ and 224 px / 1000 classes):
   224 px, since v1 strides a downsampling block's first 1x1 convolution, which v1.5 runs at 4x the positions):
   another network, not used.
 - distilbert, bert_base, bert_large: keras-hub backbones with transformers' heads; exact.
+- vit_b16: keras-hub's ViTBackbone with torchvision's head; exact. Its FLOPs come from trainbench.flops (the graph
+  reading below does not see inside keras-hub's attention layers), counted as torch counts torchvision's ViT.
 Initialisation of keras.applications and keras-hub models is Keras' own (glorot/he as their authors chose), and
 BatchNorm momentum/epsilon follow each library's model; neither changes a parameter count.
 """
@@ -31,10 +33,11 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
-from trainbench.flops import transformer_flops_per_sample  # noqa: F401  (re-exported for the adapters)
+from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel, VitModel
+from trainbench.flops import transformer_flops_per_sample, vit_flops_per_sample  # noqa: F401  (re-exported for the adapters)
+from trainbench.frameworks.keras import BUILDERS
 
-# Builders written here, by the `keras:` name in the model YAML (keras.applications has no such class).
+# Builders written here, by their name in trainbench.frameworks.keras.BUILDERS (keras.applications has no such class).
 OWN_BUILDERS: dict[str, Callable[[tuple[int, int, int], int], keras.Model]] = {}
 
 
@@ -42,15 +45,17 @@ def build(model: ModelConfig, input_shape: tuple[int, int, int], classes: int) -
     """The model for NHWC `input_shape` and `classes` outputs (logits)."""
     if isinstance(model, MlpModel):
         return mlp(model, input_shape, classes)
+    if isinstance(model, VitModel):
+        return vision_transformer(model, input_shape, classes)
     assert isinstance(model, VisionModel)
-    name = model.keras
+    name = BUILDERS.get(model.architecture())
     if not name:
-        raise ValueError(f"model `{model.name}` names no Keras class (its YAML has no `keras:` key)")
+        raise ValueError(f"model `{model.name}` has no Keras builder (trainbench.frameworks.keras.BUILDERS)")
     if name in OWN_BUILDERS:
         return OWN_BUILDERS[name](input_shape, classes)
     if not hasattr(keras.applications, name):
         known = ", ".join(sorted(OWN_BUILDERS))
-        raise ValueError(f"model.keras={name!r} is neither a keras.applications class nor one of {known}")
+        raise ValueError(f"Keras builder {name!r} is neither a keras.applications class nor one of {known}")
     return applications_model(name, input_shape, classes)
 
 
@@ -324,9 +329,30 @@ def resnet50(input_shape: tuple[int, int, int], classes: int) -> keras.Model:
 OWN_BUILDERS.update({"resnet18": resnet18, "resnet50": resnet50, "alexnet": alexnet})
 
 
+# -- ViT: keras-hub's backbone with torchvision's head ---------------------------------------------
+def vision_transformer(model: VitModel, input_shape: tuple[int, int, int], classes: int) -> keras.Model:
+    """keras-hub's ViTBackbone at the YAML's sizes (torchvision's layout: a convolution with bias embeds the
+    patches, a class token, learned position embeddings, pre-norm blocks with biased attention and a GELU MLP,
+    LayerNorm eps 1e-6, no dropout, a final LayerNorm) and torchvision's head: one Linear on the class token,
+    zero-initialised as torchvision does. Parameter counts are exact."""
+    import keras_hub
+
+    backbone = keras_hub.models.ViTBackbone(
+        image_shape=input_shape,
+        patch_size=model.patch_size,
+        num_layers=model.num_layers,
+        num_heads=model.num_heads,
+        hidden_dim=model.hidden_size,
+        mlp_dim=model.mlp_size,
+        layer_norm_epsilon=1e-6,
+    )
+    logits = layers.Dense(classes, kernel_initializer="zeros", name="head")(backbone.output[:, 0, :])
+    return keras.Model(backbone.input, logits, name=model.name)
+
+
 # -- text: keras-hub encoders with transformers' classification heads -----------------------------------
 def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_padding: bool = True) -> keras.Model:
-    """A randomly initialised keras-hub encoder (`keras_hub:` in the model YAML) with the classification
+    """A randomly initialised keras-hub encoder (trainbench.frameworks.keras.BUILDERS) with the classification
     head of the transformers model the PyTorch adapter builds from the same dimensions; token ids in, logits
     out. Parameter counts are exact.
 
@@ -340,7 +366,7 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
     - BERT's segment embedding is looked up by selection (`SegmentLookup`), not by a gather."""
     import keras_hub
 
-    family = model.keras_hub
+    family = BUILDERS.get(model.architecture())
     hidden = model.hidden_size
     dimensions = {
         "vocabulary_size": model.vocab_size,
@@ -368,7 +394,7 @@ def text_classifier(model: TransformerModel, seq_len: int, classes: int, mask_pa
         )
         x = layers.Dropout(0.2)(x)
     else:
-        raise ValueError(f"model.keras_hub={family!r}: trainbench builds BertBackbone and DistilBertBackbone")
+        raise ValueError(f"model.family={model.family!r}: trainbench builds BertBackbone and DistilBertBackbone")
     logits = layers.Dense(classes, kernel_initializer=_transformers_kernel(), name="classifier")(x)
     return keras.Model(token_ids, logits, name=model.name)
 

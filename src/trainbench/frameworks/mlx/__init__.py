@@ -4,9 +4,22 @@ else the CPU. Light (no mlx import); the adapter is .adapter, the model builders
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trainbench.config.registry import schema
-from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.config.schema import DoctorFacts, FrameworkConfig
+
+# Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder in .models (IMAGE_BUILDERS,
+# TEXT_BUILDERS, the ViT at any size, or the MLP).
+BUILDERS = {
+    "mlp": "mlp",
+    "mobilenet_v2": "mobilenet_v2",
+    "resnet18": "resnet18",
+    "resnet50": "resnet50",
+    "vit": "vit",
+    "bert": "bert",
+    "distilbert": "distilbert",
+}
 
 
 @schema("framework", "mlx")
@@ -14,15 +27,18 @@ from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, Tra
 class MlxConfig(FrameworkConfig):
     adapter: str = "trainbench.frameworks.mlx.adapter"
     package: str = "mlx"
-
-    def builds(self, model: ModelConfig) -> str | None:
-        if isinstance(model, MlpModel):
-            return "mlp"
-        if isinstance(model, VisionModel):
-            return model.mlx
-        if isinstance(model, TransformerModel):
-            return model.family
-        return None
+    builders: ClassVar[dict[str, str]] = BUILDERS
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.mlx",)
+    doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
+        title="MLX",
+        module="mlx",
+        install='pip install -e ".[mlx]" -c locks/constraints.txt (Apple silicon with macOS 14+, or Linux)',
+        gpu_install={
+            "apple": "MLX's Metal backend needs macOS 14 or newer",
+            "nvidia": "pip uninstall -y mlx-cpu && pip install 'mlx[cuda13]'",
+        },
+        rank=2,
+    )
 
     def min_memory_mb(self) -> int:
         return 768

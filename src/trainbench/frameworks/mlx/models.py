@@ -7,8 +7,8 @@ its running statistics (momentum 0.1, unbiased variance, as torch), Dropout is a
 
 Configs read (trainbench.config.schema, from conf/model/*.yaml): MlpModel (`hidden_sizes`, or `depth` x
 `width`, `activation` and `init`; `output_activation` is the loss's business, as elsewhere: the MLP returns
-logits); VisionModel with `mlx: resnet18 | resnet50 | mobilenet_v2` (`pretrained` must be false: no MLX
-checkpoints); TransformerModel with `family: distilbert | bert` and its dimensions.
+logits); VisionModel named resnet18 | resnet50 | mobilenet_v2, or a VitModel at any size
+(trainbench.frameworks.mlx.BUILDERS; `pretrained` must be false: no MLX checkpoints); TransformerModel with `family: distilbert | bert` and its dimensions.
 
 Parameter counts equal torchvision's and transformers' exactly, and torch's weights loaded into these models
 give torch's logits (tests/test_mlx_models.py; parameter names follow torchvision's). Initialisation
@@ -45,7 +45,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
-from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel, VitModel
+from trainbench.frameworks.mlx import BUILDERS
 
 # LayerNorm epsilon of BERT and DistilBERT in transformers (layer_norm_eps / the hard-coded 1e-12).
 TRANSFORMERS_LAYER_NORM_EPS = 1e-12
@@ -65,16 +66,19 @@ def build(model: ModelConfig, input_shape: tuple[int, int, int], num_classes: in
     if isinstance(model, TransformerModel):
         raise ValueError(f"model `{model.name}` is a text model: build it with text_classifier")
     assert isinstance(model, VisionModel)
-    name = model.mlx
-    if name not in IMAGE_BUILDERS:
-        known = ", ".join(sorted(IMAGE_BUILDERS))
-        raise ValueError(f"model.mlx={name!r} has no MLX build: use one of {known}")
+    name = BUILDERS.get(model.architecture())
+    if name not in IMAGE_BUILDERS and name not in SIZED_IMAGE_BUILDERS:
+        known = ", ".join(sorted([*IMAGE_BUILDERS, *SIZED_IMAGE_BUILDERS]))
+        raise ValueError(f"model `{model.name}` has no MLX build: use one of {known}")
     if model.pretrained:
         raise ValueError(
             f"model.pretrained=true is PyTorch-only (torchvision checkpoints); {name} on MLX starts "
             "from random weights: set model.pretrained=false"
         )
-    return IMAGE_BUILDERS[name](input_shape[2], num_classes)
+    if name in SIZED_IMAGE_BUILDERS:
+        assert isinstance(model, VitModel)
+        return SIZED_IMAGE_BUILDERS[name](model, input_shape, num_classes)
+    return IMAGE_BUILDERS[str(name)](input_shape[2], num_classes)
 
 
 def num_parameters(model: nn.Module) -> int:
@@ -279,6 +283,109 @@ IMAGE_BUILDERS: dict[str, Callable[[int, int], nn.Module]] = {
 }
 
 
+# -- ViT (torchvision's VisionTransformer) -----------------------------------------------------------
+class PackedSelfAttention(nn.Module):
+    """torch.nn.MultiheadAttention as torchvision's ViT uses it: one packed query/key/value projection
+    (in_proj_weight, in_proj_bias) and an output Linear, attention by MLX's fused kernel."""
+
+    def __init__(self, hidden: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        bound = math.sqrt(6.0 / (hidden + 3 * hidden))  # xavier_uniform over the packed (3h, h) weight, as torch
+        self.in_proj_weight = mx.random.uniform(-bound, bound, (3 * hidden, hidden))
+        self.in_proj_bias = mx.zeros((3 * hidden,))
+        self.out_proj = nn.Linear(hidden, hidden)
+        self.out_proj.bias = mx.zeros((hidden,))
+
+    def __call__(self, x: mx.array) -> mx.array:
+        batch, length, hidden = x.shape
+        head_size = hidden // self.num_heads
+        packed = x @ self.in_proj_weight.T + self.in_proj_bias
+        query, key, value = (
+            part.reshape(batch, length, self.num_heads, head_size).transpose(0, 2, 1, 3)
+            for part in mx.split(packed, 3, axis=-1)
+        )
+        context = mx.fast.scaled_dot_product_attention(query, key, value, scale=1.0 / math.sqrt(head_size))
+        return self.out_proj(context.transpose(0, 2, 1, 3).reshape(batch, length, hidden))
+
+
+class ViTBlock(nn.Module):
+    """torchvision's EncoderBlock: x + attention(LayerNorm(x)), then + MLP(LayerNorm(.)) (Linear, GELU, Linear;
+    its dropouts, p=0, keep torchvision's indices: mlp.0 and mlp.3)."""
+
+    def __init__(self, hidden: int, num_heads: int, mlp_size: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden, eps=1e-6)
+        self.self_attention = PackedSelfAttention(hidden, num_heads)
+        self.ln_2 = nn.LayerNorm(hidden, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(hidden, mlp_size), nn.GELU(), nn.Dropout(0.0), nn.Linear(mlp_size, hidden))
+        for linear in (self.mlp.layers[0], self.mlp.layers[3]):  # torchvision: xavier_uniform, normal(1e-6) bias
+            linear.weight = nn.init.glorot_uniform()(linear.weight)
+            linear.bias = mx.random.normal(linear.bias.shape) * 1e-6
+
+    def __call__(self, x: mx.array) -> mx.array:
+        x = x + self.self_attention(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class ViTEncoder(nn.Module):
+    def __init__(self, tokens: int, hidden: int, model: VitModel) -> None:
+        super().__init__()
+        self.pos_embedding = mx.random.normal((1, tokens, hidden)) * 0.02
+        self.layers = [ViTBlock(hidden, model.num_heads, model.mlp_size) for _ in range(model.num_layers)]
+        self.ln = nn.LayerNorm(hidden, eps=1e-6)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        x = x + self.pos_embedding
+        for layer in self.layers:
+            x = layer(x)
+        return self.ln(x)
+
+
+class ViTHead(nn.Module):
+    def __init__(self, hidden: int, num_classes: int) -> None:
+        super().__init__()
+        self.head = nn.Linear(hidden, num_classes)
+        self.head.weight = mx.zeros_like(self.head.weight)  # torchvision zero-initialises the head
+        self.head.bias = mx.zeros_like(self.head.bias)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.head(x)
+
+
+class VisionTransformer(nn.Module):
+    """torchvision's VisionTransformer at the YAML's sizes, with torchvision's parameter names (conv_proj,
+    class_token, encoder.pos_embedding, encoder.layers.N, encoder.ln, heads.head): patches embedded by a strided
+    convolution (NHWC here, so the patches come out in torch's row-major order), a class token in front, learned
+    position embeddings, the blocks, a LayerNorm, and the head on the class token."""
+
+    def __init__(self, model: VitModel, input_shape: tuple[int, int, int], num_classes: int) -> None:
+        super().__init__()
+        height, width, channels = input_shape
+        hidden, patch = model.hidden_size, model.patch_size
+        self.conv_proj = nn.Conv2d(channels, hidden, patch, stride=patch)
+        fan_in = channels * patch * patch  # torchvision: truncated normal, std sqrt(1/fan_in), zero bias
+        self.conv_proj.weight = mx.random.truncated_normal(-2.0, 2.0, self.conv_proj.weight.shape) / math.sqrt(fan_in)
+        self.conv_proj.bias = mx.zeros((hidden,))
+        self.class_token = mx.zeros((1, 1, hidden))
+        self.encoder = ViTEncoder((height // patch) * (width // patch) + 1, hidden, model)
+        self.heads = ViTHead(hidden, num_classes)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        patches = self.conv_proj(x)
+        batch = patches.shape[0]
+        tokens = patches.reshape(batch, -1, patches.shape[-1])
+        class_tokens = mx.broadcast_to(self.class_token, (batch, 1, tokens.shape[-1]))
+        encoded = self.encoder(mx.concatenate([class_tokens, tokens], axis=1))
+        return self.heads(encoded[:, 0])
+
+
+# Image builders that take the model's sizes from its config, by their name in trainbench.frameworks.mlx.BUILDERS.
+SIZED_IMAGE_BUILDERS: dict[str, Callable[[VitModel, tuple[int, int, int], int], nn.Module]] = {
+    "vit": VisionTransformer,
+}
+
+
 # -- BERT family (transformers' BertForSequenceClassification / DistilBertForSequenceClassification) --
 class EncoderLayer(nn.Module):
     """Post-LayerNorm transformer layer: self-attention and a GELU feed-forward, each added back and
@@ -401,15 +508,15 @@ def text_classifier(
     model_cfg: TransformerModel, seq_len: int, num_classes: int, mask_padding: bool = True
 ) -> nn.Module:
     """A randomly initialised sequence classifier: (N, seq_len) int token ids in, (N, num_classes) logits out."""
-    family = model_cfg.family
+    family = BUILDERS.get(model_cfg.architecture())
     if family not in TEXT_BUILDERS:
-        raise ValueError(f"model.family={family!r}: use one of {', '.join(TEXT_BUILDERS)}")
+        raise ValueError(f"model.family={model_cfg.family!r}: use one of {', '.join(TEXT_BUILDERS)}")
     if seq_len > model_cfg.max_position_embeddings:
         raise ValueError(
             f"model.seq_len={seq_len} exceeds model.max_position_embeddings="
             f"{model_cfg.max_position_embeddings}: no position embedding for the later tokens"
         )
-    model = TEXT_BUILDERS[family](model_cfg, num_classes, mask_padding)
+    model = TEXT_BUILDERS[str(family)](model_cfg, num_classes, mask_padding)
     _init_like_transformers(model)
     return model
 

@@ -1,13 +1,46 @@
-"""framework=pytorch: its config and what it can build, light (no torch import). The adapter is .adapter."""
+"""framework=pytorch: its config, its own speed-up knobs and what it can build, light (no torch import). The
+adapter is .adapter, the builders .models.
+
+PyTorch's knobs live here, not in the shared `optimize` group: `compile_mode` (torch.compile's), `channels_last`,
+`fused_optimizer`, `capture` and `coordinate_descent_tuning`. `optimize=fast` stays the one switch: a knob left
+at `auto` follows it (on with optimize=fast, off otherwise; compile_mode=auto is the mode measured fastest for the
+model), and true/false (or a mode) overrides it either way: `framework.channels_last=true optimize=none`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from trainbench.config.errors import need
 from trainbench.config.registry import schema
-from trainbench.config.schema import FrameworkConfig, MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.config.schema import DoctorFacts, FrameworkConfig
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import ModelConfig, OptimizeConfig
+
+# Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder: a torchvision.models constructor,
+# a builder in .models (a transformers family, the ViT at any size), or trainbench's MLP.
+BUILDERS = {
+    "mlp": "mlp",
+    "alexnet": "alexnet",
+    "efficientnet_b0": "efficientnet_b0",
+    "mobilenet_v2": "mobilenet_v2",
+    "resnet18": "resnet18",
+    "resnet50": "resnet50",
+    "vgg16": "vgg16",
+    "vit": "vision_transformer",  # torchvision's VisionTransformer at the YAML's sizes (models.py)
+    "bert": "bert",
+    "distilbert": "distilbert",
+}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# compile_mode=auto on one CUDA GPU, by architecture (the rest: default). reduce-overhead adds CUDA graphs: it wins
+# where launches, not kernels, bound the step. The transformers' steps are launch-bound (the GPU idle for half of
+# DistilBERT's and BERT-Large's default-mode steps: 1.6-1.8x faster with graphs); ResNet-50's is kernel-bound (the
+# GPU busy 97% of it), yet graphs close the gaps between its ~900 kernels, a few % faster. See results/2026-11-22-gpu.
+FASTEST_COMPILE_MODES = {"resnet50": "reduce-overhead", "bert": "reduce-overhead", "distilbert": "reduce-overhead"}
+SWITCHES = ("channels_last", "fused_optimizer", "capture")  # true | false | auto (on with optimize=fast)
 
 
 @schema("framework", "pytorch")
@@ -16,8 +49,59 @@ class PyTorchConfig(FrameworkConfig):
     adapter: str = "trainbench.frameworks.pytorch.adapter"
     package: str = "torch"
     rank_launcher: ClassVar[str | None] = "trainbench.frameworks.pytorch.distributed"  # DDP: a process per device
+    builders: ClassVar[dict[str, str]] = BUILDERS
+    version_tags: ClassVar[tuple[str, ...]] = ("sw.torch", "sw.cuda")
+    doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
+        title="PyTorch",
+        module="torch",
+        install='pip install -e ".[torch]" -c locks/constraints.txt',
+        gpu_install={
+            "apple": "MPS needs an arm64 Python (not under Rosetta) and macOS 12.3 or newer",
+            "nvidia": "install a CUDA build of torch (pytorch.org's selector)",
+        },
+        rank=0,
+        also_on_cpu=True,
+    )
     mps_fallback: bool = True  # ops MPS lacks run on the CPU instead of failing (PYTORCH_ENABLE_MPS_FALLBACK)
     cudnn_benchmark: bool = True  # fixed shapes every step: let cuDNN pick its fastest algorithms in warm-up
+    # torch.compile's mode when compiling (optimize.compile); auto: FASTEST_COMPILE_MODES on one CUDA GPU, else
+    # default (CUDA graphs need CUDA, and DDP's all-reduce does not run inside them)
+    compile_mode: str = "auto"
+    channels_last: Any = "auto"  # convolutional models in NHWC (Keras and MLX always are); auto: with optimize=fast
+    fused_optimizer: Any = "auto"  # fused=True optimizers, one kernel per step (CUDA; MPS: Adam/AdamW); auto: fast
+    capture: Any = "auto"  # CUDA: the whole train step as one CUDA graph (small static models: the MLPs); auto: fast
+    # with compile: Inductor benchmarks each generated Triton (GPU) kernel's launch settings against their
+    # neighbours. Off even with optimize=fast: it gains ResNet-50 a few % but stretches its compile from about 1
+    # to 5 minutes, paid by every cell with a cold Inductor cache (results/2026-11-22-gpu); max-autotune includes it
+    coordinate_descent_tuning: bool = False
+
+    def check(self, at: str) -> None:
+        modes = ("auto", *COMPILE_MODES)
+        need(self.compile_mode in modes, f"{at}.compile_mode", self.compile_mode, f"choose one of {', '.join(modes)}")
+        for knob in SWITCHES:
+            value = getattr(self, knob)
+            need(
+                value is True or value is False or value == "auto",
+                f"{at}.{knob}",
+                value,
+                f"true, false or auto (on with optimize=fast), e.g. framework.{knob}=true",
+            )
+
+    def wants(self, knob: str, optimize: OptimizeConfig) -> bool:
+        """Whether the switch `knob` (channels_last, fused_optimizer, capture) is asked for: its value, or with
+        `auto`, whether optimize asks for each framework's best. The adapter decides where it applies."""
+        value = getattr(self, knob)
+        return optimize.fast() if value == "auto" else bool(value)
+
+    def torch_compile_mode(self, model: ModelConfig, one_cuda_gpu: bool) -> str:
+        """compile_mode with `auto` resolved: the mode measured fastest for the model's architecture on one CUDA
+        GPU, torch.compile's default elsewhere."""
+        if self.compile_mode != "auto":
+            return self.compile_mode
+        return FASTEST_COMPILE_MODES.get(model.architecture(), "default") if one_cuda_gpu else "default"
+
+    def loads_pretrained(self) -> bool:
+        return True  # torchvision's ImageNet weights
 
     def for_probes(self) -> PyTorchConfig:
         # cudnn.benchmark autotunes every convolution again for each new input shape, and each probe is a new
@@ -27,17 +111,8 @@ class PyTorchConfig(FrameworkConfig):
         # workspace cannot be allocated, and batch_size=max's headroom leaves them room.
         return dataclasses.replace(self, cudnn_benchmark=False)
 
-    def builds(self, model: ModelConfig) -> str | None:
-        if isinstance(model, MlpModel):
-            return "mlp"
-        if isinstance(model, VisionModel):
-            return model.torchvision
-        if isinstance(model, TransformerModel):
-            return model.family
-        return None
-
     def imports(self, model: ModelConfig) -> tuple[str, ...]:
-        return ("torch", "torchvision") + (("transformers",) if isinstance(model, TransformerModel) else ())
+        return ("torch", "torchvision") + (("transformers",) if model.architecture() in ("bert", "distilbert") else ())
 
     def max_devices(self) -> int | None:
         return None  # DistributedDataParallel over every device asked for

@@ -14,7 +14,8 @@ resize as torchvision's Resize, / 255, normalise), pinned memory on CUDA, persis
 copied to the device inside the timed epoch (non_blocking when pinned), and the time each step waited for
 its batch is the epoch's input_wait_s.
 
-optimize.* selects how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
+optimize.compile and the framework's own knobs (trainbench.frameworks.pytorch.PyTorchConfig, `auto` following
+optimize=fast) select how a step runs: eager; `compile` (torch.compile of forward + loss + argmax, with
 `compile_mode`, by default the model's own: reduce-overhead, i.e. with CUDA graphs, for the launch-bound
 transformers and for ResNet-50; `coordinate_descent_tuning` has Inductor tune its Triton kernels);
 `fused_optimizer`; `capture` (CUDA: the whole step, batch gather included, recorded once as a CUDA graph and
@@ -62,6 +63,7 @@ class Adapter:
 
         self.torch = torch
         self.cell = cell
+        self.config = framework
         self.device = torch.device("cpu")
         self.backend = "cpu"  # as select_device returned it: what the figures measure (device.type in a real cell)
         # Before any op runs: PyTorch warns only of the first op that falls back to the CPU.
@@ -367,17 +369,17 @@ class Adapter:
 
         return int(psutil.virtual_memory().total)
 
-    # -- optimize.* as it applies here --------------------------------------------------------
+    # -- optimize.compile and the framework's knobs as they apply here --------------------------------------------------------
     def compiles(self) -> bool:
         return bool(self.cell.optimize.compile) and self.device.type != "mps" and not self.captures()
 
     def compile_mode(self) -> str:
         one_cuda_gpu = self.device.type == "cuda" and self.world.size == 1
-        return self.cell.optimize.torch_compile_mode(self.cell.model, one_cuda_gpu)
+        return self.config.torch_compile_mode(self.cell.model, one_cuda_gpu)
 
     def tunes_kernels(self) -> bool:
         """Inductor's coordinate-descent tuning is in force: asked for, or part of a max-autotune mode."""
-        return bool(self.cell.optimize.coordinate_descent_tuning) or self.compile_mode().startswith("max-autotune")
+        return self.config.coordinate_descent_tuning or self.compile_mode().startswith("max-autotune")
 
     def compiled(self, function: Any, graphs: bool = True) -> Any:
         """torch.compile in the cell's mode (graphs=False: the same mode without CUDA graphs). Inductor reads
@@ -388,7 +390,7 @@ class Adapter:
         partial last batch) recompiles into a graph generic in the batch size, which then also serves the
         timed batches, with kernels not specialised to them and, under CUDA graphs, a new recording in the
         next epoch."""
-        if self.cell.optimize.coordinate_descent_tuning:
+        if self.config.coordinate_descent_tuning:
             import torch._inductor.config as inductor_config
 
             inductor_config.coordinate_descent_tuning = True
@@ -409,7 +411,7 @@ class Adapter:
 
         torch = self.torch
         return (
-            bool(self.cell.optimize.capture)
+            self.config.wants("capture", self.cell.optimize)
             and self.device.type == "cuda"
             and self.world.size == 1
             and isinstance(self.cell.model, MlpModel)
@@ -418,13 +420,13 @@ class Adapter:
 
     def fused(self) -> bool:
         # Fused optimizers: CUDA for SGD/Adam/AdamW; MPS for Adam/AdamW only.
-        wanted = bool(self.cell.optimize.fused_optimizer)
+        wanted = self.config.wants("fused_optimizer", self.cell.optimize)
         return wanted and (self.device.type == "cuda" or (self.device.type == "mps" and self.cell.optim.name != "sgd"))
 
     def channels_last(self) -> bool:
         from trainbench.config.schema import VisionModel
 
-        on = bool(self.cell.optimize.channels_last) and isinstance(self.cell.model, VisionModel)
+        on = self.config.wants("channels_last", self.cell.optimize) and isinstance(self.cell.model, VisionModel)
         return on and self.device.type != "mps"  # MPS converts NHWC back internally: no gain measured there
 
     def autocast_context(self, cache: bool = True) -> contextlib.AbstractContextManager[Any]:

@@ -3,6 +3,7 @@ trainbench's own MLP where no library has it. Imported only by the PyTorch adapt
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -12,20 +13,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel
+from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel, VitModel
 from trainbench.data import Dataset
+from trainbench.frameworks.pytorch import BUILDERS
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
 
 
 def build(model: ModelConfig, data: Dataset) -> nn.Module:
+    """`model` built by its builder in trainbench.frameworks.pytorch.BUILDERS."""
     if isinstance(model, MlpModel):
         return mlp(model, data)
     if isinstance(model, TransformerModel):
         return transformer_classifier(model, data.num_classes, data.padded)
-    if isinstance(model, VisionModel) and model.torchvision:
-        return torchvision_model(model, data.num_classes)
-    raise ValueError(f"model `{model.name}` has no PyTorch builder (model.torchvision)")
+    if isinstance(model, VisionModel) and model.architecture() in BUILDERS:
+        return torchvision_model(model, data.num_classes, data.image_size)
+    raise ValueError(f"model `{model.name}` has no PyTorch builder (trainbench.frameworks.pytorch.BUILDERS)")
 
 
 def mlp(model: MlpModel, data: Dataset) -> nn.Sequential:
@@ -91,10 +94,15 @@ def transformer_classifier(model: TransformerModel, num_classes: int, mask_paddi
     return LogitsOnly(transformers.BertForSequenceClassification(config), mask_padding)
 
 
-def torchvision_model(model: VisionModel, num_classes: int) -> nn.Module:
+def torchvision_model(model: VisionModel, num_classes: int, image_size: int) -> nn.Module:
+    """torchvision's model for `num_classes` (randomly initialised, or its ImageNet weights with a new head);
+    a ViT at the YAML's sizes for `image_size` px images (its position embeddings follow the size)."""
     import torchvision
 
-    constructor = getattr(torchvision.models, str(model.torchvision))
+    if isinstance(model, VitModel):
+        constructor: Callable[..., nn.Module] = functools.partial(vision_transformer, model, image_size)
+    else:
+        constructor = getattr(torchvision.models, BUILDERS[model.architecture()])
     if not model.pretrained:
         return constructor(weights=None, num_classes=num_classes)
     cached = Path(torch.hub.get_dir()) / "checkpoints" / str(model.weights_file)
@@ -109,6 +117,21 @@ def torchvision_model(model: VisionModel, num_classes: int) -> nn.Module:
     if num_classes != _num_outputs(network):
         replace_head(network, str(model.head), num_classes)
     return network
+
+
+def vision_transformer(model: VitModel, image_size: int, weights: None = None, num_classes: int = 1000) -> nn.Module:
+    """torchvision's VisionTransformer (what vit_b_16 and its siblings build) at the YAML's sizes."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(
+        image_size=image_size,
+        patch_size=model.patch_size,
+        num_layers=model.num_layers,
+        num_heads=model.num_heads,
+        hidden_dim=model.hidden_size,
+        mlp_dim=model.mlp_size,
+        num_classes=num_classes,
+    )
 
 
 def _num_outputs(network: nn.Module) -> int:
