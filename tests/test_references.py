@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, child_env, metric_history, runs_in, with_schema
+from trainbench import cli as entry_point
 from trainbench import hardware
 from trainbench.config import params
 from trainbench.references import cli
@@ -249,26 +250,25 @@ def test_every_published_row_names_the_command_that_measures_exactly_its_setting
     assert unreproducible == {"deeplearningexamples"}  # real ImageNet through a 16-worker loader
 
 
-def test_the_dry_run_of_a_suggested_command_names_the_rows_setting(imported, tmp_path) -> None:
-    """One row per source through the real entry point: `sweep.dry_run=true` prints the setting's id."""
+def test_the_dry_run_of_a_suggested_command_names_the_rows_setting(imported, tmp_path, monkeypatch) -> None:
+    """One row per source through the real entry point (`python src/run.py`'s main, in this process):
+    `sweep.dry_run=true` prints the setting's id."""
     _, uri = imported
     firsts = {}
     for run in runs_in(uri):
         if run.data.tags.get("reference.reproduce"):
             firsts.setdefault(run.data.tags["reference.source"], run)
     assert len(firsts) == 5
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'dry.db'}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the entry point sets it to the command line, as run.py has it
     for run in firsts.values():
         command = shlex.split(run.data.tags["reference.reproduce"])
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "src" / "run.py"), *command, "sweep.dry_run=true"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'dry.db'}"}),
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        (row,) = [line for line in done.stdout.splitlines()[2:] if "cell(s); nothing was run" not in line]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = entry_point.main(entry_point.hydra_entry(), [*command, "sweep.dry_run=true"])
+        assert code == 0, err.getvalue()[-2000:]
+        (row,) = [line for line in out.getvalue().splitlines()[2:] if "cell(s); nothing was run" not in line]
         assert row.split()[1] == setting_id(setting(run.data.params, run.data.tags)), (command, row)
     assert not (tmp_path / "dry.db").exists()
 
