@@ -86,7 +86,8 @@ SIZES = {
         {"batch_size": 32, "seq_len": 128, "warmup": 10, "steps": 30},
         {"batch_size": 4, "seq_len": 16, "warmup": 1, "steps": 2},
     ),
-    "mlp_epoch": ({"batch_size": 32, "samples": 50_000, "epochs": 3}, {"batch_size": 32, "samples": 240, "epochs": 3}),
+    # --smoke: two full batches and a partial one (the graph variant runs that one eagerly)
+    "mlp_epoch": ({"batch_size": 32, "samples": 50_000, "epochs": 3}, {"batch_size": 32, "samples": 80, "epochs": 3}),
     "matmul": ({"n": 8192, "warmup": 2, "steps": 10}, {"n": 256, "warmup": 1, "steps": 3}),
 }
 # --smoke transformer: 2 layers, hidden 64, 2 heads, feed-forward 128 (compare.py's harness smoke overrides match).

@@ -207,7 +207,7 @@ SMOKE = {
     ),
     "distilbert": _TINY_TRANSFORMER,
     "bert_large": _TINY_TRANSFORMER,
-    "mlp_epoch": ("--samples 240 --epochs 3", "data.num_samples=240 data.num_val_samples=16 task.epochs=3"),
+    "mlp_epoch": ("--samples 80 --epochs 3", "data.num_samples=80 data.num_val_samples=16 task.epochs=3"),
     "matmul": ("--n 256 --warmup 1 --steps 3", "task.sizes=[256] task.warmup_steps=1 task.steps=3"),
 }
 # Bare flag -> harness key that must carry the same value (checked before anything runs).

@@ -154,7 +154,9 @@ def _interleaved(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
 def test_interleaved_alternates_bare_and_harness_blocks_and_judges_each_harness_block_by_its_neighbours(
     tmp_path: Path,
 ) -> None:
-    finished = _interleaved("--smoke", "--rounds", "2", "--workloads", "mlp_epoch,matmul_bf16", out=tmp_path)
+    # Blocks of 0.2 s (at least 5 steps) instead of 2 s: the order of blocks and their pairing are what is judged.
+    workloads = ("--workloads", "mlp_epoch,matmul_bf16", "--block-seconds", "0.2")
+    finished = _interleaved("--smoke", "--rounds", "2", *workloads, out=tmp_path)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     (report,) = tmp_path.glob("*-interleaved.md")
     (samples,) = tmp_path.glob("*-interleaved.json")

@@ -38,9 +38,10 @@ from trainbench.frameworks.mlx import models as mlx_models  # noqa: E402
 from trainbench.frameworks.pytorch import models as torch_models  # noqa: E402
 
 IMAGE_MODELS = ["mlp", "mlp_deep", "resnet18", "resnet50", "mobilenet_v2", "vit_b16"]
-# Full-size logits cost seconds each (random init of the embeddings): BERT's own code is covered at small size below.
+# Full-size logits cost seconds each (random init of the embeddings): the slow tier's. The fast tier covers both
+# families' code at small size below, and every full size's parameters.
 TEXT_MODELS = [
-    "distilbert",
+    pytest.param("distilbert", marks=pytest.mark.slow),
     pytest.param("bert_base", marks=pytest.mark.slow),
     pytest.param("bert_large", marks=pytest.mark.slow),
 ]

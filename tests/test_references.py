@@ -3,21 +3,24 @@ source line, comparable only with what measured the same quantity; idempotent an
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, child_env, metric_history, runs_in, with_schema
+from trainbench import cli as entry_point
 from trainbench import hardware
 from trainbench.config import params
-from trainbench.config.compose import cells_for
 from trainbench.references import cli
 from trainbench.references.cli import composing
-from trainbench.references.mapping import IDENTITY
+from trainbench.references.mapping import IDENTITY, composed
 from trainbench.references.reading import COLUMNS, OPTIONAL_COLUMNS
 from trainbench.runs import SETTING_TAGS
 from trainbench.setting import release, setting, setting_id
@@ -33,20 +36,26 @@ GOOD_ROWS = [
 ]
 
 
+@dataclass
+class Imported:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
-    """The shipped CSV imported once through the real entry point into a fresh store."""
+    """The shipped CSV imported once into a fresh store by `python src/references.py`'s own main, in this process:
+    its compositions of the rows' commands (mapping.composed, ~0.2 s each) then serve every later import and
+    composition here. The script as a process is run by test_the_entry_point_says_one_line_and_exits_2_on_a_bad_file."""
     folder = tmp_path_factory.mktemp("references")
     uri = with_schema(f"sqlite:///{folder / 'mlflow.db'}")  # the session's empty store: no schema migrations
-    completed = subprocess.run(
-        [sys.executable, str(REFERENCES_PY)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        timeout=300,
-    )
-    return completed, uri
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.chdir(folder)
+        returncode = cli.main([])
+    return Imported(returncode, out.getvalue(), err.getvalue()), uri
 
 
 @pytest.fixture
@@ -235,32 +244,31 @@ def test_every_published_row_names_the_command_that_measures_exactly_its_setting
             if not command:
                 unreproducible.add(run.data.tags["reference.source"])
                 continue
-            (cell,) = cells_for(shlex.split(command))
-            composed = {k: str(v) for k, v in params(cell.task.prepared(cell)).items()}
-            assert setting(composed, {}) == setting(run.data.params, run.data.tags), command
+            (cell,) = composed(command)  # cells_for(shlex.split(command)), composed once per command per process
+            its_params = {k: str(v) for k, v in params(cell.task.prepared(cell)).items()}
+            assert setting(its_params, {}) == setting(run.data.params, run.data.tags), command
     assert unreproducible == {"deeplearningexamples"}  # real ImageNet through a 16-worker loader
 
 
-def test_the_dry_run_of_a_suggested_command_names_the_rows_setting(imported, tmp_path) -> None:
-    """One row per source through the real entry point: `sweep.dry_run=true` prints the setting's id."""
+def test_the_dry_run_of_a_suggested_command_names_the_rows_setting(imported, tmp_path, monkeypatch) -> None:
+    """One row per source through the real entry point (`python src/run.py`'s main, in this process):
+    `sweep.dry_run=true` prints the setting's id."""
     _, uri = imported
     firsts = {}
     for run in runs_in(uri):
         if run.data.tags.get("reference.reproduce"):
             firsts.setdefault(run.data.tags["reference.source"], run)
     assert len(firsts) == 5
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'dry.db'}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the entry point sets it to the command line, as run.py has it
     for run in firsts.values():
         command = shlex.split(run.data.tags["reference.reproduce"])
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "src" / "run.py"), *command, "sweep.dry_run=true"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'dry.db'}"}),
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        (row,) = [line for line in done.stdout.splitlines()[2:] if "cell(s); nothing was run" not in line]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = entry_point.main(entry_point.hydra_entry(), [*command, "sweep.dry_run=true"])
+        assert code == 0, err.getvalue()[-2000:]
+        (row,) = [line for line in out.getvalue().splitlines()[2:] if "cell(s); nothing was run" not in line]
         assert row.split()[1] == setting_id(setting(run.data.params, run.data.tags)), (command, row)
     assert not (tmp_path / "dry.db").exists()
 

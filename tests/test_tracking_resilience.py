@@ -67,12 +67,16 @@ def stored_points(database: Path, key: str) -> int:
             return 0
 
 
-def test_a_server_down_for_over_a_minute_mid_sweep_costs_no_metric_point_and_no_cell(tmp_path) -> None:
-    """Longer than any HTTP retry budget (MLflow's own was about a minute): a restart, a deploy, a reboot. The
-    sweep waits for the server up to tracking.outage_s (300 s by default), then sends what it kept."""
+def test_a_server_down_beyond_mlflows_retries_mid_sweep_costs_no_metric_point_and_no_cell(tmp_path) -> None:
+    """A restart, a deploy, a reboot: longer than any HTTP retry budget. The sweep waits for the server up to
+    tracking.outage_s (300 s by default), then sends what it kept. MLflow retries nothing here, so all of the
+    outage is trainbench's to ride out, whatever MLflow's retry settings (its own budget was about a minute,
+    trainbench's default is two quick retries): the outage need not outlast them."""
     control_uri = f"sqlite:///{tmp_path / 'control.db'}"
     with MlflowServer(tmp_path / "server") as server:
-        running = start_multirun(server.uri, tmp_path / "blink", "seed=0,1,2", *BLINK_CELL)
+        no_retries = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+        # Two cells: the first ends its epochs while the server is down, the second starts once it is back.
+        running = start_multirun(server.uri, tmp_path / "blink", "seed=0,1", *BLINK_CELL, env=no_retries)
         deadline = time.monotonic() + 300
         while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:  # cell 1 is in its epochs
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
@@ -81,11 +85,12 @@ def test_a_server_down_for_over_a_minute_mid_sweep_costs_no_metric_point_and_no_
         down_at = time.time()
         # The control: the same cell on a local store, run while the sweep waits for the server.
         control = start_multirun(control_uri, tmp_path / "control", *BLINK_CELL)
-        # Down for at least 65 s whatever the machine's speed: the restart adds its own start-up (5-15 s) to that.
-        time.sleep(max(0.0, down_at + 65 - time.time()))
+        # Down until the control has run the same cell (so cell 1 ends its epochs in the dark and the sweep waits
+        # to start cell 2), and at least 30 s (six of OutageWatch's polls) whatever the machine's speed.
+        control.communicate(timeout=600)
+        time.sleep(max(0.0, down_at + 30 - time.time()))
         server.start()  # same port, same store; returns once /health answers
         back_at = time.time()
-        control.communicate(timeout=600)
         out, err = running.communicate(timeout=600)
 
         assert control.returncode == 0
@@ -93,20 +98,20 @@ def test_a_server_down_for_over_a_minute_mid_sweep_costs_no_metric_point_and_no_
         expected = points_per_key(MlflowClient(control_uri), control_cell)
         assert expected["epoch_time_s"] == 6
 
-        assert 65 <= back_at - down_at <= 120
+        assert 30 <= back_at - down_at <= 180  # the control's time on a busy machine, and the restart's
         assert running.returncode == 0, err[-3000:]
         client = MlflowClient(server.uri)
         runs = runs_in(server.uri)
         cells, (parent,) = kind(runs, "cell"), kind(runs, "sweep")
-        assert sorted(c.data.tags["trainbench.outcome"] for c in cells) == ["finished"] * 3
+        assert sorted(c.data.tags["trainbench.outcome"] for c in cells) == ["finished"] * 2
         assert not [r for r in runs if r.info.status == "RUNNING"]
         for cell in cells:  # every point the control stored, once: nothing lost, nothing logged twice
             assert points_per_key(client, cell) == expected, cell.info.run_name
         # The owner's heartbeat thread lived through the outage, and its last writes reached the server.
         assert float(parent.data.tags["trainbench.heartbeat"]) >= back_at - 1
-        assert parent.info.status == "FINISHED" and parent.data.metrics["cells_finished"] == 3
+        assert parent.info.status == "FINISHED" and parent.data.metrics["cells_finished"] == 2
         assert "summary.txt" in {a.path for a in client.list_artifacts(parent.info.run_id)}
-        assert out.count("finished") >= 3
+        assert out.count("finished") >= 2
 
 
 @pytest.mark.parametrize("store", ["sqlite", "mlflow_server_postgres"])
