@@ -53,7 +53,7 @@ def test_fast_rows_compile_both_sides_in_the_mode_the_harness_picks_for_the_mode
     for workload in fast:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cell = validate(compose("config", overrides=workload.harness.split()))
-        harness_mode = cell.framework.torch_compile_mode(cell.model, one_cuda_gpu=True)
+        harness_mode = cell.framework.torch_compile_mode(cell.model, cuda=True)
         bare_mode = compare.bare_options(workload, smoke=False).get("--compile-mode") or bare_loops.DEFAULT_COMPILE_MODE
         assert bare_mode == harness_mode, workload.name
 

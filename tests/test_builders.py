@@ -120,7 +120,7 @@ def test_a_new_framework_is_checked_by_the_doctor_from_its_own_declaration(monke
     sweeps, notes = doctor.plan(["tiny", "mlx"], {"tiny"}, {"hw.gpu_vendor": "nvidia"})
     assert [(s.device, s.frameworks) for s in sweeps] == [("gpu", ["tiny"])]
     (missing,) = notes
-    assert missing.subject == "MLX" and "pip install -e \".[mlx]\"" in missing.text  # its own declaration
+    assert missing.subject == "MLX" and 'pip install -e ".[mlx]"' in missing.text  # its own declaration
     unavailable = doctor.Cell("tiny", "gpu", "unavailable", "no CUDA device")
     (line,) = doctor.check_cell(unavailable, gpu_vendor="nvidia")
     assert line.subject == "Tiny GPU" and line.text.endswith("pip install tiny[cuda]")

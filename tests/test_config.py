@@ -141,20 +141,20 @@ def test_help_is_trainbenchs_page_and_cfg_still_reaches_hydra(capsys) -> None:
     assert "name: resnet18" in capsys.readouterr().out
 
 
-def test_fast_mode_picks_each_models_measured_compile_mode_on_one_cuda_gpu_only() -> None:
+def test_fast_mode_picks_each_models_measured_compile_mode_on_cuda_gpus_only() -> None:
     distilbert = cell("model=distilbert", "data=synthetic_text", "optimize=fast")
     assert distilbert.framework.compile_mode == "auto"
-    assert distilbert.framework.torch_compile_mode(distilbert.model, one_cuda_gpu=True) == "reduce-overhead"
-    assert distilbert.framework.torch_compile_mode(distilbert.model, one_cuda_gpu=False) == "default"
+    assert distilbert.framework.torch_compile_mode(distilbert.model, cuda=True) == "reduce-overhead"
+    assert distilbert.framework.torch_compile_mode(distilbert.model, cuda=False) == "default"
     bert_large = cell("model=bert_large", "data=synthetic_text", "optimize=fast")  # keyed by family: bert
-    assert bert_large.framework.torch_compile_mode(bert_large.model, one_cuda_gpu=True) == "reduce-overhead"
+    assert bert_large.framework.torch_compile_mode(bert_large.model, cuda=True) == "reduce-overhead"
     resnet50 = cell("model=resnet50", "optimize=fast")
-    assert resnet50.framework.torch_compile_mode(resnet50.model, one_cuda_gpu=True) == "reduce-overhead"
-    assert resnet50.framework.torch_compile_mode(resnet50.model, one_cuda_gpu=False) == "default"
+    assert resnet50.framework.torch_compile_mode(resnet50.model, cuda=True) == "reduce-overhead"
+    assert resnet50.framework.torch_compile_mode(resnet50.model, cuda=False) == "default"
     resnet18 = cell("model=resnet18", "optimize=fast")  # not measured: torch.compile's default mode
-    assert resnet18.framework.torch_compile_mode(resnet18.model, one_cuda_gpu=True) == "default"
+    assert resnet18.framework.torch_compile_mode(resnet18.model, cuda=True) == "default"
     chosen = cell("model=distilbert", "data=synthetic_text", "optimize=fast", "framework.compile_mode=max-autotune")
-    assert chosen.framework.torch_compile_mode(chosen.model, one_cuda_gpu=True) == "max-autotune"  # the user's wins
+    assert chosen.framework.torch_compile_mode(chosen.model, cuda=True) == "max-autotune"  # the user's wins
 
 
 @pytest.mark.parametrize(

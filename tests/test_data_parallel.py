@@ -150,6 +150,26 @@ def test_the_scaling_studys_bert_large_trains_as_the_reference_loops_do() -> Non
     assert (cell.batch_size, cell.precision.name, cell.model.name) == (32, "mixed_bf16", "bert_large")
 
 
+@pytest.mark.parametrize("framework", ["pytorch", "jax", "tensorflow", "mlx"])
+def test_the_scaling_studys_resnet50_runs_nhwc_in_every_framework(framework) -> None:
+    # NHWC is PyTorch's choice (framework.channels_last) and the others' only layout: one preset asks for it in all.
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, ConfigError, validate
+    from trainbench.setting import recorded
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cell = validate(compose("config", overrides=["+scaling_cell=resnet50_bs256", f"framework={framework}"]))
+        assert cell.framework.channels_last is True
+        if framework != "pytorch":
+            with pytest.raises(ConfigError, match="only framework=pytorch can switch it"):
+                validate(compose("config", overrides=[f"framework={framework}", "framework.channels_last=false"]))
+    from trainbench.config import params
+
+    as_recorded = recorded({key: str(value) for key, value in params(cell).items()})
+    assert ("framework.channels_last" in as_recorded) == (framework == "pytorch")  # a setting only where chosen
+
+
 def test_more_gpus_than_the_cell_sees_is_unavailable_not_an_error() -> None:
     from trainbench.config.schema import DeviceConfig
     from trainbench.frameworks.base import DeviceUnavailable

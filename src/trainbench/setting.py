@@ -85,6 +85,8 @@ def recorded(params: Mapping[str, str]) -> dict[str, str]:
         if knob in FAST_SWITCHES and value == normal(fast):
             value = "auto"  # what optimize=fast (or none) set by itself: the new `auto`
         current[f"framework.{knob}"] = value
+    if not pytorch:
+        current.pop("framework.channels_last", None)  # always NHWC outside PyTorch: no choice, so no setting
     return current
 
 

@@ -83,6 +83,9 @@ class DoctorFacts:
     also_on_cpu: bool = False  # on a machine with a GPU, checked on its CPU as well
 
 
+NHWC_ONLY = "this framework always runs convolutions NHWC (channels_last); only framework=pytorch can switch it"
+
+
 @dataclass
 class FrameworkConfig(Choice):
     """Base of every framework's config (each framework's package registers its own kind)."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from trainbench.config.schema import FrameworkConfig
+from trainbench.config.errors import need
+from trainbench.config.schema import NHWC_ONLY, FrameworkConfig
 
 if TYPE_CHECKING:
     from trainbench.config.schema import ModelConfig
@@ -31,6 +32,13 @@ BUILDERS = {
 class KerasConfig(FrameworkConfig):
     builders: ClassVar[dict[str, str]] = BUILDERS
     version_tags: ClassVar[tuple[str, ...]] = ("sw.keras",)
+    # Keras runs convolutions NHWC (its channels_last data format), always. The key exists so that a preset for
+    # every framework (the scaling study) can ask for NHWC where PyTorch has the choice; settings ignore it here
+    # (trainbench.setting.recorded), as there is nothing to choose.
+    channels_last: bool = True
+
+    def check(self, at: str) -> None:
+        need(self.channels_last is True, f"{at}.channels_last", self.channels_last, NHWC_ONLY)
 
     def fit(self) -> str | None:
         return "model.fit"

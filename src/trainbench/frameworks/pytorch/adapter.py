@@ -374,8 +374,7 @@ class Adapter:
         return bool(self.cell.optimize.compile) and self.device.type != "mps" and not self.captures()
 
     def compile_mode(self) -> str:
-        one_cuda_gpu = self.device.type == "cuda" and self.world.size == 1
-        return self.config.torch_compile_mode(self.cell.model, one_cuda_gpu)
+        return self.config.torch_compile_mode(self.cell.model, self.device.type == "cuda")
 
     def tunes_kernels(self) -> bool:
         """Inductor's coordinate-descent tuning is in force: asked for, or part of a max-autotune mode."""
