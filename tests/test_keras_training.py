@@ -146,7 +146,10 @@ def test_benchmark_logs_step_times_in_mixed_precision(keras_benchmarks: Invocati
     else:
         # JAX dispatches asynchronously and has no device events: percentiles come from a separate pass
         assert source.startswith("synchronized pass of 5 steps")
-        assert metrics["samples_per_s"] == pytest.approx(16 / (metrics["step_time_ms_mean"] / 1000), rel=0.25)
+        # The pass runs after the blocks, so on a CPU shared with another test worker the two can be a burst
+        # apart (measured 2x); what this guards against is the wrong quantity (per batch vs per sample: 16x).
+        from_pass = 16 / (metrics["step_time_ms_mean"] / 1000)
+        assert from_pass / 3 <= metrics["samples_per_s"] <= from_pass * 3
     assert metrics["num_parameters"] == MLP_PARAMETERS_32PX
     assert "epoch_time_s" not in metrics
     assert tags["trainbench.framework_version"] == tags[f"sw.{framework}"]
