@@ -54,6 +54,21 @@ def need_optional_count(value: Any, key: str, low: int, high: int) -> None:
     )
 
 
+def need_encoder_sizes(model: Any, at: str, feed_forward: str) -> None:
+    """A transformer encoder's sizes (a ViT's, a BERT's): layers, heads that divide the hidden size, and the
+    feed-forward width, named `feed_forward` in its config."""
+    for key in ("num_layers", "num_heads"):
+        need_count(getattr(model, key), f"{at}.{key}", 1, 1024, "")
+    for key in ("hidden_size", feed_forward):
+        need_count(getattr(model, key), f"{at}.{key}", 1, MAX_LAYER_UNITS, "")
+    need(
+        model.hidden_size % model.num_heads == 0,
+        f"{at}.num_heads",
+        model.num_heads,
+        f"must divide model.hidden_size ({model.hidden_size})",
+    )
+
+
 # ----------------------------------------------------------------------------------------------------- base
 
 
@@ -292,16 +307,7 @@ class VitModel(VisionModel):
     def check(self, at: str) -> None:
         super().check(at)
         need_count(self.patch_size, f"{at}.patch_size", 1, MAX_IMAGE_SIZE, "e.g. model.patch_size=16")
-        for key in ("num_layers", "num_heads"):
-            need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
-        for key in ("hidden_size", "mlp_size"):
-            need_count(getattr(self, key), f"{at}.{key}", 1, MAX_LAYER_UNITS, "")
-        need(
-            self.hidden_size % self.num_heads == 0,
-            f"{at}.num_heads",
-            self.num_heads,
-            f"must divide model.hidden_size ({self.hidden_size})",
-        )
+        need_encoder_sizes(self, at, "mlp_size")
 
     def patches(self, image_size: int) -> int:
         return (image_size // self.patch_size) ** 2
@@ -328,16 +334,7 @@ class TransformerModel(ModelConfig):
 
     def check(self, at: str) -> None:
         super().check(at)
-        for key in ("num_layers", "num_heads"):
-            need_count(getattr(self, key), f"{at}.{key}", 1, 1024, "")
-        for key in ("hidden_size", "intermediate_size"):
-            need_count(getattr(self, key), f"{at}.{key}", 1, MAX_LAYER_UNITS, "")
-        need(
-            self.hidden_size % self.num_heads == 0,
-            f"{at}.num_heads",
-            self.num_heads,
-            f"must divide model.hidden_size ({self.hidden_size})",
-        )
+        need_encoder_sizes(self, at, "intermediate_size")
         need_count(self.vocab_size, f"{at}.vocab_size", 1100, 10**7, "(ids below 1000 are BERT's special tokens)")
         need_count(self.max_position_embeddings, f"{at}.max_position_embeddings", 2, MAX_SEQ_LEN, "")
         need_count(
