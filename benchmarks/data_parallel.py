@@ -452,17 +452,18 @@ def compose_cell(overrides: list[str]) -> Any:
     return cell.task.prepared(cell)
 
 
-def harness_trainer(cell: Any) -> tuple[Any, Any, Callable[[], None]]:
-    """(framework, data, step) as tasks/benchmark.py gets them: device, model and FLOP count, trainer, resident step."""
+def harness_trainer(cell: Any) -> tuple[Any, Any, Any, Callable[[], None]]:
+    """(framework, its bound device, data, step) as tasks/benchmark.py gets them: device, model and FLOP count,
+    trainer, resident step."""
     from trainbench import frameworks
     from trainbench.tasks.base import model_and_data
     from trainbench.tracking import NullLog
 
     framework = frameworks.load(cell)
-    framework.select_device(cell.device)
+    device = framework.bind(cell.device)
     model, data, _ = model_and_data(framework, cell, NullLog())
     step = framework.trainer(model, data, cell).resident_step()
-    return framework, data, step
+    return framework, device, data, step
 
 
 def interleave(harness: Side, bare: Side, agree: Callable[[int], int], cell: Any, args: argparse.Namespace) -> dict:
@@ -508,8 +509,8 @@ def torch_sides(cell: Any, args: argparse.Namespace) -> tuple[int, Side, Side, C
     world = World.from_environment()
     harness = None
     if not args.bare_only:
-        framework, _, step = harness_trainer(cell)  # joins the process group (NCCL / gloo) at N > 1
-        harness = Side(step, framework.synchronize, torch_profile, clock=framework.step_clock())
+        framework, bound, _, step = harness_trainer(cell)  # joins the process group (NCCL / gloo) at N > 1
+        harness = Side(step, bound.synchronize, torch_profile, clock=bound.step_clock())
         device = framework.device
         numerics = torch_numerics()
     else:
@@ -689,8 +690,8 @@ def torch_profile(side: Side, steps: int) -> dict[str, Any]:
 def jax_sides(cell: Any, args: argparse.Namespace) -> tuple[int, Side, Side, Callable[[int], int], dict, dict]:
     # The harness binds the device first: it sets the Keras backend, XLA's host devices and JAX's memory settings
     # before JAX loads (the hand-written side then shares them).
-    framework, data, step = harness_trainer(cell)
-    harness = Side(step, framework.synchronize, jax_profile)
+    framework, bound, data, step = harness_trainer(cell)
+    harness = Side(step, bound.synchronize, jax_profile)
     bare, notes = jax_bare(cell, framework, data)
     import jax
     import keras
@@ -717,7 +718,7 @@ def jax_bare(cell: Any, framework: Any, data: Any) -> tuple[Side, list[str]]:
     replicated, split = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("batch"))
     shardings = framework.shardings
     with shardings.undistributed() if shardings is not None else contextlib.nullcontext():
-        model = framework.build_model(cell.model, data)  # the harness's network, its own fresh variables
+        model = framework.build(cell.model, data).network  # the harness's network, its own fresh variables
     batch = int(cell.batch_size) * len(devices)
     rng = np.random.default_rng(0)
     if data.kind == "text":

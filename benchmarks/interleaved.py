@@ -13,12 +13,12 @@ the bare blocks beside it, seconds apart, so a host whose speed wanders over min
 
 The bare side is bare_loops.py's own step (or epoch, or product). The harness side is the timed code of its
 task, called as the task calls it, on a trainer built from the overrides by trainbench's config composition
-and validation (frameworks.load, select_device, data, model, trainer):
+and validation (frameworks.load, bind, data, model, trainer):
 - task=benchmark: `trainer.resident_step()` under `timing.time_block` with the framework's step clock (device
   events between steps), as tasks/benchmark.py;
 - task=train: `trainer.begin_epoch`, `timing.time_block` over the epoch's steps, `trainer.end_epoch`, as
   tasks/train.py (one block is one epoch, as the MLP row's figure is epochs);
-- task=matmul: `framework.matmul_step` under `timing.time_block`, as tasks/matmul.py.
+- task=matmul: `framework.matmul(...).step` under `timing.time_block`, as tasks/matmul.py.
 
 What it leaves out, and compare.py covers: process start and the cell's setup, and whatever a cell's process
 does beside its loop (the system-metrics sampler and the heartbeat run in the launching process, not the cell's).
@@ -268,12 +268,12 @@ def harness_side(
         cell = validate(compose("config", overrides=compare.harness_overrides(workload, args)))
     cell = cell.task.prepared(cell)
     framework = frameworks.load(cell)
-    framework.select_device(cell.device)
-    sync = framework.synchronize
+    device = framework.bind(cell.device)
+    sync = device.synchronize
     task = cell.task.name
     if task == "matmul":
         (n,) = cell.task.sizes
-        multiply = framework.matmul_step(n, cell.task.shape)
+        multiply = framework.matmul(n, cell.task.shape).step
 
         def product(_: int) -> None:
             multiply()
@@ -281,7 +281,7 @@ def harness_side(
         time_block(product, cell.task.warmup_steps, sync)
         return Side(lambda: 2.0 * n**3 * steps / time_block(product, steps, sync).seconds / 1e12, steps), cell
     data = datasets.load(cell.data, cell.seed)
-    model = framework.build_model(cell.model, data)
+    model = framework.build(cell.model, data).network
     trainer = framework.trainer(model, data, cell)
     if task == "train":
         epochs = itertools.count(1)
@@ -299,7 +299,7 @@ def harness_side(
     def indexed(_: int) -> None:
         step()
 
-    clock = framework.step_clock()
+    clock = device.step_clock()
     time_block(indexed, cell.task.warmup_steps, sync)
     return Side(lambda: batch * steps / time_block(indexed, steps, sync, clock).seconds, steps), cell
 

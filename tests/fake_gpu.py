@@ -7,7 +7,10 @@ says another step may run in the same process after a probe (RECOVERS), and coun
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from trainbench.frameworks.base import BuiltModel
 
 FIXED_MB, PER_SAMPLE_MB, CAPACITY_MB, FITS_UNDER_MB = 5_400.0, 75.0, 80_000.0, 77_000.0
 
@@ -27,26 +30,32 @@ class Adapter:
         self.steps: list[int] = []  # the batch of every step run
         Adapter.made.append(self)
 
-    def select_device(self, device: Any) -> str:
-        return "cuda"
+    # the framework's half of the contract (trainbench.frameworks.base.Framework)
+    def bind(self, device: Any) -> Adapter:
+        return self  # the device's half, below
 
-    def build_model(self, model: Any, data: Any) -> Any:
+    def build(self, model: Any, data: Any) -> BuiltModel:
+        from trainbench.frameworks.base import BuiltModel
+
         self.models_built += 1
         self.peak_mb = max(self.peak_mb, FIXED_MB)
-        return object()
+        return BuiltModel(object(), 0, lambda training: None)
 
-    def trainer(self, model: Any, data: Any, cell: Any) -> Any:
+    def trainer(self, network: Any, data: Any, cell: Any) -> Any:
         return _Trainer(self, int(cell.batch_size))
+
+    # the device's (trainbench.frameworks.base.Device)
+    backend = "cuda"
 
     def synchronize(self) -> None:
         pass
 
-    def batch_memory_mb(self) -> tuple[float, float]:
+    def pool_mb(self) -> tuple[float, float]:
         return self.peak_mb, CAPACITY_MB
 
-    def reset_device_memory(self, model: Any) -> bool:
+    def release(self, network: Any) -> bool:
         self.resets += 1
-        self.peak_mb = FIXED_MB if model is not None else 0.0
+        self.peak_mb = FIXED_MB if network is not None else 0.0
         return self.RECOVERS
 
 

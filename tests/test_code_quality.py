@@ -33,8 +33,9 @@ def test_the_sources_type_check(type_checked: subprocess.CompletedProcess[str]) 
 def test_an_adapter_that_breaks_the_contract_fails_the_type_check(
     tmp_path: Path, type_checked: subprocess.CompletedProcess[str]
 ) -> None:
-    """Adapters are imported by name at run time, so only their own modules tie them to Framework: an adapter
-    whose `synchronize` is renamed must fail mypy, naming the adapter and the missing member."""
+    """Adapters are imported by name at run time, so only their own modules tie them to Framework and Device: an
+    adapter whose device's `synchronize` is renamed must fail mypy, naming the adapter and the missing member
+    (twice: the device class, and the adapter whose `bind` returns it)."""
     shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     # The checkout's cache: mypy checks again only what changed and what depends on it (a cold check of the copy
@@ -54,7 +55,8 @@ def test_an_adapter_that_breaks_the_contract_fails_the_type_check(
     )
     assert checked.returncode == 1, checked.stdout[-3000:]
     assert "frameworks/mlx/adapter.py" in checked.stdout and "synchronize" in checked.stdout, checked.stdout
-    assert "Found 1 error in 1 file" in checked.stdout, checked.stdout  # the rest of the copy still checks
+    assert '"MlxDevice" is missing following "Device" protocol member' in checked.stdout, checked.stdout
+    assert "errors in 1 file" in checked.stdout, checked.stdout  # the rest of the copy still checks
 
 
 @pytest.mark.skipif(

@@ -214,9 +214,9 @@ def test_the_gradients_live_in_the_all_reduce_buckets_one_copy_not_two(tmp_path:
         cell = validate(compose("config", overrides=["model=mlp", "data=synthetic", "device=cpu", "task=benchmark"]))
     cell = cell.task.prepared(cell)
     adapter = Adapter(cell)
-    adapter.select_device(cell.device)
+    adapter.bind(cell.device)
     data = datasets.load(cell.data, cell.seed)
-    model = adapter.build_model(cell.model, data)
+    model = adapter.build(cell.model, data).network
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         step = DataParallelTrainer(adapter, model, data, cell).resident_step()

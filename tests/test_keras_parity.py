@@ -186,7 +186,7 @@ def _child(framework: str, out: Path) -> None:
             )
         )
         adapter = frameworks.load(cfg)
-        adapter.select_device(cfg.device)
+        adapter.bind(cfg.device)
         return cfg, adapter, datasets.load(cfg.data, cfg.seed)
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -198,12 +198,12 @@ def _child(framework: str, out: Path) -> None:
                 cfg, adapter, data = cell(
                     f"model={model}", "data=synthetic", f"data.image_size={size}", f"data.num_classes={classes}"
                 )
-                built = adapter.build_model(cfg.model, data)
-                found[f"{model}@{shape}"] = {"parameters": adapter.num_parameters(built)}
+                built = adapter.build(cfg.model, data)
+                found[f"{model}@{shape}"] = {"parameters": built.num_parameters}
                 if shape == FLOPS_SHAPE:  # PyTorch counts by running the model: 224 px costs a minute
-                    found[f"{model}@{shape}"]["flops"] = adapter.flops_per_sample(built, data)
+                    found[f"{model}@{shape}"]["flops"] = built.flops_per_sample(True)
                     if model == "resnet50" and framework == KERAS_SIDE:
-                        found[f"{model}@{shape}"]["forward_flops"] = adapter.flops_per_sample(built, data, False)
+                        found[f"{model}@{shape}"]["forward_flops"] = built.flops_per_sample(False)
         if framework == KERAS_SIDE:  # v1, as keras.applications builds it, beside trainbench's v1.5
             import keras
 
@@ -217,11 +217,8 @@ def _child(framework: str, out: Path) -> None:
             }
         for model in [] if framework == "jax" else TEXT_MODELS:
             cfg, adapter, data = cell(f"model={model}", "data=synthetic_text")
-            built = adapter.build_model(cfg.model, data)
-            found[f"{model}@text"] = {
-                "parameters": adapter.num_parameters(built),
-                "flops": adapter.flops_per_sample(built, data),
-            }
+            built = adapter.build(cfg.model, data)
+            found[f"{model}@text"] = {"parameters": built.num_parameters, "flops": built.flops_per_sample(True)}
         (out / f"{framework}.json").write_text(json.dumps(found, indent=1))
 
         batches = {}

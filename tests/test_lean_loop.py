@@ -46,9 +46,9 @@ def trainer_for(*overrides: str, device: str = "cpu", samples: int = 256):
             )
         )
     framework = frameworks.load(cell)
-    framework.select_device(cell.device)
+    framework.bind(cell.device)
     dataset = datasets.load(cell.data, cell.seed)
-    model = framework.build_model(cell.model, dataset)
+    model = framework.build(cell.model, dataset).network
     return framework.trainer(model, dataset, cell), model
 
 

@@ -84,9 +84,9 @@ def test_pytorch_counts_a_transformers_attention_whichever_kernel_runs_it(model:
         overrides = [f"model={model}", "data=synthetic_text", "device=cpu", "model.seq_len=256", *tiny]
         cell = validate(compose("config", overrides=[*overrides, "data.num_samples=4", "data.num_val_samples=0"]))
     framework = frameworks.load(cell)
-    framework.select_device(cell.device)
+    framework.bind(cell.device)
     data = datasets.load(cell.data, cell.seed)
-    counted = framework.flops_per_sample(framework.build_model(cell.model, data), data)
+    counted = framework.build(cell.model, data).flops_per_sample(True)
     analytic = transformer_flops_per_sample(cell.model, 256, data.num_classes)
     assert counted == analytic, f"counted {counted:,.0f}, analytic {analytic:,.0f}"
 

@@ -22,7 +22,7 @@ from mlx.utils import tree_flatten  # noqa: E402
 from trainbench import data as datasets  # noqa: E402
 from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.frameworks.base import DeviceUnavailable  # noqa: E402
-from trainbench.frameworks.mlx.adapter import Adapter, Trainer  # noqa: E402
+from trainbench.frameworks.mlx.adapter import Adapter, MlxDevice, Trainer  # noqa: E402
 
 SMALL_MLP = [
     "model=mlp",
@@ -49,14 +49,14 @@ def _restore_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLX_ENABLE_TF32", raising=False)  # the adapter sets it; put it back afterwards
 
 
-def trainer(*overrides: str) -> tuple[Adapter, Trainer]:
-    """The MLX adapter bound to the CPU and its trainer, for a cell composed as the sweep composes it."""
+def trainer(*overrides: str) -> tuple[Adapter, MlxDevice, Trainer]:
+    """The MLX adapter, the CPU it bound and its trainer, for a cell composed as the sweep composes it."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose("config", overrides=["framework=mlx", "device=cpu", *overrides]))
     adapter = Adapter(cell)
-    adapter.select_device(cell.device)
+    device = adapter.bind(cell.device)
     dataset = datasets.load(cell.data, cell.seed)
-    return adapter, adapter.trainer(adapter.build_model(cell.model, dataset), dataset, cell)
+    return adapter, device, adapter.trainer(adapter.build(cell.model, dataset).network, dataset, cell)
 
 
 def weights(model) -> dict[str, np.ndarray]:
@@ -78,7 +78,7 @@ def weights(model) -> dict[str, np.ndarray]:
 def test_training_steps_change_the_weights_as_torch_does(optim: list[str], torch_optimizer) -> None:
     """The same weights, batch and optimizer settings: three MLX steps land where three torch steps land
     (Adam's bias correction and its L2 weight decay included, which MLX's own Adam does not do)."""
-    adapter, mlx_trainer = trainer(*SMALL_MLP, *optim)
+    adapter, device, mlx_trainer = trainer(*SMALL_MLP, *optim)
     assert mlx_trainer.cell.optim.lr == (0.01 if "optim=sgd" in optim else 0.001)
     start = weights(mlx_trainer.model)
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10))
@@ -95,7 +95,7 @@ def test_training_steps_change_the_weights_as_torch_does(optim: list[str], torch
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(net(x), y).backward()
         optimizer.step()
-    adapter.synchronize()
+    device.synchronize()
     ours = weights(mlx_trainer.model)
     np.testing.assert_allclose(ours["layers.layers.0.weight"], net[1].weight.detach().numpy(), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(ours["layers.layers.2.bias"], net[3].bias.detach().numpy(), rtol=1e-4, atol=1e-6)
@@ -108,30 +108,30 @@ def test_training_steps_change_the_weights_as_torch_does(optim: list[str], torch
 def test_mixed_precision_computes_in_bf16_and_keeps_fp32_master_weights(model: list[str]) -> None:
     """BatchNorm statistics would promote a bf16 forward pass back to fp32, and token ids cast to bf16 are no
     longer ids: inference runs in bf16 end to end, training runs, and the weights kept are fp32."""
-    adapter, mlx_trainer = trainer(*model, "precision=mixed_bf16")
+    adapter, device, mlx_trainer = trainer(*model, "precision=mixed_bf16")
     mlx_trainer.resident_step()()
     served = mlx_trainer.inference_step(2)
     served()
-    adapter.synchronize()
+    device.synchronize()
     assert adapter.pending.dtype == mx.bfloat16
     assert np.isfinite(np.array(adapter.pending.astype(mx.float32))).all()
     assert {value.dtype for _, value in tree_flatten(mlx_trainer.model.parameters())} == {mx.float32}
 
 
 def test_fp16_skips_a_step_whose_gradients_overflow_and_halves_the_loss_scale() -> None:
-    adapter, mlx_trainer = trainer(*SMALL_MLP, "precision=mixed_fp16")
-    assert adapter.flags()["mlx.loss_scale"] == "dynamic"
+    adapter, device, mlx_trainer = trainer(*SMALL_MLP, "precision=mixed_fp16")
+    assert adapter.describe().tags["mlx.loss_scale"] == "dynamic"
     step = mlx_trainer.resident_step()
     step()  # the optimizer's state exists from here on
-    adapter.synchronize()
+    device.synchronize()
     before = weights(mlx_trainer.model)
     mlx_trainer.loss_scale["scale"] = mx.array(2.0**40)  # fp16 gradients of a loss this large are inf
     step()
-    adapter.synchronize()
+    device.synchronize()
     assert mlx_trainer.loss_scale["scale"].item() == 2.0**39
     assert all(np.array_equal(value, before[name]) for name, value in weights(mlx_trainer.model).items())
     step()  # 2^39 still overflows; the scale keeps halving until the gradients are finite
-    adapter.synchronize()
+    device.synchronize()
     assert mlx_trainer.loss_scale["scale"].item() == 2.0**38
 
 
@@ -140,13 +140,13 @@ def test_a_compiled_step_is_the_eager_step_batchnorm_statistics_and_dropout_incl
     """MobileNetV2 has both: mx.compile must carry the running statistics and the random state through."""
     results = []
     for compiled in ("false", "true"):
-        adapter, mlx_trainer = trainer(
+        adapter, device, mlx_trainer = trainer(
             *SMALL_CNN, "model=mobilenet_v2", "data.image_size=32", f"optimize.compile={compiled}"
         )
         mlx_trainer.begin_epoch(1)
         for index in range(mlx_trainer.steps_per_epoch):
             mlx_trainer.step(index)
-        adapter.synchronize()
+        device.synchronize()
         results.append((mlx_trainer.end_epoch().train_loss, weights(mlx_trainer.model)))
     (eager_loss, eager), (compiled_loss, compiled) = results
     assert compiled_loss == pytest.approx(eager_loss, rel=1e-4)
@@ -155,20 +155,20 @@ def test_a_compiled_step_is_the_eager_step_batchnorm_statistics_and_dropout_incl
 
 
 def test_fp32_means_fp32_and_tf32_needs_an_nvidia_gpu() -> None:
-    adapter, _ = trainer(*SMALL_MLP)
+    adapter, _, _ = trainer(*SMALL_MLP)
     assert os.environ["MLX_ENABLE_TF32"] == "0"  # MLX's default on CUDA is TF32 for fp32 products
-    assert adapter.flags()["trainbench.tf32"] == "false"
+    assert adapter.describe().tags["trainbench.tf32"] == "false"
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose("config", overrides=["framework=mlx", "device=auto", "precision=tf32"]))
     tf32 = Adapter(cell)
     assert os.environ["MLX_ENABLE_TF32"] == "1"
     if not (tf32.mx.metal.is_available() or tf32.mx.cuda.is_available()):
         with pytest.raises(DeviceUnavailable, match="precision=tf32 needs an NVIDIA GPU.*use precision=fp32"):
-            tf32.select_device(cell.device)
+            tf32.bind(cell.device)
 
 
 def test_glorot_init_is_keras_default_as_in_the_other_frameworks() -> None:
-    _, mlx_trainer = trainer(*SMALL_MLP, "model.init=glorot", "model.hidden_sizes=[1024]")
+    _, _, mlx_trainer = trainer(*SMALL_MLP, "model.init=glorot", "model.hidden_sizes=[1024]")
     first = weights(mlx_trainer.model)
     bound = (6 / (64 + 1024)) ** 0.5  # 0.074; torch's default U(+-1/sqrt(64)) reaches 0.125
     assert 0.9 * bound < np.abs(first["layers.layers.0.weight"]).max() <= bound
@@ -179,7 +179,7 @@ def test_the_epochs_shuffle_is_computed_before_its_timed_block(tmp_path: Path) -
     """MLX is lazy and synchronize waits only for queued work: a permutation left as a graph would be drawn by
     the epoch's first step, inside the timed block (CUDA and MPS draw theirs before it). After begin_epoch the
     order is a computed array: its graph (mx.export_to_dot) holds no operation left to run."""
-    adapter, train = trainer(*SMALL_MLP)
+    adapter, device, train = trainer(*SMALL_MLP)
     for epoch in (1, 2):
         train.begin_epoch(epoch)
         graph = tmp_path / f"order-{epoch}.dot"
@@ -187,7 +187,7 @@ def test_the_epochs_shuffle_is_computed_before_its_timed_block(tmp_path: Path) -
         assert "label" not in graph.read_text(), graph.read_text()  # operations are the labelled nodes
         for index in range(train.steps_per_epoch):
             train.step(index)
-        adapter.synchronize()
+        device.synchronize()
         train.end_epoch()
 
 
@@ -197,10 +197,10 @@ def test_per_product_matmul_operands_are_drawn_for_every_product() -> None:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose("config", overrides=["framework=mlx", "device=cpu", "task=matmul"]))
     adapter = Adapter(cell)
-    adapter.select_device(cell.device)
+    adapter.bind(cell.device)
 
     def two_products(fresh: bool) -> list[np.ndarray]:
-        multiply = adapter.matmul_step(4, "square", fresh_operands=fresh)
+        multiply = adapter.matmul(4, "square", fresh_operands=fresh).step
         found = []
         for _ in range(2):
             multiply()

@@ -20,7 +20,7 @@ from conftest import with_schema
 
 torch = pytest.importorskip("torch")
 
-from trainbench.frameworks.pytorch.adapter import Adapter  # noqa: E402
+from trainbench.frameworks.pytorch.adapter import Adapter, TorchDevice  # noqa: E402
 from trainbench.frameworks.pytorch.mps import FallbackOps  # noqa: E402
 
 MiB = 2**20
@@ -106,23 +106,22 @@ class FallingBack:
 
 
 class OnFake(Adapter):
-    """The real PyTorch adapter, computing on the CPU, told by select_device that it runs on `backend`."""
+    """The real PyTorch adapter, computing on the CPU, whose bound device says it runs on `backend`."""
 
     def __init__(self, cell: Any, backend: str, fake: Backend, fallbacks: FallingBack | None = None) -> None:
         super().__init__(cell)
         self.torch = TorchWith(backend, fake)
         self.fake_backend, self.fake, self.fallbacks = backend, fake, fallbacks
 
-    def select_device(self, device: Any) -> str:
-        super().select_device(device)
-        self.backend = self.fake_backend
-        return self.backend
+    def bind(self, device: Any) -> TorchDevice:
+        super().bind(device)
+        return TorchDevice(self, self.fake_backend)
 
-    def build_model(self, model: Any, data: Any) -> Any:
-        network = super().build_model(model, data)
-        network.register_forward_pre_hook(self._forward_begins)
-        network.register_forward_hook(self._forward_ends)
-        return network
+    def build(self, model: Any, data: Any) -> Any:
+        built = super().build(model, data)
+        built.network.register_forward_pre_hook(self._forward_begins)
+        built.network.register_forward_hook(self._forward_ends)
+        return built
 
     def _forward_begins(self, module: Any, inputs: Any) -> None:
         self.fake.trace.append("step")
@@ -313,15 +312,15 @@ def test_a_failing_probe_step_keeps_the_cells_figures(tmp_path: Path, monkeypatc
 
     cell = compose(*BENCHMARK)
     adapter = OnFake(cell, "mps", Backend([]))
-    adapter.select_device(cell.device)
+    device = adapter.bind(cell.device)
 
     def out_of_memory() -> None:
         raise torch.OutOfMemoryError("MPS backend out of memory (MPS allocated: 9 GB)")
 
     adapter.probe_step = out_of_memory
-    assert adapter.peak_device_memory_mb() == BETWEEN_STEPS / MiB
-    tags = adapter.closing_tags()
-    assert tags["memory.source"] == (
+    after = device.after_task()
+    assert after.peak_memory_mb == BETWEEN_STEPS / MiB
+    assert after.tags["memory.source"] == (
         f"{mps.PROBED_UNTIL} (the probe step failed: MPS backend out of memory (MPS allocated: 9 GB))"
     )
 

@@ -51,9 +51,9 @@ def tensorflow_probe(out: Path) -> None:
                 compose("config", overrides=["framework=tensorflow", "device=cpu", *SMALL_DIGITS, *overrides])
             )
         adapter = Adapter(cell)
-        adapter.select_device(cell.device)
+        adapter.bind(cell.device)
         dataset = datasets.load(cell.data, cell.seed)
-        trainer = adapter.trainer(adapter.build_model(cell.model, dataset), dataset, cell)
+        trainer = adapter.trainer(adapter.build(cell.model, dataset).network, dataset, cell)
         adapter.backend = "metal"  # synchronize as on tensorflow-metal; the ops still run on the CPU
         reads: list[list[float]] = []
         read_back = adapter.read_back

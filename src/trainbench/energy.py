@@ -1,6 +1,6 @@
 """Energy of a timed region, read from a real hardware counter or not at all.
 
-    with EnergyMeter(backend, gpu_index=0, synchronize=framework.synchronize) as meter:
+    with EnergyMeter(backend, gpu_index=0, synchronize=device.synchronize) as meter:
         ...                       # the timed steps
     log.metrics(meter.metrics(samples))   # {} when there was no counter
     log.tags(meter.tags())                # energy.source (and energy.reason when "none")

@@ -3,7 +3,8 @@
 An adapter is the class `Adapter` in the module its config names (`adapter:` in conf/framework/<name>.yaml,
 e.g. trainbench.frameworks.pytorch.adapter). It is the only code that imports its framework, and it is
 imported only inside a cell's own process. Tasks (trainbench/tasks/) drive adapters through `Framework`
-and the objects it returns (`Trainer`, `StepClock`), nothing else; a type checker holds both sides to it.
+and the objects it returns (`Device`, `Trainer`, `StepClock`), nothing else; a type checker holds both sides to
+it (each adapter module ends with the assignments that tie its classes to these protocols).
 
 Light on purpose: the parent imports this module (for DeviceUnavailable) and never a framework.
 """
@@ -102,74 +103,102 @@ class Trainer(Protocol):
         """One forward pass in eval mode without gradients on a resident batch of `batch_size`."""
 
 
-class Framework(Protocol):
-    """What every adapter implements. `Adapter(cell)` must not touch a device yet."""
+@dataclass(frozen=True)
+class Description:
+    """What a bound framework says about itself, for the cell's tags (Framework.describe)."""
 
-    name: str
+    version: str  # the framework's own version: trainbench.framework_version
+    # sw.* (the framework and the libraries under it, as loaded in this process) and every numeric and
+    # optimisation flag in force (tf32, autocast, compile, ...)
+    tags: dict[str, str]
 
-    def version(self) -> str:
-        """The framework's own version (trainbench.framework_version)."""
 
-    def versions(self) -> dict[str, str]:
-        """sw.* tags: the framework and the libraries under it, as loaded in this process."""
+@dataclass(frozen=True)
+class BuiltModel:
+    """A freshly initialised network and what it costs (Framework.build)."""
 
-    def select_device(self, device: DeviceConfig) -> str:
-        """Bind the cell to `device` (cpu, gpu, auto; `count` devices) and return the backend that runs:
-        cpu, cuda, rocm, mps or metal. Raises DeviceUnavailable naming what was checked."""
+    network: Any  # what the framework's trainer takes
+    num_parameters: int  # trainable parameters, counted the same way in every framework
+    # FLOPs per sample as the framework counts them: flops_per_sample(True) for training (forward + backward),
+    # (False) for a forward pass; None where it cannot count. A call: counting may run the model once.
+    flops_per_sample: Callable[[bool], float | None]
 
-    def flags(self) -> dict[str, str]:
-        """Every numeric and optimisation flag in force, as tags (tf32, autocast, compile, ...)."""
+
+@dataclass(frozen=True)
+class Matmul:
+    """One product in the cell's precision (Framework.matmul)."""
+
+    step: Callable[[], None]
+    element_bytes: int  # of each operand element: what the vector product's GB/s counts
+
+
+@dataclass(frozen=True)
+class AfterTask:
+    """What the device says once the task has run (Device.after_task)."""
+
+    # The most memory the cell's tensors held on the device at once, in MiB (allocator caches excluded); None
+    # on a CPU.
+    peak_memory_mb: float | None
+    # memory.source (how that figure was measured; with the figure only), and what else qualifies the figures
+    # (trainbench.mps_fallback_ops)
+    tags: dict[str, str]
+
+
+class Device(Protocol):
+    """The devices a cell runs on, as its framework bound them (Framework.bind): what tasks ask of them."""
+
+    backend: str  # cpu, cuda, rocm, mps or metal: what the figures measure
+    # Devices the cell's steps run on together (data-parallel: every rank's or every replica's). A trainer's
+    # samples_per_epoch and a step's batch are for all of them: batch_size per device x count.
+    count: int
+    # Indices (as the energy meter and NVML count them) of every GPU this cell uses on this machine, so its
+    # energy is summed over all of them; [] on a CPU.
+    gpu_indices: list[int]
 
     def synchronize(self) -> None:
         """Block until all queued device work is done (a data-parallel rank: and every rank has got here)."""
-
-    def num_devices(self) -> int:
-        """Devices the cell's steps run on together (data-parallel: every rank's or every replica's). The
-        trainer's samples_per_epoch and a step's batch are for all of them: batch_size per device x this."""
 
     def step_clock(self) -> StepClock | None:
         """Device events for per-step times without host synchronization, or None where the framework has
         none, or none free to record between the steps of a timed block (MPS: trainbench.timing). The task then
         takes percentiles from a separate synchronized pass and says so."""
 
-    def peak_device_memory_mb(self) -> float | None:
-        """The most memory the cell's tensors held on the device at once, in MiB (allocator caches excluded);
-        None on a CPU. Called once, after the task: it may run work of its own (PyTorch on MPS: one probe step)."""
+    def after_task(self) -> AfterTask:
+        """Called once, after the task: it may run work of its own (PyTorch on MPS: one probe step, as no peak
+        counter exists there)."""
 
-    def batch_memory_mb(self) -> tuple[float, float] | None:
+    def pool_mb(self) -> tuple[float, float] | None:
         """For batch_size=max's memory line (trainbench.runner.batch_search), in MiB: the most device memory the
-        framework's allocator held since it started or since reset_device_memory (its pool where it has one, so
-        the fragmentation a batch at the edge meets is in it), and the most it could hold. None on a CPU, or
-        where the framework does not say."""
+        framework's allocator held since it started or since `release` (its pool where it has one, so the
+        fragmentation a batch at the edge meets is in it), and the most it could hold. None on a CPU, or where
+        the framework does not say."""
 
-    def reset_device_memory(self, model: Any) -> bool:
+    def release(self, network: Any) -> bool:
         """After a batch_size=max probe, which may have run out of memory: drop what its step left on the device
-        (the model's gradients, the allocator's cached blocks) and restart the peak counter. True where another
+        (the network's gradients, the allocator's cached blocks) and restart the peak counter. True where another
         step may then run in this process and measure its own peak (PyTorch on CUDA, eager steps); False where
         running out can leave the allocator unusable or the peak cannot restart: each probe then runs in a
         process of its own."""
 
-    def closing_tags(self) -> dict[str, str]:
-        """Tags known once the task has run, called after peak_device_memory_mb: memory.source (how that figure
-        was measured; with the figure only), and what else qualifies the figures (trainbench.mps_fallback_ops)."""
 
-    def device_indices(self) -> list[int]:
-        """Indices (as the energy meter and NVML count them) of every GPU this cell uses on this machine, so
-        its energy is summed over all of them; [] on a CPU."""
+class Framework(Protocol):
+    """What every adapter implements: all a task asks of a framework. `Adapter(cell)` must not touch a device
+    yet; `bind` comes first, the rest after it."""
 
-    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
-        """A freshly initialised model for `data`'s input shape and classes."""
+    name: str
 
-    def num_parameters(self, model: Any) -> int:
-        """Trainable parameters, counted the same way in every framework."""
+    def bind(self, device: DeviceConfig) -> Device:
+        """Bind the cell to `device` (cpu, gpu, auto; `count` devices) and return what runs. Raises
+        DeviceUnavailable naming what was checked."""
 
-    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
-        """FLOPs per sample as the framework counts them (training: forward + backward); None if it cannot."""
+    def describe(self) -> Description: ...
 
-    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer: ...
+    def build(self, model: ModelConfig, data: Dataset) -> BuiltModel:
+        """A freshly initialised model for `data`'s input shape and classes, on the bound device."""
 
-    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
-        """One product in the cell's precision: n x n @ n x n (square) or 1 x n @ n x 1 (vector), on random
-        operands drawn once on the device; `fresh_operands`: each call draws its own on the device first."""
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Trainer: ...
 
-    def matmul_element_bytes(self) -> int: ...
+    def matmul(self, n: int, shape: str, fresh_operands: bool = False) -> Matmul:
+        """n x n @ n x n (square) or 1 x n @ n x 1 (vector), on random operands drawn once on the device;
+        `fresh_operands`: each call draws its own on the device first. Raises DeviceUnavailable where the
+        device lacks the precision's dtype."""

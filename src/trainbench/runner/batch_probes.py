@@ -2,7 +2,7 @@
 
 The search (trainbench.runner.batch_search) replays the probes earlier processes made and probes the next batch
 in this process. It goes on probing here only while the framework says an out-of-memory error leaves it fit for
-another step (Framework.reset_device_memory). That holds for PyTorch on CUDA with eager steps: the allocator
+another step (Device.release). That holds for PyTorch on CUDA with eager steps: the allocator
 frees every block after an OutOfMemoryError once nothing refers to the failed step's tensors (pytorch/pytorch
 #18853). Elsewhere it does not hold, or is not known to hold. XLA's and TensorFlow's BFC allocators do not free
 reliably after running out. torch.compile and CUDA graphs keep caches and memory pools. On a CPU, the kernel's
@@ -12,7 +12,7 @@ The parent starts the next process.
 Each probe is the batch_size=max benchmark (PROBE_WARMUP_STEPS + 1 training steps on one resident batch), on a
 model built once per process, with the framework's settings for probes (FrameworkConfig.for_probes: PyTorch's
 cudnn.benchmark off, since it autotunes again for every new batch size); the cell then runs with its own. Its
-peak and capacity come from the framework (Framework.batch_memory_mb); on a CPU, from the process's peak
+peak and capacity come from the framework (Device.pool_mb); on a CPU, from the process's peak
 resident memory against host memory, and cell.memory_limit_mb where set. After each probe the probes so far are written to `progress_path`, so a process killed mid-search loses none of them.
 """
 
@@ -27,7 +27,7 @@ from trainbench.runner.batch_search import Probe, find_max_batch
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
-    from trainbench.frameworks.base import Framework
+    from trainbench.frameworks.base import Device, Framework
 
 PROBE_WARMUP_STEPS = 1  # the first step allocates the optimizer's state; the second runs with it: the steady peak
 
@@ -128,23 +128,26 @@ class _Prober:
 
         self.cell = replace(cell, framework=cell.framework.for_probes())
         self.task = SCHEMAS["task"]["benchmark"](name="benchmark", warmup_steps=PROBE_WARMUP_STEPS, steps=1)
-        self.model: Any = None
+        self.network: Any = None
         self.probes: list[Probe] = []
         self.reusable = False  # whether another probe may run in this process
-        self._framework: Framework | None = None
-        self.backend = ""
+        self._bound: tuple[Framework, Device] | None = None
 
     @property
-    def framework(self) -> Framework:
-        """The cell's framework on its device, loaded at the first probe (inside its try: a device that runs
-        out of memory as the framework starts is that probe's outcome)."""
-        if self._framework is None:
+    def bound(self) -> tuple[Framework, Device]:
+        """The cell's framework and its device, loaded and bound at the first probe (inside its try: a device
+        that runs out of memory as the framework starts is that probe's outcome)."""
+        if self._bound is None:
             from trainbench import frameworks
 
             framework = frameworks.load(self.cell)
-            self.backend = framework.select_device(self.cell.device)
-            self._framework = framework
-        return self._framework
+            self._bound = framework, framework.bind(self.cell.device)
+        return self._bound
+
+    @property
+    def backend(self) -> str:
+        """The backend the device bound ('' before the first probe): says whose memory ran out."""
+        return "" if self._bound is None else self._bound[1].backend
 
     def probe(self, batch: int) -> Probe:
         from trainbench.runner.in_cell import failure_kind, one_line
@@ -162,7 +165,7 @@ class _Prober:
         return result
 
     def _reset(self) -> bool:
-        return self._framework is not None and self._framework.reset_device_memory(self.model)
+        return self._bound is not None and self._bound[1].release(self.network)
 
     def _cell(self, batch: int) -> CellConfig:
         from trainbench.config import replace
@@ -174,15 +177,16 @@ class _Prober:
 
         cell = self._cell(batch)
         data = datasets.load(cell.data, cell.seed)
-        if self.model is None:
-            self.model = self.framework.build_model(cell.model, data)
-        step = self.framework.trainer(self.model, data, cell).resident_step()
+        framework, device = self.bound
+        if self.network is None:
+            self.network = framework.build(cell.model, data).network
+        step = framework.trainer(self.network, data, cell).resident_step()
         for _ in range(PROBE_WARMUP_STEPS + 1):
             step()
-        self.framework.synchronize()
-        if self.backend == "cpu":
+        device.synchronize()
+        if device.backend == "cpu":
             return _host_memory_mb(self.cell.cell.memory_limit_mb)
-        memory = self.framework.batch_memory_mb()
+        memory = device.pool_mb()
         return memory if memory is not None else (None, None)
 
 

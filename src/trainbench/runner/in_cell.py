@@ -62,7 +62,9 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     progress.phase(f"loading {cell.framework.name} and its device ({cell.device.name})")
     framework = frameworks.load(cell)
     mark("cell: framework imported")
-    backend = selected_backend = framework.select_device(cell.device)
+    device = framework.bind(cell.device)
+    backend = selected_backend = device.backend
+    described = framework.describe()
     mark("cell: device selected")
     host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
     mark("cell: hardware probed")
@@ -74,27 +76,27 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
             "mlflow.runName": task.run_name(cell, backend) + name_suffix,
             "trainbench.backend": backend,
             "hw.label": label,
-            "trainbench.framework_version": framework.version(),
+            "trainbench.framework_version": described.version,
             # which GPUs the cell's process could see (set per cell when cells share a machine: runner/slots.py)
             "trainbench.visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "all"),
-            **framework.versions(),
-            **framework.flags(),
+            **described.tags,
         }
     )
-    devices = framework.num_devices()  # the count that ran (device.count=all resolved), and how they are linked
-    log.tags({"trainbench.num_devices": devices, **hardware_links(backend, framework.device_indices())})
-    summary = task.run(framework, cell, log, DeviceInfo(backend, label, host, devices))
-    summary["peak_device_memory_mb"] = framework.peak_device_memory_mb()
+    # the count that ran (device.count=all resolved), and how they are linked
+    log.tags({"trainbench.num_devices": device.count, **hardware_links(backend, device.gpu_indices)})
+    summary = task.run(framework, cell, log, DeviceInfo(device, label, host))
+    after = device.after_task()
+    summary["peak_device_memory_mb"] = after.peak_memory_mb
     summary["peak_host_memory_mb"] = peak_host_memory_mb()
-    log.tags(framework.closing_tags())
+    log.tags(after.tags)
     log.metrics(summary)
     return {
         "backend": backend,
         "samples_per_s": summary.get("samples_per_s"),
         "peak_tflops": summary.get("peak_tflops"),
-        "num_devices": devices,
+        "num_devices": device.count,
         "hw_label": label,
-        "framework_version": framework.version(),
+        "framework_version": described.version,
     }
 
 

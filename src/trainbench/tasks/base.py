@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
     from trainbench.data import Dataset
     from trainbench.energy import EnergyMeter
-    from trainbench.frameworks.base import Framework, RunLog
+    from trainbench.frameworks.base import Device, Framework, RunLog
 
 
 # Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
@@ -30,12 +30,19 @@ NOISY_CV_PCT = 10.0
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """Where the cell runs, as the task needs it for its figures."""
+    """Where the cell runs: the devices its framework bound, and what the task names them by."""
 
-    backend: str  # cpu, cuda, rocm, mps, metal
+    bound: Device  # synchronize, the step clock
     label: str  # hw.label, e.g. "NVIDIA H100 80GB HBM3"
     host: dict[str, str]  # hw.* tags
-    count: int = 1  # devices the cell runs on (data-parallel): its figures are for all of them together
+
+    @property
+    def backend(self) -> str:  # cpu, cuda, rocm, mps, metal
+        return self.bound.backend
+
+    @property
+    def count(self) -> int:  # devices the cell runs on (data-parallel): its figures are for all of them together
+        return self.bound.count
 
 
 @dataclass
@@ -104,7 +111,7 @@ def task_of(cell: CellConfig) -> Task:
 def model_and_data(
     framework: Framework, cell: CellConfig, log: RunLog, training: bool = True
 ) -> tuple[Any, Dataset, float | None]:
-    """Load the data, build the model, log its size and FLOPs; return (model, data, flops per sample)."""
+    """Load the data, build the model, log its size and FLOPs; return (network, data, flops per sample)."""
     from trainbench import data as datasets
     from trainbench import progress
     from trainbench.timeline import mark
@@ -114,13 +121,13 @@ def model_and_data(
     mark("cell: data loaded")
     log.params(actual_data_params(cell, data))
     progress.phase(f"building the model ({cell.model.name})")
-    model = framework.build_model(cell.model, data)
+    built = framework.build(cell.model, data)
     mark("cell: model built")
     progress.phase("counting the model's FLOPs")
-    flops = framework.flops_per_sample(model, data, training=training)
+    flops = built.flops_per_sample(training)
     mark("cell: FLOPs counted")
-    log.metrics({"num_parameters": framework.num_parameters(model), "flops_per_sample": flops})
-    return model, data, flops
+    log.metrics({"num_parameters": built.num_parameters, "flops_per_sample": flops})
+    return built.network, data, flops
 
 
 def actual_data_params(cell: CellConfig, data: Dataset) -> dict[str, int]:
@@ -133,11 +140,12 @@ def actual_data_params(cell: CellConfig, data: Dataset) -> dict[str, int]:
     return actual
 
 
-def energy_meter(framework: Framework, device: DeviceInfo) -> EnergyMeter:
+def energy_meter(device: DeviceInfo) -> EnergyMeter:
     """The energy counter of the devices the cell uses (GPU energy when on GPUs, the CPU's otherwise)."""
     from trainbench.energy import EnergyMeter
 
-    return EnergyMeter(device.backend, framework.device_indices() or [0], synchronize=framework.synchronize)
+    bound = device.bound
+    return EnergyMeter(bound.backend, bound.gpu_indices or [0], synchronize=bound.synchronize)
 
 
 def utilisation(achieved_tflops: float, device: DeviceInfo, precision: str, log: RunLog) -> dict[str, float]:

@@ -128,10 +128,10 @@ class BenchmarkTask(Task):
         if self.timed_region == "fit":
             return self._run_fit(framework, cell, log, device)
         model, data, flops = model_and_data(framework, cell, log)
-        sync = framework.synchronize
+        sync = device.bound.synchronize
         step = indexed(framework.trainer(model, data, cell).resident_step())
         batch = min(int(cell.batch_size), len(data.train)) * device.count  # batch_size is per device
-        clock = framework.step_clock()
+        clock = device.bound.step_clock()
 
         def before_blocks(warm: WarmUp, steps: int) -> None:
             ahead = self.repeats * steps + (0 if clock is not None else min(steps, PERCENTILE_PASS_STEPS))
@@ -156,7 +156,7 @@ class BenchmarkTask(Task):
             pass_what="steps after the timed blocks",
         )
         # the meter around the timed blocks only: warm-up stays out of the energy figure
-        meter = energy_meter(framework, device)
+        meter = energy_meter(device)
         measured = measure(step, sync, plan, clock, meter, device.backend, before_blocks)
         samples_per_s, ci95 = measured.samples_per_s(batch)
         stats = StepStats.of(measured.step_times_s)
@@ -201,7 +201,7 @@ class BenchmarkTask(Task):
         batch, available = int(cell.batch_size), len(data.train)
         if self.warmup_steps:
             progress.phase(f"warming up: one fit epoch of {self.warmup_steps} steps (the first also compiles)")
-        with Timer(framework.synchronize) as warm:
+        with Timer(device.bound.synchronize) as warm:
             if self.warmup_steps:
                 trainer.fit(1, self.sync_every_step, samples=min(batch * self.warmup_steps, available))
         samples = min(batch * self.steps, available)
@@ -209,8 +209,8 @@ class BenchmarkTask(Task):
             f"benchmark: a warm-up fit of {self.warmup_steps} steps ({warm.seconds:.2f} s), then a fit of "
             f"{self.repeats} epoch(s) x {self.steps} steps, timed as a whole"
         )
-        meter = energy_meter(framework, device)
-        with meter, Timer(framework.synchronize) as timed:
+        meter = energy_meter(device)
+        with meter, Timer(device.bound.synchronize) as timed:
             epochs = trainer.fit(self.repeats, self.sync_every_step, samples=samples)
         trained = samples * self.repeats
         steps = -(-samples // batch) * self.repeats

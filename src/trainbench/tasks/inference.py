@@ -46,7 +46,7 @@ class InferenceTask(Task):
         from trainbench.timing import Plan, StepStats, indexed, measure
 
         model, data, flops = model_and_data(framework, cell, log, training=False)
-        sync = framework.synchronize
+        sync = device.bound.synchronize
         trainer = framework.trainer(model, data, cell)
         batch = min(int(cell.batch_size), len(data.train))
 
@@ -59,12 +59,12 @@ class InferenceTask(Task):
             throughput=False,
         )
         single = measure(
-            indexed(trainer.inference_step(1)), sync, requests, framework.step_clock(), None, device.backend
+            indexed(trainer.inference_step(1)), sync, requests, device.bound.step_clock(), None, device.backend
         )
         latency = StepStats.of(single.step_times_s)
 
         progress.phase(f"batch {batch} throughput: {self.steps} passes after {self.warmup_steps} warm-up ones")
-        meter = energy_meter(framework, device)
+        meter = energy_meter(device)
         passes = measure(indexed(trainer.inference_step(batch)), sync, Plan(self.warmup_steps, self.steps), None, meter)
         figures = passes.figures(batch)
         log.tags(

@@ -88,12 +88,12 @@ class MatmulTask(Task):
             if self.shape == "vector" or device.backend != "cpu" or n <= CPU_SQUARE_LIMIT
         ]
         per_product = self.operands == "per_product"
-        element_bytes = framework.matmul_element_bytes()
-        sync = framework.synchronize
+        sync = device.bound.synchronize
         points: list[tuple[int, float]] = []
         with Timer(sync) as total:
             for n in sizes:
-                product = indexed(framework.matmul_step(n, self.shape, fresh_operands=per_product))
+                matmul = framework.matmul(n, self.shape, fresh_operands=per_product)
+                product = indexed(matmul.step)
                 time_block(product, self.warmup_steps, sync)
                 block = time_block(product, self.steps, sync)
                 seconds = block.seconds / block.steps
@@ -102,7 +102,7 @@ class MatmulTask(Task):
                     flops = 2.0 * n**3 if self.shape == "square" else 2.0 * n
                     metrics["tflops"] = flops / seconds / 1e12
                     if self.shape == "vector":  # memory-bound: what matters is how fast both operands stream in
-                        metrics["gbytes_per_s"] = (2 * n + 1) * element_bytes / seconds / 1e9
+                        metrics["gbytes_per_s"] = (2 * n + 1) * matmul.element_bytes / seconds / 1e9
                 log.metrics(metrics, step=n)
                 points.append((n, block.seconds if per_product else metrics["tflops"]))
                 if per_product:

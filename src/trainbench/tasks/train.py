@@ -47,8 +47,7 @@ from trainbench.timeline import mark
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
-    from trainbench.data import Dataset
-    from trainbench.frameworks.base import EpochResult, Framework, RunLog, Trainer
+    from trainbench.frameworks.base import BuiltModel, Device, EpochResult, Framework, RunLog, Trainer
 
 TIMED_REGIONS = ("epoch", "fit", "build_fit")
 # The product that brings a device up before build_fit's block: large enough to go through the BLAS library
@@ -151,13 +150,13 @@ class TrainTask(Task):
         progress.phase(f"training: {self.epochs} epoch(s) of {trainer.steps_per_epoch} steps, each timed{validation}")
         epochs: list[EpochStats] = []
         training_s = 0.0  # total_time_s: each epoch's training, from its shuffle to its read-back
-        meter = energy_meter(framework, device)
+        meter = energy_meter(device)
         # Energy covers all epochs, validation included: the counters cannot be paused per batch.
         with meter, progress.EpochsBar(self.epochs, "train") as bar:
             for epoch in range(1, self.epochs + 1):
-                with Timer(framework.synchronize) as training:
+                with Timer(device.bound.synchronize) as training:
                     trainer.begin_epoch(epoch)
-                    block = time_block(trainer.step, trainer.steps_per_epoch, framework.synchronize)
+                    block = time_block(trainer.step, trainer.steps_per_epoch, device.bound.synchronize)
                     result = trainer.end_epoch()
                 training_s += training.seconds
                 val_loss, val_accuracy = trainer.evaluate()
@@ -185,31 +184,32 @@ class TrainTask(Task):
         from trainbench.timing import Timer
 
         build = self.timed_region == "build_fit"
-        model: Any = None
+        built: BuiltModel | None = None
         trainer: Trainer | None = None
         if build:  # the model is built inside the timed block: FLOPs and size are counted after it
             data = datasets.load(cell.data, cell.seed)
             mark("cell: data loaded")
             log.params(actual_data_params(cell, data))
         else:
-            model, data, flops = model_and_data(framework, cell, log)
-            trainer = framework.trainer(model, data, cell)
+            network, data, flops = model_and_data(framework, cell, log)
+            trainer = framework.trainer(network, data, cell)
         if self.epochs == 0:
             return {}
-        device_init_s = initialise_device(framework) if build else None
+        device_init_s = initialise_device(framework, device.bound) if build else None
         mark("cell: ready for the first step")
         progress.phase(
             f"training: {self.epochs} epoch(s) through {'the model build and ' if build else ''}one fit call, timed "
             "as a whole (the epochs' lines follow it)"
         )
-        meter = energy_meter(framework, device)
-        with meter, Timer(framework.synchronize) as total:
+        meter = energy_meter(device)
+        with meter, Timer(device.bound.synchronize) as total:
             if trainer is None:
-                model = framework.build_model(cell.model, data)
-                trainer = framework.trainer(model, data, cell)
-            results = fit_epochs(framework, trainer, self.epochs, self.sync_every_step)
-        if build:
-            flops = _count_after(framework, model, data, log)
+                built = framework.build(cell.model, data)
+                trainer = framework.trainer(built.network, data, cell)
+            results = fit_epochs(device.bound, trainer, self.epochs, self.sync_every_step)
+        if built is not None:  # build_fit: counted after the timed block, as counting may run the model
+            flops = built.flops_per_sample(True)
+            log.metrics({"num_parameters": built.num_parameters, "flops_per_sample": flops})
         log.tags({"trainbench.samples_per_epoch": trainer.samples_per_epoch})
         val_loss, val_accuracy = trainer.evaluate()
         epochs = []
@@ -256,9 +256,7 @@ class TrainTask(Task):
         return summary
 
 
-def fit_epochs(
-    framework: Framework, trainer: Trainer, epochs: int, sync_every_step: bool
-) -> list[tuple[float, EpochResult]]:
+def fit_epochs(device: Device, trainer: Trainer, epochs: int, sync_every_step: bool) -> list[tuple[float, EpochResult]]:
     """The training call of timed_region=fit / build_fit: (seconds, result) per epoch. A trainer with a fit of
     its own (Keras' model.fit) runs it; otherwise trainbench's epoch loop, each epoch between synchronizations."""
     from trainbench.timing import time_block
@@ -269,33 +267,25 @@ def fit_epochs(
 
     def read_back(index: int) -> None:
         trainer.step(index)
-        framework.synchronize()
+        device.synchronize()
 
     results = []
     for epoch in range(1, epochs + 1):
         trainer.begin_epoch(epoch)
-        block = time_block(
-            read_back if sync_every_step else trainer.step, trainer.steps_per_epoch, framework.synchronize
-        )
+        block = time_block(read_back if sync_every_step else trainer.step, trainer.steps_per_epoch, device.synchronize)
         results.append((block.seconds, trainer.end_epoch()))
     return results
 
 
-def initialise_device(framework: Framework) -> float:
+def initialise_device(framework: Framework, device: Device) -> float:
     """Seconds of the process's first product on the device, read back. TensorFlow creates its devices (context,
     memory allocator) at its first op and cuBLAS its handle at the first product: costs a process pays once."""
     import time
 
     started = time.perf_counter()
-    framework.matmul_step(DEVICE_INIT_PRODUCT, "square")()
-    framework.synchronize()
+    framework.matmul(DEVICE_INIT_PRODUCT, "square").step()
+    device.synchronize()
     return time.perf_counter() - started
-
-
-def _count_after(framework: Framework, model: Any, data: Dataset, log: RunLog) -> float | None:
-    flops = framework.flops_per_sample(model, data)
-    log.metrics({"num_parameters": framework.num_parameters(model), "flops_per_sample": flops})
-    return flops
 
 
 def _epoch_line(stats: EpochStats, epochs: int) -> str:

@@ -19,6 +19,7 @@ from trainbench.frameworks.keras.adapter import (
     FitTrainer,
     HostBatches,
     KerasAdapter,
+    KerasDevice,
     KerasTrainer,
     fit_mode,
     installed,
@@ -33,8 +34,33 @@ JAX_ALWAYS_JITS = (
 )
 
 
+class JaxDevice(KerasDevice):
+    """No device events (step_clock None): JAX dispatches asynchronously even on a CPU."""
+
+    memory_source = "jax memory_stats peak_bytes_in_use"
+    adapter: Adapter
+
+    def _stats(self) -> dict[str, Any]:
+        return self.adapter.jax.devices()[0].memory_stats() or {}
+
+    def peak_memory_mb(self) -> float | None:
+        if self.backend == "cpu":
+            return None
+        peak = self._stats().get("peak_bytes_in_use")
+        return None if peak is None else float(peak) / 2**20
+
+    def pool_mb(self) -> tuple[float, float] | None:
+        """The peak bytes in use against the allocator's limit (XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU)."""
+        if self.backend == "cpu":
+            return None
+        stats = self._stats()
+        peak, limit = stats.get("peak_bytes_in_use"), stats.get("bytes_limit")
+        return None if peak is None or not limit else (float(peak) / 2**20, float(limit) / 2**20)
+
+
 class Adapter(KerasAdapter):
     keras_backend = "jax"
+    device_type = JaxDevice
     shardings: data_parallel.Shardings | None = None  # set when the cell runs on several devices
 
     def bind_device(self, device: DeviceConfig) -> str:
@@ -103,41 +129,18 @@ class Adapter(KerasAdapter):
         if alive:
             self.jax.block_until_ready(alive)
 
-    def step_clock(self) -> Any:
-        return None  # no device events; JAX dispatches asynchronously even on a CPU
-
-    def peak_device_memory_mb(self) -> float | None:
-        if self.backend == "cpu":
-            return None
-        stats = self.jax.devices()[0].memory_stats() or {}
-        peak = stats.get("peak_bytes_in_use")
-        return None if peak is None else float(peak) / 2**20
-
-    def batch_memory_mb(self) -> tuple[float, float] | None:
-        """The peak bytes in use against the allocator's limit (XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU)."""
-        if self.backend == "cpu":
-            return None
-        stats = self.jax.devices()[0].memory_stats() or {}
-        peak, limit = stats.get("peak_bytes_in_use"), stats.get("bytes_limit")
-        return None if peak is None or not limit else (float(peak) / 2**20, float(limit) / 2**20)
-
-    def closing_tags(self) -> dict[str, str]:
-        if self.peak_device_memory_mb() is None:
-            return {}
-        return {"memory.source": "jax memory_stats peak_bytes_in_use"}
-
     def on_device(self, array: Any) -> Any:
         # Data-parallel: a copy on every device, as each PyTorch rank holds the split.
         return self.jax.device_put(array, self.shardings.replicated if self.shardings else None)
 
-    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Any:
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
         if fit_mode(cell):
-            return FitTrainer(self, model, data, cell)
+            return FitTrainer(self, network, data, cell)
         if uses_loader(cell):
-            return LoaderTrainer(self, model, data, cell)
-        return Trainer(self, model, data, cell)
+            return LoaderTrainer(self, network, data, cell)
+        return Trainer(self, network, data, cell)
 
-    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
         jax = self.jax
         import itertools
 
@@ -381,9 +384,12 @@ def _jax_cuda_version(jax: Any) -> str:
 if TYPE_CHECKING:
     from trainbench.frameworks import base
 
-    def _held_to_the_contract(adapter: Adapter, trainer: Trainer, loader_trainer: LoaderTrainer) -> None:
+    def _held_to_the_contract(
+        adapter: Adapter, device: JaxDevice, trainer: Trainer, loader_trainer: LoaderTrainer
+    ) -> None:
         """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
         does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
         _adapter: base.Framework = adapter
+        _device: base.Device = device
         _trainer: base.Trainer = trainer
         _loader_trainer: base.Trainer = loader_trainer

@@ -4,7 +4,7 @@ framework=tensorflow and framework=jax are small subclasses (trainbench/framewor
 bind the device, synchronize, read memory and build the compiled step their own way; everything Keras
 does the same on both lives here. Keras reads KERAS_BACKEND when it is first imported, and for device=cpu
 the GPUs must be hidden before TensorFlow or JAX initialise, so __init__ sets the backend and imports
-nothing; select_device imports.
+nothing; bind imports.
 
 The train task steps a Keras model exactly as it steps a PyTorch one: the split is prepared once on the
 device (scaled, resized, normalised, NHWC) when it fits, each step gathers its batch from the epoch's
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
     from trainbench.data import Dataset, Split
+    from trainbench.frameworks.base import AfterTask, BuiltModel, Description, Matmul, StepClock
 
 # precision.autocast -> Keras dtype policy (variables stay float32 under the mixed ones)
 DTYPE_POLICIES = {None: "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -37,7 +38,11 @@ PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this
 
 
 class KerasAdapter:
+    """The contract's five calls (bind, describe, build, trainer, matmul) as Keras has them on every backend; each
+    backend's subclass adds how it binds the device, waits for it and runs a product."""
+
     keras_backend: ClassVar[str]
+    device_type: ClassVar[type[KerasDevice]]
 
     def __init__(self, cell: CellConfig) -> None:
         self.cell = cell
@@ -56,8 +61,8 @@ class KerasAdapter:
         self.device_state: Callable[[], list[Any]] = list
         self.replicas = 1  # devices one step runs on (keras.distribution.DataParallel, tf MirroredStrategy)
 
-    # -- device -------------------------------------------------------------------------------
-    def select_device(self, device: DeviceConfig) -> str:
+    # -- the contract (trainbench.frameworks.base.Framework) ---------------------------------------------------
+    def bind(self, device: DeviceConfig) -> KerasDevice:
         from trainbench.frameworks.base import DeviceUnavailable
 
         self.backend = self.bind_device(device)
@@ -71,12 +76,23 @@ class KerasAdapter:
 
         keras.config.set_dtype_policy(self.policy)
         self._seed(keras)
-        return self.backend
+        return self.device_type(self)
+
+    def describe(self) -> Description:
+        from trainbench.frameworks.base import Description
+
+        return Description(self.version(), {**self.versions(), **self.flags()})
 
     def bind_device(self, device: DeviceConfig) -> str:
+        """Bind the backend's devices; return the backend that runs (cpu, cuda, metal)."""
+        raise NotImplementedError
+
+    def version(self) -> str:
         raise NotImplementedError
 
     def synchronize(self) -> None:
+        """Wait for the cell's queued device work (the backend's way: trainers leave what they queued last in
+        `pending` and `device_state`)."""
         raise NotImplementedError
 
     def versions(self) -> dict[str, str]:
@@ -111,31 +127,26 @@ class KerasAdapter:
     def jit_compile(self) -> bool:
         raise NotImplementedError
 
-    def device_indices(self) -> list[int]:
-        return list(range(self.replicas)) if self.backend == "cuda" else []
-
-    def num_devices(self) -> int:
-        return self.replicas
-
-    # -- model --------------------------------------------------------------------------------
-    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
+    def build(self, model: ModelConfig, data: Dataset) -> BuiltModel:
         import keras
 
+        from trainbench.frameworks.base import BuiltModel
         from trainbench.frameworks.keras import models
 
         self._seed(keras)
         if data.kind == "text":
             with self.tensorflow_refused():
                 text_model: Any = model  # a TransformerModel: data.kind is text only for text models
-                return models.text_classifier(text_model, data.seq_len, data.num_classes, mask_padding=data.padded)
-        return models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
+                network = models.text_classifier(text_model, data.seq_len, data.num_classes, mask_padding=data.padded)
+        else:
+            network = models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
+        return BuiltModel(
+            network,
+            models.count_trainable(network),
+            lambda training: self._flops_per_sample(network, data, training),
+        )
 
-    def num_parameters(self, model: Any) -> int:
-        from trainbench.frameworks.keras import models
-
-        return models.count_trainable(model)
-
-    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+    def _flops_per_sample(self, model: Any, data: Dataset, training: bool) -> float | None:
         from trainbench.config.schema import VitModel
         from trainbench.frameworks.keras import models
 
@@ -146,9 +157,18 @@ class KerasAdapter:
             return models.vit_flops_per_sample(self.cell.model, data.image_size, data.num_classes, training)
         return models.flops_per_sample(model, training)
 
-    # -- matmul -------------------------------------------------------------------------------
-    def matmul_element_bytes(self) -> int:
-        return 4 if self.matmul_dtype() == "float32" else 2
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
+        raise NotImplementedError
+
+    def matmul(self, n: int, shape: str, fresh_operands: bool = False) -> Matmul:
+        from trainbench.frameworks.base import Matmul
+
+        step = self.matmul_step(n, shape, fresh_operands)
+        return Matmul(step, 4 if (self.cell.precision.autocast or "float32") == "float32" else 2)
+
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
+        """The product as the backend runs it, on operands of `matmul_dtype`."""
+        raise NotImplementedError
 
     def matmul_dtype(self) -> str:
         from trainbench.frameworks.base import DeviceUnavailable
@@ -207,11 +227,6 @@ class KerasAdapter:
     def on_device(self, array: Any) -> Any:
         raise NotImplementedError
 
-    def reset_device_memory(self, model: Any) -> bool:
-        """Never: XLA's and TensorFlow's BFC allocators are not reliably usable after running out of memory, so
-        each batch_size=max probe runs in a process of its own."""
-        return False
-
     def memory_bytes(self) -> int:
         """The device's memory: the GPU's as the probes read it, else the host's."""
         import psutil
@@ -232,6 +247,42 @@ class KerasAdapter:
     def tensorflow_refused(self) -> Iterator[None]:
         """Nothing to refuse on the TensorFlow backend (the JAX adapter overrides this)."""
         yield
+
+
+class KerasDevice:
+    """The device(s) a Keras cell runs on (trainbench.frameworks.base.Device): one device, or the replicas of
+    keras.distribution.DataParallel / tf MirroredStrategy. Each backend's subclass reads memory its own way."""
+
+    memory_source: ClassVar[str]  # memory.source: how the peak is read
+
+    def __init__(self, adapter: KerasAdapter) -> None:
+        self.adapter = adapter  # whose synchronize waits on what its trainers queued
+        self.backend = adapter.backend
+        self.count = adapter.replicas
+        self.gpu_indices = list(range(adapter.replicas)) if adapter.backend == "cuda" else []
+
+    def synchronize(self) -> None:
+        self.adapter.synchronize()
+
+    def step_clock(self) -> StepClock | None:
+        return None  # no device events in TensorFlow or JAX
+
+    def peak_memory_mb(self) -> float | None:
+        raise NotImplementedError
+
+    def after_task(self) -> AfterTask:
+        from trainbench.frameworks.base import AfterTask
+
+        peak = self.peak_memory_mb()
+        return AfterTask(peak, {} if peak is None else {"memory.source": self.memory_source})
+
+    def pool_mb(self) -> tuple[float, float] | None:
+        raise NotImplementedError
+
+    def release(self, network: Any) -> bool:
+        """Never: XLA's and TensorFlow's BFC allocators are not reliably usable after running out of memory, so
+        each batch_size=max probe runs in a process of its own."""
+        return False
 
 
 def fit_mode(cell: CellConfig) -> bool:

@@ -28,9 +28,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
     from trainbench.data import Dataset, Split
+    from trainbench.frameworks.base import AfterTask, BuiltModel, Description, Matmul, StepClock
 
 
 class Adapter:
+    """The contract's five calls (bind, describe, build, trainer, matmul) on MLX."""
+
     name = "mlx"
 
     def __init__(self, cell: CellConfig) -> None:
@@ -54,8 +57,8 @@ class Adapter:
         self.pending: Any = None
         self.dtype = {None: None, "bfloat16": mx.bfloat16, "float16": mx.float16}[cell.precision.autocast]
 
-    # -- device -------------------------------------------------------------------------------
-    def select_device(self, device: DeviceConfig) -> str:
+    # -- the contract (trainbench.frameworks.base.Framework) ---------------------------------------------------
+    def bind(self, device: DeviceConfig) -> MlxDevice:
         from trainbench.frameworks.base import DeviceUnavailable
 
         mx = self.mx
@@ -82,12 +85,17 @@ class Adapter:
         mx.set_default_device(mx.cpu if backend == "cpu" else mx.gpu)
         mx.random.seed(self.cell.seed)
         self.backend = backend
-        return backend
+        return MlxDevice(mx, backend)
 
     def version(self) -> str:
         return importlib.metadata.version("mlx")
 
-    def versions(self) -> dict[str, str]:
+    def describe(self) -> Description:
+        from trainbench.frameworks.base import Description
+
+        return Description(self.version(), {**self._versions(), **self._flags()})
+
+    def _versions(self) -> dict[str, str]:
         tags = {"sw.mlx": self.version()}
         for backend in ("mlx-metal", "mlx-cuda-13", "mlx-cuda-12", "mlx-cpu"):
             try:
@@ -96,7 +104,7 @@ class Adapter:
                 continue
         return tags
 
-    def flags(self) -> dict[str, str]:
+    def _flags(self) -> dict[str, str]:
         from trainbench.config.schema import VisionModel
 
         return {
@@ -110,38 +118,8 @@ class Adapter:
             "mlx.loss_scale": "dynamic" if self.cell.precision.autocast == "float16" else "none",
         }
 
-    def synchronize(self) -> None:
-        self.mx.synchronize()
-
-    def step_clock(self) -> Any:
-        return None  # no device events; lazy evaluation makes the host clock meaningless even on a CPU
-
-    def peak_device_memory_mb(self) -> float | None:
-        if self.backend == "cpu":
-            return None
-        return float(self.mx.get_peak_memory()) / 2**20
-
-    def batch_memory_mb(self) -> tuple[float, float] | None:
-        """The peak against MLX's memory limit (on Metal, 1.5 x the recommended working set by default)."""
-        if self.backend == "cpu":
-            return None
-        return float(self.mx.get_peak_memory()) / 2**20, float(self.mx.get_memory_limit()) / 2**20
-
-    def reset_device_memory(self, model: Any) -> bool:
-        """Never: MLX's recovery after running out of memory is untested here; each probe gets a process."""
-        return False
-
-    def closing_tags(self) -> dict[str, str]:
-        return {} if self.backend == "cpu" else {"memory.source": "mlx get_peak_memory"}
-
-    def device_indices(self) -> list[int]:
-        return [0] if self.backend == "cuda" else []
-
-    def num_devices(self) -> int:
-        return 1  # MLX runs a cell on one device (its distributed API is a later step)
-
-    # -- model --------------------------------------------------------------------------------
-    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
+    def build(self, model: ModelConfig, data: Dataset) -> BuiltModel:
+        from trainbench.frameworks.base import BuiltModel
         from trainbench.frameworks.mlx import models
 
         self.mx.random.seed(self.cell.seed)
@@ -150,14 +128,11 @@ class Adapter:
         else:
             network = models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
         self.mx.eval(network.parameters())
-        return network
+        return BuiltModel(
+            network, models.num_parameters(network), lambda training: self._flops_per_sample(network, data, training)
+        )
 
-    def num_parameters(self, model: Any) -> int:
-        from trainbench.frameworks.mlx import models
-
-        return models.num_parameters(model)
-
-    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+    def _flops_per_sample(self, network: Any, data: Dataset, training: bool) -> float | None:
         """Counted as torch.utils.flop_counter counts the PyTorch build: every Linear and convolution of
         one forward pass on one sample, recorded as it runs (training: forward + backward)."""
         from trainbench.config.schema import VitModel
@@ -167,16 +142,18 @@ class Adapter:
             return transformer_flops_per_sample(self.cell.model, data.seq_len, data.num_classes, training)  # type: ignore[arg-type]
         if isinstance(self.cell.model, VitModel):  # attention is no Linear: counted from the sizes, as torch counts it
             return vit_flops_per_sample(self.cell.model, data.image_size, data.num_classes, training)
-        layers = _matrix_products(self.mx, model, self._inputs(data.train.first(1), data))
+        layers = _matrix_products(self.mx, network, self._inputs(data.train.first(1), data))
         return dense_and_conv_flops(layers, training)
 
-    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
-        return Trainer(self, model, data, cell)
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Trainer:
+        return Trainer(self, network, data, cell)
 
-    # -- matmul -------------------------------------------------------------------------------
-    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
+    def matmul(self, n: int, shape: str, fresh_operands: bool = False) -> Matmul:
+        from trainbench.frameworks.base import Matmul
+
         mx = self.mx
         dtype = self.dtype or mx.float32
+        element_bytes = 4 if self.dtype is None else 2
         a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
         if fresh_operands:
 
@@ -184,7 +161,7 @@ class Adapter:
                 self.pending = mx.random.normal(a_shape).astype(dtype) @ mx.random.normal(b_shape).astype(dtype)
                 mx.async_eval(self.pending)
 
-            return draw_and_multiply
+            return Matmul(draw_and_multiply, element_bytes)
         a = mx.random.normal(a_shape).astype(dtype)
         b = mx.random.normal(b_shape).astype(dtype)
         mx.eval(a, b)
@@ -193,10 +170,7 @@ class Adapter:
             self.pending = a @ b
             mx.async_eval(self.pending)
 
-        return multiply
-
-    def matmul_element_bytes(self) -> int:
-        return 4 if self.dtype is None else 2
+        return Matmul(multiply, element_bytes)
 
     # -- inputs -------------------------------------------------------------------------------
     def _inputs(self, split: Split, data: Dataset) -> Any:
@@ -205,6 +179,42 @@ class Adapter:
         if data.kind == "text":
             return self.mx.array(split.inputs.astype("int32"))
         return self.mx.array(prepare_images(split.inputs, data, channels_last=True))
+
+
+class MlxDevice:
+    """The device an MLX cell runs on (trainbench.frameworks.base.Device): one, as MLX's distributed API is not
+    used yet. `synchronize` waits for everything queued (mx.synchronize)."""
+
+    memory_source = "mlx get_peak_memory"
+
+    def __init__(self, mx: Any, backend: str) -> None:
+        self.mx = mx
+        self.backend = backend
+        self.count = 1
+        self.gpu_indices = [0] if backend == "cuda" else []
+
+    def synchronize(self) -> None:
+        self.mx.synchronize()
+
+    def step_clock(self) -> StepClock | None:
+        return None  # no device events; lazy evaluation makes the host clock meaningless even on a CPU
+
+    def after_task(self) -> AfterTask:
+        from trainbench.frameworks.base import AfterTask
+
+        if self.backend == "cpu":
+            return AfterTask(None, {})
+        return AfterTask(float(self.mx.get_peak_memory()) / 2**20, {"memory.source": self.memory_source})
+
+    def pool_mb(self) -> tuple[float, float] | None:
+        """The peak against MLX's memory limit (on Metal, 1.5 x the recommended working set by default)."""
+        if self.backend == "cpu":
+            return None
+        return float(self.mx.get_peak_memory()) / 2**20, float(self.mx.get_memory_limit()) / 2**20
+
+    def release(self, network: Any) -> bool:
+        """Never: MLX's recovery after running out of memory is untested here; each probe gets a process."""
+        return False
 
 
 class Trainer:
@@ -438,8 +448,9 @@ def _matrix_products(mx: Any, model: Any, sample: Any) -> list[tuple[int, int]]:
 if TYPE_CHECKING:
     from trainbench.frameworks import base
 
-    def _held_to_the_contract(adapter: Adapter, trainer: Trainer) -> None:
+    def _held_to_the_contract(adapter: Adapter, device: MlxDevice, trainer: Trainer) -> None:
         """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
         does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
         _adapter: base.Framework = adapter
+        _device: base.Device = device
         _trainer: base.Trainer = trainer

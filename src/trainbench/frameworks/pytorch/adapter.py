@@ -41,6 +41,7 @@ from trainbench.frameworks.pytorch.trainer import LoaderTrainer, Trainer
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
     from trainbench.data import Dataset, Split
+    from trainbench.frameworks.base import AfterTask, BuiltModel, Description, Matmul, StepClock
 
 # Must be set before torch is imported: ops MPS lacks then fall back to the CPU instead of raising.
 _FALLBACK = "PYTORCH_ENABLE_MPS_FALLBACK"
@@ -52,6 +53,9 @@ CUDA_GRAPH_MODES = tuple(MODE_WITHOUT_GRAPHS)
 
 
 class Adapter:
+    """The contract's five calls (bind, describe, build, trainer, matmul), and what this package's trainers ask of
+    the cell's settings as they apply on the bound device (compile, capture, channels_last, inputs)."""
+
     name = "pytorch"
 
     def __init__(self, cell: CellConfig) -> None:
@@ -64,20 +68,18 @@ class Adapter:
         self.torch = torch
         self.cell = cell
         self.config = framework
-        self.device = torch.device("cpu")
-        self.backend = "cpu"  # as select_device returned it: what the figures measure (device.type in a real cell)
+        self.device = torch.device("cpu")  # until bind: where tensors go (this rank's GPU, data-parallel)
         # Before any op runs: PyTorch warns only of the first op that falls back to the CPU.
         self.fallback_ops = mps.FallbackOps().install()
         # The step the task got last (a training step, an inference pass, a product): the MPS memory probe
         # runs it once more after the measurements (trainbench.frameworks.pytorch.mps).
         self.probe_step: Callable[[], None] | None = None
-        self._probe: mps.Probe | None = None
         self.autocast = {"bfloat16": torch.bfloat16, "float16": torch.float16, None: None}[cell.precision.autocast]
         self.compile_reason: str | None = None
         self.world = distributed.World.from_environment()  # one rank of a data-parallel cell, or the only one
 
-    # -- device -------------------------------------------------------------------------------
-    def select_device(self, device: DeviceConfig) -> str:
+    # -- the contract (trainbench.frameworks.base.Framework) ---------------------------------------------------
+    def bind(self, device: DeviceConfig) -> TorchDevice:
         from trainbench.frameworks.base import DeviceUnavailable
 
         torch = self.torch
@@ -92,7 +94,6 @@ class Adapter:
         else:
             backend = "cpu"
         self.device = torch.device(backend)
-        self.backend = backend
         if self.world.size > 1:
             self.device = distributed.join(torch, backend, self.world)
         precision = self.cell.precision
@@ -106,16 +107,18 @@ class Adapter:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
-        torch.backends.cudnn.benchmark = self.cell.framework.cudnn_benchmark  # type: ignore[attr-defined]
+        torch.backends.cudnn.benchmark = self.config.cudnn_benchmark
         torch.manual_seed(self.cell.seed)
         if self.cell.optimize.compile and backend == "mps":
             self.compile_reason = "torch.compile's MPS backend is a prototype: the model runs eagerly on MPS"
-        return backend
+        return TorchDevice(self, backend)
 
-    def version(self) -> str:
-        return str(self.torch.__version__)
+    def describe(self) -> Description:
+        from trainbench.frameworks.base import Description
 
-    def versions(self) -> dict[str, str]:
+        return Description(str(self.torch.__version__), {**self._versions(), **self._flags()})
+
+    def _versions(self) -> dict[str, str]:
         import torchvision
 
         torch = self.torch
@@ -132,7 +135,7 @@ class Adapter:
                 tags["sw.cudnn"] = str(torch.backends.cudnn.version())
         return tags
 
-    def flags(self) -> dict[str, str]:
+    def _flags(self) -> dict[str, str]:
         torch = self.torch
         tags = {
             "trainbench.tf32": str(torch.backends.cuda.matmul.allow_tf32).lower(),
@@ -154,102 +157,18 @@ class Adapter:
             tags.update(distributed.tags(self.world, self.device))
         return tags
 
-    def synchronize(self) -> None:
-        if self.backend == "cuda":
-            self.torch.cuda.synchronize()
-        elif self.backend == "mps":
-            self.torch.mps.synchronize()
-        if self.world.size > 1:
-            distributed.barrier(self.torch, self.device)
-
-    def num_devices(self) -> int:
-        return self.world.size
-
-    def step_clock(self) -> Any:
-        from trainbench.timing import HostClock
-
-        if self.backend == "cuda":
-            return EventClock(self.torch.cuda.Event, "CUDA events between steps")
-        if self.backend == "mps":
-            # MPS has events, but they are not free: recording one ends kernel coalescing, commits the command
-            # buffer and waits on the stream's dispatch queue (PyTorch's MPSEvent.mm), and their times are host
-            # times taken in completion callbacks. Between steps they would slow the very block they time: the
-            # task takes its percentiles from a separate synchronized pass instead.
-            return None
-        return HostClock()
-
-    def peak_device_memory_mb(self) -> float | None:
-        if self.backend == "cuda":
-            return float(self.torch.cuda.max_memory_allocated()) / 2**20
-        if self.backend == "mps":  # no peak counter on MPS: one more step, read after every op
-            return self._mps_probe().largest_bytes / 2**20
-        return None
-
-    def batch_memory_mb(self) -> tuple[float, float] | None:
-        torch = self.torch
-        if self.backend == "cuda":
-            # The caching allocator's reserved pool against what it could grow to: free memory plus its pool
-            # (other processes and the CUDA context are outside both).
-            free, _ = torch.cuda.mem_get_info(self.device)
-            reserved = torch.cuda.memory_reserved(self.device)
-            return torch.cuda.max_memory_reserved(self.device) / 2**20, (free + reserved) / 2**20
-        if self.backend == "mps":
-            peak = self.peak_device_memory_mb()
-            return None if peak is None else (peak, torch.mps.recommended_max_memory() / 2**20)
-        return None
-
-    def reset_device_memory(self, model: Any) -> bool:
-        """CUDA, one process, eager steps: PyTorch frees every block of a step that ran out of memory once nothing
-        refers to its tensors (the caller lets go of the error first). Not under torch.compile or CUDA graphs
-        (Dynamo's caches and the graphs' memory pools outlive a probe), nor data-parallel (a rank that runs out
-        leaves the others waiting in a collective), nor on MPS (untested) or a CPU (the OOM killer ends the
-        process)."""
-        import gc
-
-        torch = self.torch
-        if self.backend != "cuda" or self.world.size > 1 or self.compiles() or self.captures():
-            return False
-        self.probe_step = None  # the last step's closure holds its batch and optimizer
-        if model is not None:
-            model.zero_grad(set_to_none=True)
-        gc.collect()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(self.device)
-        return True
-
-    def closing_tags(self) -> dict[str, str]:
-        if self.backend == "cuda":
-            return {"memory.source": "torch.cuda.max_memory_allocated"}
-        if self.backend != "mps":
-            return {}
-        probe = self._mps_probe()
-        self.fallback_ops.ops |= probe.fallback_ops
-        return {"memory.source": probe.source, **self.fallback_ops.tags()}
-
-    def _mps_probe(self) -> mps.Probe:
-        if self._probe is None:
-            self._probe = mps.probe(self.torch, self.probe_step, self.synchronize)
-        return self._probe
-
-    def device_indices(self) -> list[int]:
-        if self.device.type != "cuda":
-            return []
-        return list(range(self.world.local_size)) if self.world.size > 1 else [self.device.index or 0]
-
-    # -- model --------------------------------------------------------------------------------
-    def build_model(self, model: ModelConfig, data: Dataset) -> Any:
+    def build(self, model: ModelConfig, data: Dataset) -> BuiltModel:
+        from trainbench.frameworks.base import BuiltModel
         from trainbench.frameworks.pytorch import models
 
         self.torch.manual_seed(self.cell.seed)
         network = models.build(model, data).to(self.device)
         if self.channels_last():
             network = network.to(memory_format=self.torch.channels_last)
-        return network
+        trainable = sum(p.numel() for p in network.parameters() if p.requires_grad)
+        return BuiltModel(network, trainable, lambda training: self._flops_per_sample(network, data, training))
 
-    def num_parameters(self, model: Any) -> int:
-        return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-    def flops_per_sample(self, model: Any, data: Dataset, training: bool = True) -> float | None:
+    def _flops_per_sample(self, network: Any, data: Dataset, training: bool) -> float:
         """FLOPs per sample counted by torch.utils.flop_counter on a two-sample batch (training: forward +
         backward). In eval mode so BatchNorm statistics are not touched; the count is the same."""
         from torch.utils.flop_counter import FlopCounterMode
@@ -258,31 +177,33 @@ class Adapter:
 
         torch = self.torch
         inputs, labels = self._resident(data.train.first(2))
-        model.eval()
+        network.eval()
         counter = FlopCounterMode(display=False, custom_mapping=models.flop_formulas())
         with counter:
             if training:
-                models.loss_function(self.cell.model)(model(self.prepare(inputs, data)).float(), labels).backward()
+                models.loss_function(self.cell.model)(network(self.prepare(inputs, data)).float(), labels).backward()
             else:
                 with torch.no_grad():
-                    model(self.prepare(inputs, data))
-        model.zero_grad(set_to_none=True)
-        model.train()
+                    network(self.prepare(inputs, data))
+        network.zero_grad(set_to_none=True)
+        network.train()
         return counter.get_total_flops() / len(labels)
 
-    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Trainer:
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Trainer:
         if self.world.size > 1:
             from trainbench.frameworks.pytorch.data_parallel import DataParallelTrainer
 
-            return DataParallelTrainer(self, model, data, cell)
-        trainer = LoaderTrainer(self, model, data, cell) if uses_loader(cell) else Trainer(self, model, data, cell)
+            return DataParallelTrainer(self, network, data, cell)
+        trainer = LoaderTrainer(self, network, data, cell) if uses_loader(cell) else Trainer(self, network, data, cell)
         self.probe_step = trainer.probe_step
         return trainer
 
-    # -- matmul -------------------------------------------------------------------------------
-    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
+    def matmul(self, n: int, shape: str, fresh_operands: bool = False) -> Matmul:
+        from trainbench.frameworks.base import Matmul
+
         torch = self.torch
         dtype = self._matmul_dtype()
+        element_bytes = int(torch.finfo(dtype).bits // 8)
         generator = torch.Generator(device=self.device).manual_seed(self.cell.seed)
         a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
         out = torch.empty((a_shape[0], b_shape[1]), device=self.device, dtype=dtype)
@@ -293,7 +214,7 @@ class Adapter:
                 b = torch.randn(b_shape, device=self.device, dtype=dtype, generator=generator)
                 torch.matmul(a, b, out=out)
 
-            return draw_and_multiply
+            return Matmul(draw_and_multiply, element_bytes)
         a = torch.randn(a_shape, device=self.device, dtype=dtype, generator=generator)
         b = torch.randn(b_shape, device=self.device, dtype=dtype, generator=generator)
 
@@ -301,10 +222,7 @@ class Adapter:
             torch.matmul(a, b, out=out)
 
         self.probe_step = multiply
-        return multiply
-
-    def matmul_element_bytes(self) -> int:
-        return int(self.torch.finfo(self._matmul_dtype()).bits // 8)
+        return Matmul(multiply, element_bytes)
 
     def _matmul_dtype(self) -> Any:
         from trainbench.frameworks.base import DeviceUnavailable
@@ -436,6 +354,94 @@ class Adapter:
         return self.torch.autocast(self.device.type, dtype=self.autocast, cache_enabled=cache)
 
 
+class TorchDevice:
+    """The device(s) a PyTorch cell runs on (trainbench.frameworks.base.Device): one CUDA GPU, MPS or the CPU,
+    or this rank's GPU of a data-parallel cell, whose synchronize also waits for every rank."""
+
+    def __init__(self, adapter: Adapter, backend: str) -> None:
+        self.adapter = adapter  # its last step is what the MPS memory probe runs; its knobs decide `release`
+        self.torch = adapter.torch
+        self.device = adapter.device
+        self.backend = backend
+        self.world = adapter.world
+        self.count = self.world.size
+        self.gpu_indices: list[int] = []
+        if self.device.type == "cuda":
+            self.gpu_indices = list(range(self.world.local_size)) if self.world.size > 1 else [self.device.index or 0]
+        self._probe: mps.Probe | None = None
+
+    def synchronize(self) -> None:
+        if self.backend == "cuda":
+            self.torch.cuda.synchronize()
+        elif self.backend == "mps":
+            self.torch.mps.synchronize()
+        if self.world.size > 1:
+            distributed.barrier(self.torch, self.device)
+
+    def step_clock(self) -> StepClock | None:
+        from trainbench.timing import HostClock
+
+        if self.backend == "cuda":
+            return EventClock(self.torch.cuda.Event, "CUDA events between steps")
+        if self.backend == "mps":
+            # MPS has events, but they are not free: recording one ends kernel coalescing, commits the command
+            # buffer and waits on the stream's dispatch queue (PyTorch's MPSEvent.mm), and their times are host
+            # times taken in completion callbacks. Between steps they would slow the very block they time: the
+            # task takes its percentiles from a separate synchronized pass instead.
+            return None
+        return HostClock()
+
+    def after_task(self) -> AfterTask:
+        from trainbench.frameworks.base import AfterTask
+
+        if self.backend == "cuda":
+            peak = float(self.torch.cuda.max_memory_allocated()) / 2**20
+            return AfterTask(peak, {"memory.source": "torch.cuda.max_memory_allocated"})
+        if self.backend != "mps":
+            return AfterTask(None, {})
+        # no peak counter on MPS: one more step, read after every op
+        probe = self._mps_probe()
+        fallback_ops = self.adapter.fallback_ops
+        fallback_ops.ops |= probe.fallback_ops
+        return AfterTask(probe.largest_bytes / 2**20, {"memory.source": probe.source, **fallback_ops.tags()})
+
+    def _mps_probe(self) -> mps.Probe:
+        if self._probe is None:
+            self._probe = mps.probe(self.torch, self.adapter.probe_step, self.synchronize)
+        return self._probe
+
+    def pool_mb(self) -> tuple[float, float] | None:
+        torch = self.torch
+        if self.backend == "cuda":
+            # The caching allocator's reserved pool against what it could grow to: free memory plus its pool
+            # (other processes and the CUDA context are outside both).
+            free, _ = torch.cuda.mem_get_info(self.device)
+            reserved = torch.cuda.memory_reserved(self.device)
+            return torch.cuda.max_memory_reserved(self.device) / 2**20, (free + reserved) / 2**20
+        if self.backend == "mps":
+            return self._mps_probe().largest_bytes / 2**20, torch.mps.recommended_max_memory() / 2**20
+        return None
+
+    def release(self, network: Any) -> bool:
+        """CUDA, one process, eager steps: PyTorch frees every block of a step that ran out of memory once nothing
+        refers to its tensors (the caller lets go of the error first). Not under torch.compile or CUDA graphs
+        (Dynamo's caches and the graphs' memory pools outlive a probe), nor data-parallel (a rank that runs out
+        leaves the others waiting in a collective), nor on MPS (untested) or a CPU (the OOM killer ends the
+        process)."""
+        import gc
+
+        torch = self.torch
+        if self.backend != "cuda" or self.world.size > 1 or self.adapter.compiles() or self.adapter.captures():
+            return False
+        self.adapter.probe_step = None  # the last step's closure holds its batch and optimizer
+        if network is not None:
+            network.zero_grad(set_to_none=True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return True
+
+
 class EventClock:
     """Device events recorded between steps on the current stream; elapsed times read after the block. The
     events are created before the block (reserve) and reused by later blocks: inside the block a mark is one
@@ -480,6 +486,7 @@ if TYPE_CHECKING:
 
     def _held_to_the_contract(
         adapter: Adapter,
+        device: TorchDevice,
         trainer: Trainer,
         loader_trainer: LoaderTrainer,
         data_parallel_trainer: DataParallelTrainer,
@@ -488,6 +495,7 @@ if TYPE_CHECKING:
         """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
         does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
         _adapter: base.Framework = adapter
+        _device: base.Device = device
         _trainer: base.Trainer = trainer
         _loader_trainer: base.Trainer = loader_trainer
         _data_parallel_trainer: base.Trainer = data_parallel_trainer

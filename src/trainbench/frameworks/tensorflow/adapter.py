@@ -17,6 +17,7 @@ from trainbench.frameworks.keras.adapter import (
     FitTrainer,
     HostBatches,
     KerasAdapter,
+    KerasDevice,
     KerasTrainer,
     fit_mode,
     installed,
@@ -26,6 +27,7 @@ from trainbench.frameworks.tensorflow import data_parallel
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig
     from trainbench.data import Dataset
+    from trainbench.frameworks.base import StepClock
 
 METAL_NO_XLA = "XLA (jit_compile) is not supported by tensorflow-metal: compiled as a plain tf.function graph"
 SPLIT_CPU_NO_XLA = (
@@ -34,8 +36,40 @@ SPLIT_CPU_NO_XLA = (
 )
 
 
+class TensorFlowDevice(KerasDevice):
+    memory_source = "tf.config.experimental.get_memory_info peak"
+    adapter: Adapter
+
+    def step_clock(self) -> StepClock | None:
+        from trainbench.timing import HostClock
+
+        return HostClock() if self.backend == "cpu" else None  # no device events in TensorFlow
+
+    def peak_memory_mb(self) -> float | None:
+        if self.backend == "cpu":
+            return None
+        try:
+            return float(self.adapter.tf.config.experimental.get_memory_info("GPU:0")["peak"]) / 2**20
+        except (ValueError, RuntimeError):  # no counter on this device (Metal)
+            return None
+
+    def pool_mb(self) -> tuple[float, float] | None:
+        """The peak bytes in use against the BFC allocator's limit (DeviceAttributes.memory_limit of the GPU)."""
+        peak = self.peak_memory_mb()
+        if peak is None:
+            return None
+        try:
+            from tensorflow.python.client import device_lib
+
+            limits = [d.memory_limit for d in device_lib.list_local_devices() if d.device_type == "GPU"]
+        except Exception:  # a private module: without it, no memory line (the search doubles instead)
+            return None
+        return (peak, limits[0] / 2**20) if limits else None
+
+
 class Adapter(KerasAdapter):
     keras_backend = "tensorflow"
+    device_type = TensorFlowDevice
     strategy: Any = None  # tf.distribute.MirroredStrategy when the cell runs on several devices
     _state_reader: Any = None  # read_back's tf.function, traced for the device_state whose ids follow
     _state_reader_ids: list[int] | None = None
@@ -131,37 +165,6 @@ class Adapter(KerasAdapter):
             read += [tf.cast(tf.reshape(value, [-1])[:1], tf.float32) for value in newest]
         return tf.concat(read, 0).numpy() if read else None
 
-    def step_clock(self) -> Any:
-        from trainbench.timing import HostClock
-
-        return HostClock() if self.backend == "cpu" else None  # no device events in TensorFlow
-
-    def peak_device_memory_mb(self) -> float | None:
-        if self.backend == "cpu":
-            return None
-        try:
-            return float(self.tf.config.experimental.get_memory_info("GPU:0")["peak"]) / 2**20
-        except (ValueError, RuntimeError):  # no counter on this device (Metal)
-            return None
-
-    def batch_memory_mb(self) -> tuple[float, float] | None:
-        """The peak bytes in use against the BFC allocator's limit (DeviceAttributes.memory_limit of the GPU)."""
-        peak = self.peak_device_memory_mb()
-        if peak is None:
-            return None
-        try:
-            from tensorflow.python.client import device_lib
-
-            limits = [d.memory_limit for d in device_lib.list_local_devices() if d.device_type == "GPU"]
-        except Exception:  # a private module: without it, no memory line (the search doubles instead)
-            return None
-        return (peak, limits[0] / 2**20) if limits else None
-
-    def closing_tags(self) -> dict[str, str]:
-        if self.peak_device_memory_mb() is None:
-            return {}
-        return {"memory.source": "tf.config.experimental.get_memory_info peak"}
-
     def on_device(self, array: Any) -> Any:
         tf = self.tf
         with tf.device(self.tf_device()):
@@ -170,14 +173,14 @@ class Adapter(KerasAdapter):
     def tf_device(self) -> str:
         return "/CPU:0" if self.backend == "cpu" else "/GPU:0"
 
-    def trainer(self, model: Any, data: Dataset, cell: CellConfig) -> Any:
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
         if fit_mode(cell):
-            return FitTrainer(self, model, data, cell)
+            return FitTrainer(self, network, data, cell)
         if uses_loader(cell):
-            return LoaderTrainer(self, model, data, cell)
-        return Trainer(self, model, data, cell)
+            return LoaderTrainer(self, network, data, cell)
+        return Trainer(self, network, data, cell)
 
-    def matmul_step(self, n: int, shape: str, fresh_operands: bool = False) -> Callable[[], None]:
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
         tf = self.tf
         dtype = self.matmul_dtype()
         a_shape, b_shape = ((n, n), (n, n)) if shape == "square" else ((1, n), (n, 1))
@@ -402,9 +405,12 @@ def _no_tensorflow_gpu_reason(tf: Any) -> str:
 if TYPE_CHECKING:
     from trainbench.frameworks import base
 
-    def _held_to_the_contract(adapter: Adapter, trainer: Trainer, loader_trainer: LoaderTrainer) -> None:
+    def _held_to_the_contract(
+        adapter: Adapter, device: TensorFlowDevice, trainer: Trainer, loader_trainer: LoaderTrainer
+    ) -> None:
         """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
         does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
         _adapter: base.Framework = adapter
+        _device: base.Device = device
         _trainer: base.Trainer = trainer
         _loader_trainer: base.Trainer = loader_trainer
