@@ -35,12 +35,18 @@ BUILDERS = {
     "distilbert": "distilbert",
 }
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-# compile_mode=auto on CUDA, by architecture (the rest: default). reduce-overhead adds CUDA graphs: it wins
-# where launches, not kernels, bound the step. Under DDP each compiled piece is a graph and the all-reduces run
-# between them: BERT-Large on 2 H100s 1,461 seq/s against the default mode's 628 (results/2026-11-26-data-parallel). The transformers' steps are launch-bound (the GPU idle for half of
-# DistilBERT's and BERT-Large's default-mode steps: 1.6-1.8x faster with graphs); ResNet-50's is kernel-bound (the
-# GPU busy 97% of it), yet graphs close the gaps between its ~900 kernels, a few % faster. See results/2026-11-22-gpu.
-FASTEST_COMPILE_MODES = {"resnet50": "reduce-overhead", "bert": "reduce-overhead", "distilbert": "reduce-overhead"}
+# compile_mode=auto on CUDA, by architecture (the rest: default). reduce-overhead adds CUDA graphs: it wins where
+# launches, not kernels, bound the step: the transformers' (the GPU idle for half of DistilBERT's and BERT-Large's
+# default-mode steps: 1.6-1.8x faster with graphs), and under DDP, where each compiled piece is a graph and the
+# all-reduces run between them (BERT-Large on 2 H100s: 1,461 seq/s against 628). ResNet-50's and ViT-B/16's steps
+# are kernel-bound (ResNet-50's GPU busy 97% of it), yet graphs close the gaps between their kernels: a few % faster.
+# Figures: results/2026-11-22-gpu, results/2026-11-26-data-parallel, results/2026-11-26-vit-b16.
+FASTEST_COMPILE_MODES = {
+    "resnet50": "reduce-overhead",
+    "vit": "reduce-overhead",
+    "bert": "reduce-overhead",
+    "distilbert": "reduce-overhead",
+}
 SWITCHES = ("channels_last", "fused_optimizer", "capture")  # true | false | auto (on with optimize=fast)
 
 
