@@ -151,6 +151,17 @@ def _interleaved(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _interleaved_here(*args: str, out: Path) -> int:
+    """interleaved.py's main in this process, for what runs no workload: refusing arguments, merging reports."""
+    interleaved = sys.modules.get("interleaved") or _benchmark_script("interleaved")
+    argv = sys.argv
+    sys.argv = ["interleaved.py", "--device", "cpu", "--out", str(out), *args]
+    try:
+        return interleaved.main()
+    finally:
+        sys.argv = argv
+
+
 def test_interleaved_alternates_bare_and_harness_blocks_and_judges_each_harness_block_by_its_neighbours(
     tmp_path: Path,
 ) -> None:
@@ -172,18 +183,20 @@ def test_interleaved_alternates_bare_and_harness_blocks_and_judges_each_harness_
     assert "| mlp_epoch | samples/s |" in table and "| matmul_bf16 | TFLOPS |" in table
     assert "interleaved.py --device cpu" in table  # the command that made it
 
-    pooled = _interleaved("--merge", str(samples), str(samples), out=tmp_path / "pooled")
-    assert pooled.returncode == 0, pooled.stderr
+    # The merge reads JSON and runs nothing: its own main in this process, not a second interpreter importing torch.
+    assert _interleaved_here("--merge", str(samples), str(samples), out=tmp_path / "pooled") == 0
     merged = (tmp_path / "pooled" / "pooled-interleaved.md").read_text()
     (line,) = [row for row in merged.splitlines() if row.startswith("| mlp_epoch |")]
     estimate = compare.paired_estimate(rows["mlp_epoch"]["pair_ratios"] * 2)  # the same 2 pairs, twice: 4 pairs
     assert f"| {estimate[0]:.3f} ({estimate[1]:.3f}-{estimate[2]:.3f}) |" in line
 
 
-def test_interleaved_refuses_a_compiled_row_and_names_those_it_offers(tmp_path: Path) -> None:
-    finished = _interleaved("--workloads", "resnet50_fast", out=tmp_path)
-    assert finished.returncode == 2 and "no row 'resnet50_fast' here: choose from" in finished.stderr
-    assert "mlp_epoch" in finished.stderr and not list(tmp_path.iterdir())
+def test_interleaved_refuses_a_compiled_row_and_names_those_it_offers(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as refused:
+        _interleaved_here("--workloads", "resnet50_fast", out=tmp_path)
+    stderr = capsys.readouterr().err
+    assert refused.value.code == 2 and "no row 'resnet50_fast' here: choose from" in stderr
+    assert "mlp_epoch" in stderr and not list(tmp_path.iterdir())
 
 
 # -- benchmarks/data_parallel.py: data-parallel training, harness against hand-written loops ------------------------

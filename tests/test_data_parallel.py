@@ -33,12 +33,13 @@ def test_an_efficiency_carries_both_figures_errors_and_says_when_either_was_nois
     # "1.16" alone reads as super-linear scaling; with its interval and the noisy tag it reads as what it is.
     from mlflow.tracking import MlflowClient
 
+    from conftest import with_schema
     from test_config import cell as compose_cell
     from trainbench.config import config_hash, replace
     from trainbench.hardware import run_label
     from trainbench.runner import scaling
 
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    client = MlflowClient(with_schema(f"sqlite:///{tmp_path}/mlflow.db"))
     experiment = client.create_experiment("trainbench", artifact_location=str(tmp_path / "artifacts"))
     four = compose_cell("model=mlp", "task=benchmark", "device.count=4")
     common = {"trainbench.kind": "cell", "trainbench.outcome": "finished", "trainbench.framework_version": "2.11.0"}

@@ -15,6 +15,7 @@ at their YAML's sequence length and labels.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -45,6 +46,21 @@ PREPARE = {
 }
 
 
+def is_text_model(name: str) -> bool:
+    return "/schema/model/transformer@" in (CONF / "model" / f"{name}.yaml").read_text()
+
+
+def model_names() -> tuple[list[str], list[str]]:
+    """The tests' parameters, read from the files at collection (composing them there would cost every test
+    run, fast tier included, a dozen Hydra compositions): the image models in conf/model/, and the text models
+    but bert_large. models_by_input says which of them both frameworks build."""
+    from trainbench.config import choices
+
+    names = choices("model")
+    return [n for n in names if not is_text_model(n)], [n for n in names if is_text_model(n) and n != "bert_large"]
+
+
+@functools.cache
 def models_by_input() -> tuple[dict[str, int], list[str]]:
     """Every image model in conf/model/ that both PyTorch and Keras build, with the smallest input it accepts
     (alexnet pools 32 px away), and every such text model but bert_large (bert_base's builder at three times
@@ -59,8 +75,7 @@ def models_by_input() -> tuple[dict[str, int], list[str]]:
     images, texts = {}, []
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for name in choices("model"):
-            text = "/schema/model/transformer@" in (CONF / "model" / f"{name}.yaml").read_text()
-            data = ["data=synthetic_text"] if text else []
+            data = ["data=synthetic_text"] if is_text_model(name) else []
             model = to_cell(compose("config", overrides=[f"model={name}", *data])).model  # typed, not judged
             if any(framework.builds(model) is None for framework in both):
                 continue
@@ -72,12 +87,12 @@ def models_by_input() -> tuple[dict[str, int], list[str]]:
     return images, texts
 
 
-MODELS, TEXT_MODELS = models_by_input()
+MODELS, TEXT_MODELS = model_names()
 
 
 def cell_size(model: str, shape: str) -> tuple[int, int]:
     size, classes = SHAPES[shape]
-    return max(size, MODELS[model]), classes
+    return max(size, models_by_input()[0][model]), classes
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +132,8 @@ def test_both_frameworks_build_every_model_here() -> None:
     """The parity below covers every model in conf/model/: none is left out because one side lacks it."""
     from trainbench.config import choices
 
-    assert {*MODELS, *TEXT_MODELS, "bert_large"} == set(choices("model"))
+    images, texts = models_by_input()
+    assert {*images, *texts, "bert_large"} == set(choices("model"))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -189,9 +205,10 @@ def _child(framework: str, out: Path) -> None:
         adapter.bind(cfg.device)
         return cfg, adapter, datasets.load(cfg.data, cfg.seed)
 
+    images, texts = models_by_input()  # before this composition begins: it composes them with its own
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         found = {}
-        models = {} if framework == "jax" else MODELS  # one Keras code for both backends: TensorFlow counts
+        models = {} if framework == "jax" else images  # one Keras code for both backends: TensorFlow counts
         for model in models:
             for shape in SHAPES:
                 size, classes = cell_size(model, shape)
@@ -215,7 +232,7 @@ def _child(framework: str, out: Path) -> None:
                 "parameters": keras_models.count_trainable(v1),
                 "forward_flops": keras_models.flops_per_sample(v1, training=False),
             }
-        for model in [] if framework == "jax" else TEXT_MODELS:
+        for model in [] if framework == "jax" else texts:
             cfg, adapter, data = cell(f"model={model}", "data=synthetic_text")
             built = adapter.build(cfg.model, data)
             found[f"{model}@text"] = {"parameters": built.num_parameters, "flops": built.flops_per_sample(True)}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
+from conftest import ROOT, RUN_PY, TINY, child_env, runs_in, with_schema
 from trainbench.tracking import private, redact
 
 SECRET = "s3cr3tpass"
@@ -46,7 +46,7 @@ def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_sh
     home = tmp_path / "home"
     store = home / "benchmarks" / "mlflow.db"
     store.parent.mkdir(parents=True)
-    uri = f"sqlite:///{store}"
+    uri = with_schema(f"sqlite:///{store}")
     client = MlflowClient(uri)
     run = client.create_run(client.create_experiment("pasted"))
     monkeypatch.setenv("HOME", str(home))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from conftest import with_schema
 from trainbench import tracking
 from trainbench.runs import (
     EXPERIMENT_KIND_TAG,
@@ -84,7 +85,7 @@ def test_the_model_shape_reads_from_its_params() -> None:
 
 
 def test_ui_url_saves_a_view_of_the_comparison(tmp_path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = tracking.client(uri)
     experiment_id = client.create_experiment("trainbench")
     url = ui_url(uri, experiment_id)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, TINY, child_env, invoke, metric_history, runs_in
+from conftest import ROOT, TINY, child_env, invoke, metric_history, runs_in, with_schema
 from trainbench.sharing import DROPPED_TAGS, IMPORT_ID_TAG, IMPORTED_FROM_TAG, LINK_TAGS, read_export, scrub
 
 TRAINBENCH = Path(sys.executable).parent / "trainbench"
@@ -367,8 +367,8 @@ def test_a_store_in_another_folder_keeps_its_artifacts_beside_it(tmp_path: Path)
     """Not in the project's mlruns/ (nor wherever the command was started): beside the database."""
     from trainbench import tracking
 
-    uri = f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}"
     (tmp_path / "elsewhere").mkdir()
+    uri = with_schema(f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}")
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment(tracking.experiment_id(client, "trainbench", uri))
     assert experiment.artifact_location == (tmp_path / "elsewhere" / "mlruns" / "trainbench").as_uri()
