@@ -162,6 +162,7 @@ def _interleaved_here(*args: str, out: Path) -> int:
         sys.argv = argv
 
 
+@pytest.mark.slow  # a real interleaved run of two sides (~10 s of CPU): benchmarks/, not the product
 def test_interleaved_alternates_bare_and_harness_blocks_and_judges_each_harness_block_by_its_neighbours(
     tmp_path: Path,
 ) -> None:

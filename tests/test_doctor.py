@@ -87,11 +87,13 @@ def doctor(folder: Path, frameworks: str) -> Checked:
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> Checked:
-    """The doctor once, on PyTorch (a framework with a device clock; MLX, one without, is the slow tier's:
-    each framework's cell costs ~10 s of CPU, TensorFlow's import alone 10 s more)."""
+    """The doctor once, on PyTorch (a framework with a device clock; MLX, one without, is the next test's:
+    each framework's cell costs ~10 s of CPU, TensorFlow's import alone 10 s more). The tests that read it are
+    the slow tier's (the doctor's run takes ~18 s); the fast tier checks each check's verdicts on figures below."""
     return doctor(tmp_path_factory.mktemp("doctor"), "pytorch")
 
 
+@pytest.mark.slow
 def test_the_verdict_has_a_line_per_check_and_pytorch_on_this_cpu_passes(checked: Checked) -> None:
     out = checked.completed.stdout
     assert checked.completed.returncode == 0, out + checked.completed.stderr
@@ -118,6 +120,7 @@ def test_mlx_without_a_device_clock_gets_a_line_per_check(tmp_path: Path) -> Non
     assert re.search(r"^Verdict: ok \(0 FAIL, \d+ warn\)", out, re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_the_cells_go_to_a_store_of_their_own(checked: Checked) -> None:
     assert not checked.user_store.parent.exists()  # $MLFLOW_TRACKING_URI's store was not touched
     (store,) = (checked.folder / "outputs" / "doctor").glob("*/mlflow.db")
@@ -127,6 +130,7 @@ def test_the_cells_go_to_a_store_of_their_own(checked: Checked) -> None:
     assert pytorch[0].data.metrics["sync_check_block_step_ms"] > 0  # measured by the cell, through run.py
 
 
+@pytest.mark.slow
 def test_the_export_imports_into_a_fresh_store_and_names_no_one(
     checked: Checked, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -151,22 +151,3 @@ def test_mlx_learns_digits_like_pytorch_and_both_tasks_record_the_same_keys(tmp_
     assert benchmark.tags["trainbench.noisy"] == str(benchmark.metrics["step_time_cv_pct"] > NOISY_CV_PCT).lower()
     assert benchmark.tags["trainbench.step_time_source"].startswith("synchronized pass")
     assert benchmark.tags["sw.mlx_cpu"] == benchmark.tags["sw.mlx"]
-
-
-def test_the_inference_study_runs_each_model_on_its_own_data_at_batch_1_and_64_in_every_framework() -> None:
-    from test_config import cell, planned_cells
-
-    planned = planned_cells("+experiment=inference_study")
-    assert len(planned) == 4 * 2 * len(FRAMEWORKS)
-    for model, data in (
-        ("resnet50", "synthetic_imagenet"),
-        ("mobilenet_v2", "synthetic_imagenet"),
-        ("distilbert", "synthetic_text"),
-        ("bert_large", "synthetic_text"),
-    ):
-        for framework in FRAMEWORKS:
-            for batch in (1, 64):
-                assert any(line.startswith(f"{framework}-{model}-gpu-bs{batch} ") for line in planned), (model, batch)
-        composed = cell(f"+experiment=inference_{model}", "framework=mlx")
-        assert (composed.task.name, composed.data.name, composed.device.name) == ("inference", data, "gpu")
-    assert len(planned_cells("+experiment=inference_study", "framework=pytorch,mlx", "batch_size=1")) == 4 * 2

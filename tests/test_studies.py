@@ -104,6 +104,26 @@ def test_the_study_presets_select_the_timed_region_and_pipeline_their_studies_ti
     assert by_model["resnet50"].data.num_samples == 64 * 30  # fit goes through batch x steps samples
 
 
+def test_the_inference_study_runs_each_model_on_its_own_data_at_batch_1_and_64_in_every_framework() -> None:
+    """(A value on the command line narrows a preset's axis: tests/test_config.py.)"""
+    study = cells("+experiment=inference_study")
+    planned = {(c.framework.name, c.model.name, c.batch_size): (c.task.name, c.data.name, c.device.name) for c in study}
+    assert len(planned) == len(study)  # no cell twice
+    frameworks = ("pytorch", "tensorflow", "jax", "mlx")
+    models = {
+        "resnet50": "synthetic_imagenet",
+        "mobilenet_v2": "synthetic_imagenet",
+        "distilbert": "synthetic_text",
+        "bert_large": "synthetic_text",
+    }
+    assert planned == {
+        (framework, model, batch): ("inference", data, "gpu")
+        for framework in frameworks
+        for model, data in models.items()
+        for batch in (1, 64)
+    }
+
+
 def test_the_tf_metal_gemm_cell_sweeps_the_studys_sizes() -> None:
     (gemm,) = [c for c in cells("+experiment=tf_metal_study") if c.task.name == "matmul"]
     assert gemm.task.sizes == [2, 8, 16, 32, 64, 128, 256, 1024, 2048, 4096, 6144, 8192]
