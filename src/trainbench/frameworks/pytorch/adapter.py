@@ -119,10 +119,12 @@ class Adapter:
         return Description(str(self.torch.__version__), {**self._versions(), **self._flags()})
 
     def _versions(self) -> dict[str, str]:
-        import torchvision
+        import importlib.metadata
 
         torch = self.torch
-        tags = {"sw.torch": torch.__version__, "sw.torchvision": torchvision.__version__}
+        # torchvision as installed: importing it only for its version costs 1.5 s of every cell's start, and cells
+        # of MLPs and transformers never load it.
+        tags = {"sw.torch": torch.__version__, "sw.torchvision": importlib.metadata.version("torchvision")}
         if self.cell.model.input == "text":
             import transformers
 
