@@ -84,7 +84,8 @@ def title(name: str) -> str:
 
 
 # Every cell: timed training steps (task=benchmark) of a small MLP on one resident batch, with the timing
-# check's extra figures; blocks paced to last 1.2 s together (an energy counter needs 1 s).
+# check's extra figures; blocks paced to last 1.2 s together (an energy counter needs 1 s). Nine rounds of the
+# check (16 steps each): the more rounds, the likelier each figure gets one that no other work slowed.
 COMMON = [
     "task=benchmark",
     "model=mlp",
@@ -92,7 +93,7 @@ COMMON = [
     "precision=fp32",
     "task.warmup_steps=10",
     "task.steps=4",
-    "task.repeats=5",
+    "task.repeats=9",
     "task.min_time_s=1.2",
     "task.check_sync=true",
     "tracking.system_metrics_interval_s=0",
