@@ -8,8 +8,8 @@ as they were). Then it reads back what the cells recorded and prints one line pe
   run       the cell finished (a framework not installed or a device missing is a line, not a failure)
   timing    the device's synchronize waits for the work, not only for its queueing (task.check_sync): per
             step and in the fastest of interleaved rounds, a block of 2N steps and N steps synchronized one by
-            one take what a block of N does, within TIMING_FACTOR; and no block of N is faster than the device's own events say (PyTorch on CUDA
-            and MPS) or than PEAK_FACTOR x the device's peak
+            one take what a block of N does, within TIMING_FACTOR; and no block of N is faster than the
+            device's own events say (PyTorch on CUDA and MPS) or than PEAK_FACTOR x the device's peak
   memory    peak host (and device) memory recorded, at least the model's weights, at most the machine's memory
   energy    a real counter read a plausible power, or no counter with the reason (a CPU on Linux: a note)
   hardware  hw.label names the machine with nothing unknown, and the GPU's vendor is the backend's
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CTRL_C = 0, 1, 2, 130
 
 # Per-step figures of one compute-bound cell that must agree: a busy two-core CI machine moves the fastest rounds
-# by up to ~30% (their medians by up to 40% and more), while a synchronize that returns before the device is done makes a short block several times faster
-# than the device's real pace (only queueing is timed).
+# by up to ~30% (their medians by 40% and more), while a synchronize that returns before the device is done makes
+# a short block several times faster than the device's real pace (only queueing is timed).
 TIMING_FACTOR = 1.5
 # No figure may imply more than this times the device's published (or, for a CPU, estimated) dense peak.
 PEAK_FACTOR = 1.5
