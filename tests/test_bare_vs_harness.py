@@ -277,3 +277,31 @@ def test_data_parallel_times_both_sides_in_turns_on_one_process_and_on_two_gloo_
     (line,) = [r for r in (tmp_path / samples.with_suffix(".md").name).read_text().splitlines() if "| 2 | seq/s |" in r]
     efficiency = statistics.median(two["bare"]) / (2 * statistics.median(one["bare"]))
     assert f"| {efficiency:.3f} |" in line  # scaling efficiency against the 1-device row of the same command
+
+
+# -- benchmarks/doctor_fault.py: the doctor against a synchronize that waits for nothing ------------------------
+
+
+def test_the_doctors_fault_reaches_pytorchs_device_and_nothing_else(tmp_path: Path) -> None:
+    """On a CPU no fault can show in the figures (a CPU's synchronize has nothing to wait for), so this checks the
+    fault itself: with the benchmark's sitecustomize first on the path, a new process's TorchDevice.synchronize
+    returns at once without touching torch; without it, the adapter's own synchronize is there."""
+    fault = _benchmark_script("doctor_fault")
+    (tmp_path / "sitecustomize.py").write_text(fault.NO_WAIT)
+    probe = (
+        "import trainbench.frameworks.pytorch.adapter as a\n"
+        "class Untouchable:\n"
+        "    def __getattr__(self, name): raise AssertionError(f'synchronize touched torch.{name}')\n"
+        "device = object.__new__(a.TorchDevice)\n"
+        "device.torch, device.backend = Untouchable(), 'cuda'\n"
+        "print(a.TorchDevice.synchronize.__qualname__, device.synchronize())\n"
+    )
+
+    def synchronize_in_a_new_process(*path: Path) -> subprocess.CompletedProcess[str]:
+        env = {"PYTHONPATH": ":".join(str(p) for p in [*path, ROOT / "src"]), "PATH": str(Path(sys.executable).parent)}
+        return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=False)
+
+    faulted = synchronize_in_a_new_process(tmp_path)
+    assert faulted.returncode == 0 and faulted.stdout.split() == ["no_wait_synchronize", "None"], faulted.stderr
+    sound = synchronize_in_a_new_process()
+    assert "synchronize touched torch.cuda" in sound.stderr  # the real one asks torch.cuda to wait
