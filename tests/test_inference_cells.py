@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import invoke
-from trainbench.tasks.base import NOISY_CV_PCT, noisy_warning
+from trainbench.tasks.base import NOISY_CV_PCT, noise_tags, noisy_warning
 
 QUIET = "tracking.system_metrics_interval_s=0"
 FRAMEWORKS = ("pytorch", "tensorflow", "jax", "mlx")
@@ -35,6 +35,26 @@ def test_a_noisy_figure_gets_one_warning_line_saying_what_to_try() -> None:
     )
     assert noisy_warning("step times", NOISY_CV_PCT, "...") is None  # at the threshold: quotable
     assert noisy_warning("latencies", 2.0, "...") is None
+
+
+def test_a_data_parallel_cells_noise_warning_comes_from_rank_0_alone(monkeypatch, capsys) -> None:
+    """Every rank measures its own step times; the ranks other than 0 (runner/ranks.py quiets them) still tag the
+    figure noisy, but print nothing: one warning per cell, not one per GPU."""
+    from trainbench import progress
+
+    monkeypatch.setattr(progress, "_speaks_for_cell", True)  # progress.quiet() lasts for its process's life
+    tags = noise_tags("step times", 162.1, "task.repeats=5")
+    assert capsys.readouterr().err.startswith("trainbench: warning: step times vary by 162% (cv)")
+    progress.quiet()
+    assert (
+        noise_tags("step times", 162.1, "task.repeats=5")
+        == tags
+        == {
+            "trainbench.noisy": "true",
+            "trainbench.noisy_reason": "step times cv 162.1% > 10%",
+        }
+    )
+    assert capsys.readouterr().err == ""
 
 
 def test_each_batch_size_runs_a_graph_compiled_for_it() -> None:

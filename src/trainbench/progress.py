@@ -34,6 +34,23 @@ def interactive() -> bool:
     return sys.stdout.isatty() and not label()
 
 
+# False in the ranks of a data-parallel cell other than rank 0: rank 0 prints the cell's lines and warnings, once.
+_speaks_for_cell = True
+
+
+def quiet() -> None:
+    """This process is a rank other than rank 0: its warnings would repeat rank 0's (its stdout is /dev/null
+    already; its stderr stays open for what it fails with)."""
+    global _speaks_for_cell
+    _speaks_for_cell = False
+
+
+def warning(text: str) -> None:
+    """A warning about the cell's figures, on stderr, from the process that speaks for the cell."""
+    if _speaks_for_cell:
+        print(text, file=sys.stderr, flush=True)
+
+
 def line(text: str) -> None:
     tag = label()
     print(f"[{tag}] {text}" if tag else text, file=sys.stdout, flush=True)

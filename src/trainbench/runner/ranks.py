@@ -42,6 +42,7 @@ def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
 
 def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
+    from trainbench import progress
     from trainbench.config import from_spec
     from trainbench.runner.in_cell import die_with_parent, inject_fault, run
     from trainbench.tracking import NullLog, RunLogger, quiet_logs
@@ -56,6 +57,7 @@ def rank_main(spec_text: str) -> CellSummary:
     else:
         log = NullLog()
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
+        progress.quiet()
     if cell.debug.fault_rank == rank:
         inject_fault(cell.debug.inject_fault)
     return run(cell, log, spec.get("name_suffix", ""))

@@ -205,10 +205,10 @@ def noisy_warning(what: str, cv_pct: float, advice: str) -> str | None:
 
 def noise_tags(what: str, cv_pct: float, advice: str) -> dict[str, str]:
     """Print the warning when `what` is too noisy to quote; the trainbench.noisy tags either way."""
-    import sys
+    from trainbench import progress
 
     warning = noisy_warning(what, cv_pct, advice)
     if warning is None:
         return {"trainbench.noisy": "false"}
-    print(warning, file=sys.stderr, flush=True)
+    progress.warning(warning)
     return {"trainbench.noisy": "true", "trainbench.noisy_reason": f"{what} cv {cv_pct:.1f}% > {NOISY_CV_PCT:g}%"}
