@@ -10,17 +10,31 @@ from contextlib import AbstractContextManager, contextmanager
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+# Stops whose exception has not yet left a raising_on_stop block. The exception is raised in whatever code runs when
+# the signal comes, and a library's bare `except:` (around an optional import, say) can swallow it; the stop is then
+# raised again where a block ends or the next one begins, so that it is never lost.
+_unanswered: list[int] = []
+
 
 @contextmanager
 def raising_on_stop(error: Callable[[int], BaseException]) -> Iterator[None]:
-    """Within the block a stop raises error(signal number); the handlers in force before are back after it."""
+    """Within the block a stop raises error(signal number), as does a stop that came before and was swallowed (on
+    entry) or one swallowed within the block (at its end); the handlers in force before are back after it."""
 
     def stop(signum: int, frame: object) -> None:
+        _unanswered.append(signum)
         raise error(signum)
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
+        if _unanswered:
+            raise error(_unanswered[-1])
         yield
+        if _unanswered:
+            raise error(_unanswered[-1])
+    except BaseException:
+        _unanswered.clear()  # the stop (or what ends the block instead) leaves the block: it is answered
+        raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
