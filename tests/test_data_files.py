@@ -253,6 +253,36 @@ def test_a_bad_file_is_refused_in_one_line_naming_it(tmp_path, dataset, compress
     assert tracking.private(str(read.value)) == line
 
 
+class RunsACommand:
+    """A pickle that, when loaded by `pickle.load`, runs a shell command (here: one that creates a file)."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import os
+
+        return (os.system, (self.command,))
+
+
+def test_a_batch_that_would_run_code_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """A CIFAR-10 batch is data: a pickle naming anything but the format's own types is refused in one line, and
+    the command its `__reduce__` names never runs (it would create the marker file), in the check or the cell."""
+    root, marker = tmp_path / "root", tmp_path / "ran"
+    write_cifar10(root)
+    batch = root / CIFAR / "data_batch_1"
+    for payload in (RunsACommand(f"touch {marker}"), {b"data": RunsACommand(f"touch {marker}"), b"labels": []}):
+        batch.write_bytes(pickle.dumps(payload))
+        composed = cell(*overrides("cifar10", root))
+        line = refusal_of(composed)
+        with pytest.raises(data.DatasetBroken) as read:
+            data.load(composed.data, seed=0)
+        assert not marker.exists(), "the pickle's command ran"
+        assert "\n" not in line and tracking.private(str(batch)) in line, line
+        assert "refers to posix.system, which a CIFAR-10 batch never holds" in line, line
+        assert tracking.private(str(read.value)) == line
+
+
 def test_good_files_pass_and_hold_what_the_cells_read(tmp_path: Path) -> None:
     write_cifar10(tmp_path / "c")
     write_mnist(tmp_path / "gz", train=30, test=10, compress=True)

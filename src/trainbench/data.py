@@ -524,6 +524,34 @@ def cifar10(root: Path, download: bool) -> tuple[Split, Split, int]:
     return read(CIFAR10_FILES[:5]), read(CIFAR10_FILES[5:]), 10
 
 
+# The only globals a CIFAR-10 batch's pickle names: NumPy's array (and scalar) reconstructors, under NumPy 1's
+# module names (the published files, Python 2's cPickle) and NumPy 2's, protocols 2 to 5. Anything else, such
+# as os.system in a `__reduce__`, would be called by pickle.load: a batch is data, so it is refused unloaded.
+_BATCH_GLOBALS = {
+    (module, name)
+    for package in ("numpy.core", "numpy._core")
+    for module, name in [
+        (f"{package}.multiarray", "_reconstruct"),
+        (f"{package}.multiarray", "scalar"),
+        (f"{package}.numeric", "_frombuffer"),
+    ]
+} | {("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
+
+
+class _ForeignType(pickle.UnpicklingError):
+    """A pickle names a global a CIFAR-10 batch never holds."""
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles dicts, lists, bytes, str, numbers and NumPy arrays; refuses every other global before it is
+    called."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _BATCH_GLOBALS:
+            raise _ForeignType(f"it refers to {module}.{name}, which a CIFAR-10 batch never holds")
+        return super().find_class(module, name)
+
+
 def _cifar10_batch(files: DataFiles, path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One python-pickle batch: a dict whose `data` is N x 3072 uint8 (N images, channel-major 3 x 32 x 32) and
     whose `labels` (CIFAR-100's batches: `fine_labels`) are N classes 0-9. DatasetBroken names what is not."""
@@ -531,7 +559,9 @@ def _cifar10_batch(files: DataFiles, path: Path) -> tuple[np.ndarray, np.ndarray
         raise files.broken(path, "is empty")
     try:
         with open(path, "rb") as batch_file:
-            batch = pickle.load(batch_file, encoding="bytes")
+            batch = _BatchUnpickler(batch_file, encoding="bytes").load()
+    except _ForeignType as foreign:
+        raise files.broken(path, f"is not a CIFAR-10 python batch: {foreign}") from None
     except Exception as error:  # a damaged pickle raises nearly anything: EOFError, UnpicklingError, KeyError...
         if isinstance(error, EOFError) or "truncated" in str(error):
             raise files.broken(path, f"is truncated ({_why(error)})") from None
