@@ -230,6 +230,9 @@ def broken(document: dict[str, Any], change: str) -> tuple[str, str]:
     if change == "param key":
         cell["params"]["batch size!"] = "16"
         return json.dumps(spoiled), f"{where}: param key `batch size!`: MLflow allows only letters"
+    if change == "reference":
+        cell["tags"]["trainbench.kind"] = "reference"
+        return json.dumps(spoiled), f"{where}: tag `trainbench.kind` is 'reference': a file holds only cells and sweeps"
     assert change == "json"
     return json.dumps(spoiled)[:-40], "not JSON ("
 
@@ -245,7 +248,7 @@ def test_a_bad_file_is_refused_with_one_line_and_nothing_written(stores: Stores,
 
     before = contents()
     document = json.loads(stores.a_file.read_text())
-    for change in ("json", "format", "metric", "parent", "param key"):
+    for change in ("json", "format", "metric", "parent", "param key", "reference"):
         text, message = broken(document, change)
         (tmp_path / "colleague.json").write_text(text)
         # a good file first: every file is checked before anything is written

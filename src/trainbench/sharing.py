@@ -428,6 +428,12 @@ def _check_run(raw: Any, index: int, name: str) -> RunRecord:
         raise bad("parent_run_id is the run itself")
     params = _check_values(raw.get("params"), "param", MAX_PARAM_LENGTH, bad)
     tags = _check_values(raw.get("tags"), "tag", MAX_TAG_LENGTH, bad)
+    kind = tags.get("trainbench.kind")
+    if kind is not None and kind not in EXPORTED_KINDS:
+        raise bad(
+            f"tag `trainbench.kind` is {kind!r}: a file holds only cells and sweeps (published figures come only "
+            "from the repository's references/published-results.csv, through `trainbench references`)"
+        )
     imported_id = tags.get(IMPORT_ID_TAG)
     if imported_id is not None and not _RUN_ID.fullmatch(imported_id):
         raise bad(f"tag `{IMPORT_ID_TAG}`: {imported_id!r} is not a run id")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from trainbench import untrusted
 from trainbench.locations import PROJECT_ROOT
 
 # MLflow statuses for our outcomes. `unavailable` is FAILED: the cell produced no figures.
@@ -448,16 +448,10 @@ def one_line_store_errors() -> None:
 
 # ----------------------------------------------------------------------------------------- privacy
 
-# Hydra escapes `:` in the overrides it hands to jobs (http\://user\:secret@host): match that spelling too.
-_CREDENTIALS = re.compile(
-    r"(?P<scheme>[a-zA-Z][\w+.-]*\\?://)(?P<user>[^:@/\s\\]+)(?P<colon>\\?:)(?P<secret>[^@/\s]+)@"
-)
-_SECRET_QUERY = re.compile(r"(?i)([?&](?:password|passwd|pwd|token|secret|api_key|apikey|access_key)=)[^&\s]+")
-
-
 def redact(text: str) -> str:
-    """Credentials in any URI in `text` replaced: http://user:***@host, ?password=***."""
-    return _SECRET_QUERY.sub(r"\1***", _CREDENTIALS.sub(r"\g<scheme>\g<user>\g<colon>***@", text))
+    """Secrets in `text` masked (trainbench.untrusted.redact: the one rule set): http://user:***@host,
+    ?password=***, MLFLOW_TRACKING_PASSWORD=***, cloud access key ids."""
+    return untrusted.redact(text)
 
 
 def redact_output() -> None:
@@ -527,7 +521,7 @@ def redact_paths(text: str) -> str:
     home = str(Path.home())
     for root, short in ((str(PROJECT_ROOT), "."), (home, "~")):
         if root and root != "/":
-            text = text.replace(root + os.sep, short + "/").replace(root, short)
+            text = untrusted.path_prefix(root).sub(short, text)
     return text
 
 
@@ -552,7 +546,7 @@ def pasteable(uri: str) -> str:
 def log_params(tracking: Any, run_id: str, params: Mapping[str, Any]) -> None:
     from mlflow.entities import Param
 
-    batch = [Param(key, _text(value, MAX_PARAM_LENGTH)) for key, value in params.items()]
+    batch = [Param(key, _text(value, MAX_PARAM_LENGTH, key)) for key, value in params.items()]
     for start in range(0, len(batch), 100):  # MLflow takes at most 100 params per batch
         tracking.log_batch(run_id, params=batch[start : start + 100])
 
@@ -570,7 +564,7 @@ def log_metrics(tracking: Any, run_id: str, metrics: Mapping[str, float | None],
 def set_tags(tracking: Any, run_id: str, tags: Mapping[str, Any]) -> None:
     from mlflow.entities import RunTag
 
-    batch = [RunTag(k, _text(v, MAX_TAG_LENGTH)) for k, v in tags.items() if v is not None]
+    batch = [RunTag(k, _text(v, MAX_TAG_LENGTH, k)) for k, v in tags.items() if v is not None]
     if batch:
         tracking.log_batch(run_id, tags=batch)
 
@@ -583,8 +577,10 @@ def close(tracking: Any, run_id: str, outcome: str, reason: str | None = None) -
         tracking.set_terminated(run_id, RUN_STATUS[outcome])
 
 
-def _text(value: Any, limit: int) -> str:
-    text = private("null" if value is None else str(value))
+def _text(value: Any, limit: int, name: str = "") -> str:
+    """A param or tag value as recorded: secrets masked (the whole value where `name` is a secret's), paths
+    shortened, cut to MLflow's limit."""
+    text = private(untrusted.redact_value(name, "null" if value is None else str(value)))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from trainbench import hardware
 from trainbench.runs import comparison_settings, model_variant
 from trainbench.setting import describe, framework_knobs, normal, release, setting, setting_key
-from trainbench.sources import IMPORTED_FROM, Found, search
+from trainbench.sources import IMPORTED_FROM, FileSource, Found, search
 
 CELLS = "tags.`trainbench.kind` = 'cell' AND tags.`trainbench.outcome` = 'finished'"
 REFERENCES = "tags.`trainbench.kind` = 'reference'"
@@ -152,6 +152,9 @@ def select(
         references = search(sources, selection.experiment, REFERENCES + extra) if selection.references else []
     except MlflowException as error:
         raise ReportError(f"bad --filter {selection.filter!r}: {first_line(error.message)}") from None
+    # A store may hold a "reference" imported before `trainbench import` refused them: never published.
+    travelled = [f for f in references if _travelled(f)]
+    references = [f for f in references if not _travelled(f)]
     if selection.models:
         cells = [f for f in cells if _model_of(f) in selection.models]
         references = [f for f in references if _model_of(f) in selection.models]
@@ -167,11 +170,21 @@ def select(
         if untrained
         else []
     )
+    if travelled:
+        notes.append(
+            f"left out {len(travelled)} reference run(s) that came from an export file: published figures come only "
+            "from the repository's references/published-results.csv"
+        )
     kept = [f for f in cells if not _untrained(f.run)] + references
     ids = mine_runs or ({f.run.info.run_id for f in cells} if selection.sweep else set())
     # A column is a kind of machine: the runs' machines are "yours", with any other run of theirs.
     labels = {hardware.run_label(f.run.data.tags) for f in cells if f.run.info.run_id in ids} if ids else mine
     return [entry(f, selection.across, labels or set(), histories) for f in kept], notes
+
+
+def _travelled(found: Found) -> bool:
+    """Whether a run came from an export file (imported into a store, or the file read itself)."""
+    return IMPORTED_FROM in found.run.data.tags or isinstance(found.source, FileSource)
 
 
 def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = None, histories: bool = True) -> Entry:
