@@ -375,3 +375,56 @@ def test_a_store_in_another_folder_keeps_its_artifacts_beside_it(tmp_path: Path)
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment(tracking.experiment_id(client, "trainbench", uri))
     assert experiment.artifact_location == (tmp_path / "elsewhere" / "mlruns" / "trainbench").as_uri()
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J<img src=y onerror=alert(1)><svg/onload=alert(2)>"
+SECRETS = {
+    "tracking.uri": "http://alice:pw1@mlflow.team:5000",
+    "note.db": "postgresql://bob:pw2@db.team/mlflow",
+    "note.url": "https://h/x?token=tok3&password=pw4",
+    "note.env": "MLFLOW_TRACKING_PASSWORD=pw5",
+    "note.key": "AKIAIOSFODNN7EXAMPLE",
+}
+
+
+@pytest.mark.slow
+def test_a_hostile_file_is_text_on_every_screen_and_its_secrets_land_nowhere(stores: Stores, tmp_path: Path) -> None:
+    """Escapes and markup in an imported file's names and tags reach no terminal and no report live; the
+    credentials it carries are masked in the store, in a new export, and on screen."""
+    document = json.loads(stores.a_file.read_text())
+    cell = next(r for r in document["runs"] if r["parent_run_id"])
+    cell["run_name"] = f"cell{HOSTILE}"
+    cell["tags"]["hw.chip"] = f"Box{HOSTILE}"  # the machine column of every screen and table
+    cell["tags"].update(SECRETS)
+    cell["params"].update(SECRETS)
+    (tmp_path / "hostile.json").write_text(json.dumps(document))
+    uri = copy_store(stores.b, tmp_path / "store")
+    imported = cli(tmp_path, uri, "import", "hostile.json")
+    assert imported.returncode == 0, imported.stderr
+
+    stored = next(r for r in runs_in(uri) if r.info.run_name.startswith("cell") and IMPORT_ID_TAG in r.data.tags)
+    stored_text = json.dumps([stored.data.params, stored.data.tags])
+    exported = cli(tmp_path, uri, "export", "-o", "again.json")
+    assert exported.returncode == 0, exported.stderr
+    results = cli(tmp_path, uri, "results")
+    assert results.returncode == 0, results.stderr
+    report = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "report.py"), "--out", str(tmp_path / "out"), "--no-log"],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr
+    markdown = (tmp_path / "out" / "report.md").read_text()
+
+    for screen in (imported, results, report):
+        assert "\x1b" not in screen.stdout + screen.stderr and "\x07" not in screen.stdout + screen.stderr
+    assert "cell\\x1b]0;owned\\x07" in results.stdout  # shown, spelled out
+    assert "<img" not in markdown and "<svg" not in markdown and "\x1b" not in markdown
+    assert "&lt;img src=y onerror=alert(1)&gt;" in markdown
+    for where in (stored_text, (tmp_path / "again.json").read_text(), results.stdout, markdown):
+        for secret in ("pw1", "pw2", "tok3", "pw4", "pw5", "AKIAIOSFODNN7EXAMPLE"):
+            assert secret not in where, (secret, where[:2000])
+    assert "http://alice:***@mlflow.team:5000" in stored_text and "MLFLOW_TRACKING_PASSWORD=***" in stored_text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,32 @@ def test_the_home_folder_is_masked_only_as_a_whole_path_prefix(tmp_path) -> None
     env = {**os.environ, "HOME": "/root", "PYTHONPATH": str(ROOT / "src")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "data.root=~/cifar /rootpath/rootcifar /srv/root/x sqlite:///~/m.db ~"
+
+
+def test_export_writes_only_a_regular_file_and_leaves_devices_fifos_and_links_alone(tmp_path, capsys) -> None:
+    from trainbench import sharing
+
+    fifo, target, link = tmp_path / "fifo", tmp_path / "precious.txt", tmp_path / "link.json"
+    os.mkfifo(fifo)
+    target.write_text("keep me")
+    link.symlink_to(target)
+    for out, said in (("/dev/full", "a device, FIFO or socket"), (fifo, "a device, FIFO or socket"), (link, "link")):
+        code = sharing.export_main(["--uri", f"sqlite:///{tmp_path / 'none.db'}", "-o", str(out)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and said in err[0] and "name a new file" in err[0], err
+    assert Path("/dev/full").is_char_device() and fifo.is_fifo() and link.is_symlink()
+    assert target.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "fifo",
+        "link.json",
+        "precious.txt",
+    ]
+
+
+def test_import_refuses_an_experiment_named_as_a_path(tmp_path, capsys) -> None:
+    from trainbench import sharing
+
+    store = tmp_path / "store" / "mlflow.db"
+    code = sharing.import_main(["--uri", f"sqlite:///{store}", "--experiment", "../../X", "nothing.json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "must be a name, not a path" in err[0], err
+    assert not store.parent.exists() and not (tmp_path / "X").exists()

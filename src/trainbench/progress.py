@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Any, Self
 
+from trainbench import untrusted
+
 # The cell's name, set where cells share an output: each line is prefixed with it.
 LABEL_ENV = "TRAINBENCH_CELL_LABEL"
 
@@ -48,11 +50,12 @@ def quiet() -> None:
 def warning(text: str) -> None:
     """A warning about the cell's figures, on stderr, from the process that speaks for the cell."""
     if _speaks_for_cell:
-        print(text, file=sys.stderr, flush=True)
+        print(untrusted.for_terminal(text, keep_newlines=True), file=sys.stderr, flush=True)
 
 
 def line(text: str) -> None:
     tag = label()
+    text = untrusted.for_terminal(text)
     print(f"[{tag}] {text}" if tag else text, file=sys.stdout, flush=True)
 
 

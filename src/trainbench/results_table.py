@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, sources, tracking
+from trainbench import hardware, sources, tracking, untrusted
 from trainbench.setting import describe, differences, release, setting
 
 Column = tuple[str, Callable[[Any], str]]
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         opened: list[Any] = [sources.open_store(uri) for uri in uris]
         opened += [sources.open_file(path) for path in args.files]
     except (tracking.TrackingUnavailable, sources.SourceError) as error:
-        parser.exit(2, f"trainbench: {error}\n")
+        parser.exit(2, f"trainbench: {untrusted.shown(str(error))}\n")
     stores = [s for s in opened if isinstance(s, sources.StoreSource)]
     if stores and not args.files and not any(s.client.get_experiment_by_name(args.experiment) for s in stores):
         names = ", ".join(s.name for s in stores)
@@ -114,8 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         query += f" and tags.`mlflow.parentRunId` = '{args.sweep}'"
     found = sorted(sources.search(opened, args.experiment, query), key=lambda f: f.run.info.start_time)
     chosen = columns(found, len(opened) > 1)
-    print("| " + " | ".join(name for name, _ in chosen) + " |")
+    print("| " + " | ".join(untrusted.shown(name) for name, _ in chosen) + " |")
     print("|" + "---|" * len(chosen))
     for f in found:
-        print("| " + " | ".join(cell(f).replace("|", "\\|") for _, cell in chosen) + " |")
+        print("| " + " | ".join(untrusted.shown(cell(f)).replace("|", "\\|") for _, cell in chosen) + " |")
     return 0

@@ -40,6 +40,7 @@ import os
 import posixpath
 import re
 import socket
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -48,7 +49,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from trainbench import tracking
+from trainbench import tracking, untrusted
 from trainbench.runs import search_all
 
 FORMAT = "trainbench-export"
@@ -294,14 +295,40 @@ def write_export(path: Path, experiment: str, runs: list[dict[str, Any]]) -> Non
         "experiment": scrub(experiment),
         "runs": runs,
     }
-    partial = path.with_name(path.name + ".partial")
+    # A new file of a name no one can have prepared (a link planted at `<name>.partial` is never followed).
+    handle, partial_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    partial = Path(partial_name)
     try:
-        with partial.open("w", encoding="utf-8") as out:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(document, out, indent=1, allow_nan=False, ensure_ascii=False)
             out.write("\n")
+        os.chmod(partial, 0o666 & ~_umask())  # as a plain open() would have made it, not mkstemp's 0600
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def output_problem(path: Path) -> str | None:
+    """Why `export -o` must not write `path`: it is a link, or exists and is not a regular file (a device such
+    as /dev/full, a FIFO, a socket, a folder: replacing it would destroy it); None for a new or regular file."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"it cannot be examined ({error.strerror or error})"
+    if stat.S_ISLNK(mode):
+        return "it is a symbolic link"
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket, not a regular file"
+        return f"it is {kind}"
+    return None
 
 
 # -------------------------------------------------------------------------------------------- reading
@@ -440,13 +467,13 @@ def _check_run(raw: Any, index: int, name: str) -> RunRecord:
     return RunRecord(
         index=index,
         run_id=run_id,
-        run_name=run_name,
+        run_name=untrusted.redact(run_name),
         status=status,
         start_time=start_time,
         end_time=end_time,
         parent_run_id=parent,
-        params=params,
-        tags=tags,
+        params={k: untrusted.redact_value(k, v) for k, v in params.items()},  # no secret lands in a store
+        tags={k: untrusted.redact_value(k, v) for k, v in tags.items()},
         metrics=_check_metrics(raw.get("metrics"), bad),
         artifacts=_check_artifacts(raw.get("artifacts"), bad),
     )
@@ -777,6 +804,9 @@ def export_main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.output)
     if not out.parent.is_dir():
         return _fail(f"cannot write {args.output}: the folder {out.parent} does not exist")
+    special = output_problem(out)
+    if special:
+        return _fail(f"will not write {args.output}: {special}; name a new file, e.g. -o export.json")
     if args.sweep and not _RUN_ID.fullmatch(args.sweep):
         return _fail(f"--sweep {args.sweep!r} is not a run id (32 hex digits, as the sweep's summary prints it)")
     _quiet()
@@ -826,6 +856,9 @@ def import_main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--experiment", default="trainbench", help="the experiment to add the runs to (created)")
     args = parser.parse_args(argv)
+    experiment_problem = untrusted.path_problem(args.experiment)
+    if experiment_problem:
+        return _fail(f"--experiment {args.experiment!r} must be a name, not a path: it holds {experiment_problem}")
     try:
         files = [load(path) for path in args.files]  # every file whole, before the store is touched
     except SharingError as error:

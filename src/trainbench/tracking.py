@@ -448,6 +448,7 @@ def one_line_store_errors() -> None:
 
 # ----------------------------------------------------------------------------------------- privacy
 
+
 def redact(text: str) -> str:
     """Secrets in `text` masked (trainbench.untrusted.redact: the one rule set): http://user:***@host,
     ?password=***, MLFLOW_TRACKING_PASSWORD=***, cloud access key ids."""

@@ -68,6 +68,28 @@ def shown(text: str, keep_newlines: bool = False) -> str:
     return for_terminal(redact(text), keep_newlines)
 
 
+_MARKDOWN_LIVE = re.compile(r"[\\`\[\]|]")
+_HTML_LIVE = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def markdown_text(text: str) -> str:
+    """`text` as plain text inside Markdown: no raw HTML (`<img onerror=...>`, `<svg onload=...>`: `<`, `>`
+    and `&` as entities), no link, image or code span (`[`, `]`, a backtick and `\\` escaped), no table cell
+    boundary (`|`), no control character; one line."""
+    text = "".join(_HTML_LIVE.get(c, c) for c in for_terminal(text))
+    return _MARKDOWN_LIVE.sub(lambda m: "\\" + m.group(), text)
+
+
+def path_problem(name: str) -> str | None:
+    """Why `name` (an experiment's, which names its runs' folder in a SQLite store) could name a path outside
+    the folder it is meant for: a separator, a `..`, a leading `~`; None when it is a plain name."""
+    if "/" in name or "\\" in name:
+        return "a separator (`/` or `\\`)"
+    if name.strip() in (".", "..") or name.startswith("~"):
+        return f"`{name.strip()}`, which a path reads as a folder"
+    return None
+
+
 def path_prefix(folder: str) -> re.Pattern[str]:
     """Where `folder` begins a path in text: as the whole folder (`/root`, `/root/x`), never as the start of a
     longer name (`/rootpath`) nor inside another path (`/srv/root/x`); a `sqlite:///` or `file://` URI's path

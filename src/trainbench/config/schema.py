@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from trainbench import untrusted
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 
@@ -628,6 +629,14 @@ class TrackingConfig:
             f"{at}.experiment",
             self.experiment,
             "must be a printable name of 1 to 200 characters",
+        )
+        escape = untrusted.path_problem(self.experiment)
+        need(
+            escape is None,
+            f"{at}.experiment",
+            self.experiment,
+            f"must be a name, not a path: it holds {escape} (a SQLite store keeps the runs' files in a folder of "
+            "this name beside it), e.g. tracking.experiment=my_sweeps",
         )
         need(
             self.uri is None or (bool(self.uri.strip()) and len(self.uri) <= 2000),

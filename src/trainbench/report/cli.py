@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, sources, tracking
+from trainbench import hardware, sources, tracking, untrusted
 from trainbench.references.mapping import NOTES_SEPARATOR
 from trainbench.report import standing
 from trainbench.report.comparison import TABLE_METRICS, build_tables
@@ -217,10 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         check_across(entries, selection.across)
         files = write_report(entries, args.out, selection, args.baseline, names, notes)
     except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
-        print(f"trainbench: {error}", file=sys.stderr)
+        print(f"trainbench: {untrusted.shown(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {untrusted.shown(note)}", file=sys.stderr)
     print(f"report: {len(entries)} runs -> {args.out / 'report.html'} (and report.md, report.json, plots)")
     if args.no_log or not stores:
         return EXIT_OK

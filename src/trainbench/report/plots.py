@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainbench import untrusted
 from trainbench.report.selection import Entry
 
 Series = dict[str, list[list[float]]]
@@ -221,7 +222,7 @@ def draw(
                 color=colours[label.split(" #")[0]],
                 linestyle="--" if "(peak_tflops)" in label else "-",
             )
-        ax.set_title("\n".join(textwrap.wrap(title, TITLE_WIDTH_CHARS)), fontsize=9)
+        ax.set_title("\n".join(textwrap.wrap(untrusted.for_terminal(title), TITLE_WIDTH_CHARS)), fontsize=9)
         ax.set_xlabel(xlabel, fontsize=9)
         ax.set_ylabel(ylabel, fontsize=9)
         ax.tick_params(labelsize=8)

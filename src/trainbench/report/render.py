@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from trainbench import untrusted
 from trainbench.report import standing
 from trainbench.report.comparison import Cell, Row, Table
 from trainbench.report.plots import flags
@@ -40,7 +41,8 @@ def cell_text(cell: Cell | None) -> str:
     return text
 
 
-def caption(table: Table) -> str:
+def caption(table: Table, quoted: Any = str) -> str:
+    """The table's caption, in Markdown; `quoted` makes the values that come from runs plain text."""
     kind = f" ({', '.join(table.sample_kinds)})" if table.sample_kinds else ""
     better = "higher" if table.metric.higher_is_better else "lower"
     text = (
@@ -49,9 +51,9 @@ def caption(table: Table) -> str:
     )
     if table.baseline:
         ratio = "value / baseline" if table.metric.higher_is_better else "baseline / value"
-        text += f" Speed-up (×) against **{table.baseline.label}** = {ratio}, in rows where it has a value."
+        text += f" Speed-up (×) against **{quoted(table.baseline.label)}** = {ratio}, in rows where it has a value."
     else:
-        text += f" No speed-ups: {table.baseline_reason}."
+        text += f" No speed-ups: {quoted(table.baseline_reason)}."
     return text
 
 
@@ -101,19 +103,19 @@ def row_name(table: Table, row: Row) -> str:
 
 
 def markdown(doc: Document) -> str:
-    def md(text: str) -> str:
-        return text.replace("|", "\\|")
+    md = untrusted.markdown_text  # run names, tags and notes come from other machines' files: text, never markup
 
-    lines = ["# trainbench report", "", doc.summary, ""]
+    lines = ["# trainbench report", "", md(doc.summary), ""]
     if doc.standings is not None:
         lines += ["## Where this machine stands", ""]
-        lines += [line.strip() for line in standing.terminal_lines(doc.standings)] or [standing.NOTHING_OF_YOURS]
+        found = [md(line.strip()) for line in standing.terminal_lines(doc.standings)]
+        lines += [line + "  " for line in found] or [standing.NOTHING_OF_YOURS]
         lines.append("")
     for table in doc.tables:
-        lines += [f"## {table.title}", "", caption(table), ""]
+        lines += [f"## {md(table.title)}", "", caption(table, md), ""]
         labels = [c.label + (" (baseline)" if c == table.baseline else "") for c in table.columns]
         heads = head(table)
-        lines.append("| " + " | ".join([*heads, *map(md, labels)]) + " |")
+        lines.append("| " + " | ".join([*map(md, heads), *map(md, labels)]) + " |")
         lines.append("|" + "---|" * len(heads) + "---:|" * len(labels))
         for row in table.rows:
             cells = [cell_text(row.cells.get(c.label)) for c in table.columns]
@@ -122,13 +124,15 @@ def markdown(doc: Document) -> str:
         measure = [(row_name(table, row), command) for row in table.rows for command in row.commands]
         if measure:
             lines += ["Published rows with no local run yet; to measure one here:", ""]
-            lines += [f"- {md(name)}: `{command}`" for name, command in measure]
+            lines += [
+                f"- {md(name)}: `{untrusted.for_terminal(command).replace('`', chr(39))}`" for name, command in measure
+            ]
             lines.append("")
     for name in doc.images:
         lines += [f"![{name}]({name})", ""]
     if doc.sources:
         lines += ["## Sources of the reference runs", ""]
-        lines += [f"- **{source}**: {md('; '.join(texts))}" for source, texts in sorted(doc.sources.items())]
+        lines += [f"- **{md(source)}**: {md('; '.join(texts))}" for source, texts in sorted(doc.sources.items())]
         lines += ["", "Each reference run's tag `reference.source_line` says where in its source each figure is.", ""]
     if doc.notes:
         lines += ["## Notes", ""] + [f"- {md(n)}" for n in doc.notes] + [""]

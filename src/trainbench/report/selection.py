@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainbench import hardware
+from trainbench import hardware, untrusted
 from trainbench.runs import comparison_settings, model_variant
 from trainbench.setting import describe, framework_knobs, normal, release, setting, setting_key
 from trainbench.sources import IMPORTED_FROM, FileSource, Found, search
@@ -77,7 +77,7 @@ class Column:
         text = f"{self.hw_label}: {self.software} ({self.backend})"
         if self.reference:
             text += f" [ref: {self.source}{': ' + self.series if self.series else ''}]"
-        return text
+        return untrusted.for_terminal(text)  # from other machines' tags: shown in tables, plots and screens
 
     def order(self) -> tuple[Any, ...]:
         """Yours first, then other machines' runs, then published figures."""

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, tracking
+from trainbench import hardware, tracking, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
@@ -130,7 +130,7 @@ class Sweep:
                 results.update(self._recorded(store, experiment_id, sweep_id, results))
                 rows = self._rows(results, job_errors, stopped, broken)
                 table = summary_table(rows)
-                print(table, flush=True)
+                print(untrusted.shown(table, keep_newlines=True), flush=True)
                 if broken is not None:
                     print(
                         f"trainbench: {broken}. The sweep stopped there; what it could not close, the next "
@@ -545,7 +545,7 @@ def where_it_stands(store: Any, uri: str, experiment_id: str, mine: set[str], sw
         flush=True,
     )
     for line in standing.terminal_lines(found):
-        print(line, flush=True)
+        print(untrusted.shown(line), flush=True)  # other machines' names and tags: from files, never control
     print(f"Compare: {tracking.private(str(path.resolve()))}  -- open it in a browser", flush=True)
     return path
 
