@@ -234,7 +234,8 @@ class Sweep:
         )
         tracking.close(store, run.info.run_id, "skipped", decision.reason)
         speed = prior.data.metrics.get("samples_per_s") if prior else None
-        print(f"[cell {i + 1}/{len(self.cells)}] {self.names[i]}: skipped, {decision.reason}", flush=True)
+        reason = untrusted.shown(decision.reason)  # may quote a run read back from the store
+        print(f"[cell {i + 1}/{len(self.cells)}] {self.names[i]}: skipped, {reason}", flush=True)
         return CellResult(i + 1, self.names[i], "skipped", speed, decision.reason, run.info.run_id)
 
     def _recorded(
