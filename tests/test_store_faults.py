@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import runs_in, start_multirun
+from conftest import runs_in, start_multirun, with_schema
 from trainbench.config.schema import CellLimits
 from trainbench.runner import cell as runner
 from trainbench.runner.oom_evidence import OomEvidence
@@ -264,3 +264,23 @@ def test_a_sigkill_tied_to_the_cell_is_recorded_oom(tmp_path) -> None:
     evidence = OomEvidence(child.pid, cgroup_root=tmp_path / "cgroup", kmsg=tmp_path / "no-kmsg")
     (cgroup / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\n")
     assert killed(child, evidence) == "an OOM kill was counted while it held 0.1 of the 0.1 GiB it could have"
+
+
+def test_a_read_only_store_folder_is_reported_read_only_not_removed(tmp_path) -> None:
+    """The database's folder is mounted read-only while the database itself is intact: a write fails, and the
+    reason is that it is read-only (its files are all there)."""
+    from mlflow.tracking import MlflowClient
+
+    from trainbench import tracking
+
+    with tmpfs(tmp_path / "store", "16m") as store:
+        uri = with_schema(f"sqlite:///{store / 'mlflow.db'}")
+        subprocess.run(["mount", "-o", "remount,ro", str(store)], check=True)
+        with pytest.raises(Exception) as refused:
+            MlflowClient(uri).create_experiment("after")
+        assert (store / "mlflow.db").exists()
+        assert tracking.store_fault(refused.value, uri) == "it is read-only"
+        # SQLite's words when it cannot make its journal beside the database: the folder is read-only
+        cannot_open = sqlite3.OperationalError("unable to open database file")
+        assert tracking.store_fault(cannot_open, uri) == "it is read-only"
+    assert tracking.store_fault(cannot_open, uri) == "its files were removed"  # unmounted: the database is gone

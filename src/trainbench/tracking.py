@@ -79,10 +79,28 @@ def store_fault(error: BaseException, uri: str = "") -> str | None:
     text = f"{error} {error.__cause__ or ''} {error.__context__ or ''}".lower()
     for cause, needles in _STORE_FAULTS:
         if any(needle in text for needle in needles):
-            # SQLite calls a database whose file was deleted under it read-only (SQLITE_READONLY_DBMOVED)
-            if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?", 1)[0]).exists():
-                return "its files were removed"
+            if uri.startswith("sqlite:///"):
+                return _sqlite_fault(Path(uri[len("sqlite:///") :].split("?", 1)[0])) or cause
             return cause
+    return None
+
+
+def _sqlite_fault(database: Path) -> str | None:
+    """What the database's file and folder say about a refused write, which SQLite's words can hide: it calls a
+    database whose file was deleted under it read-only (SQLITE_READONLY_DBMOVED), and a folder where it cannot
+    make its journal `unable to open database file`."""
+    try:
+        database.stat()
+    except FileNotFoundError:
+        return "its files were removed"
+    except OSError:
+        return None
+    try:
+        read_only_mount = bool(os.statvfs(database.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return None
+    if read_only_mount or not os.access(database.parent, os.W_OK) or not os.access(database, os.W_OK):
+        return "it is read-only"
     return None
 
 
