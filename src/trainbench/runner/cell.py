@@ -338,6 +338,7 @@ def _run_in_child(
         )
         env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
         activity = Activity()
+        activity.store_uri = store.uri
         writer = None
         if run_id and events_read is not None and events_write is not None:
             events = os.fdopen(events_read, encoding="utf-8")
@@ -376,6 +377,7 @@ class Activity:
         self.last = time.monotonic()
         self.fault: tracking.StoreFailed | None = None
         self.memory: OomEvidence | None = None
+        self.store_uri = ""  # the store its records go to: named when an outage outlasts tracking.outage_s
 
     def touch(self) -> None:
         self.last = time.monotonic()
@@ -449,6 +451,8 @@ def _wait(child: subprocess.Popen[str], limits: CellLimits, activity: Activity) 
             return STUCK_AT_CAP
         if hung is not None and hung.hung():
             return HUNG
+        if activity.fault is None and tracking.OUTAGE.overdue():  # the writer may hang in a request: end it now
+            activity.failed(tracking.OUTAGE.fault(activity.store_uri))
         if activity.fault is not None:
             return STORE_FAILED
 
