@@ -71,7 +71,7 @@ def test_a_store_locked_at_start_is_waited_for_saying_so(tmp_path: Path) -> None
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(12)  # longer than SQLite's own wait (5 s)
+        time.sleep(12)  # the sweep reaches the store, then waits: its line is there
         assert sweep.poll() is None, sweep.communicate()
     out, err = sweep.communicate(timeout=300)
     assert sweep.returncode == 0, err[-3000:]
@@ -92,7 +92,7 @@ def test_a_store_locked_mid_sweep_is_waited_out_and_loses_nothing(tmp_path: Path
         assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
         time.sleep(0.2)
     with locked(database):
-        time.sleep(15)  # three times SQLite's own wait
+        time.sleep(25)  # longer than the 20 s SQLite waits on its own (MLflow sets busy_timeout)
     out, err = sweep.communicate(timeout=300)
     assert sweep.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
