@@ -6,7 +6,7 @@ all. An import holds the store's import lock while it looks for the runs already
 - SQLite: a file lock beside the database (`<db>.import.lock`), released by the kernel if the process dies;
 - PostgreSQL: a session advisory lock, released by the server when the connection closes, however it closes;
 - a tracking server (http/https): none, as MLflow's REST API has no lock; imports into one server must not
-  overlap (docs/sharing.md).
+  overlap (docs/comparing.md).
 
 A stop (Ctrl-C, SIGTERM, SIGHUP) during an import is noted, not raised where it lands: an exception inside an
 SQLAlchemy commit leaves the session unusable, and then the runs already written could not be deleted. The
