@@ -11,6 +11,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,9 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import runs_in, start_multirun
+from conftest import runs_in, start_multirun, with_schema
 from trainbench.config.schema import CellLimits
 from trainbench.runner import cell as runner
+from trainbench.runner.oom_evidence import OomEvidence
 
 pytestmark = pytest.mark.slow
 
@@ -210,13 +212,75 @@ def test_resume_reads_its_own_history_whatever_a_run_managed_to_record(tmp_path)
     assert [d.run for d in resume.decide(cells, client, experiment, True)] == [False, True, True, True]
 
 
-def test_a_sigkill_while_the_kernel_killed_processes_for_memory_is_recorded_oom(tmp_path) -> None:
-    """The kernel's out-of-memory killer sends SIGKILL; /proc/vmstat's oom_kill counts it (Linux 4.13+)."""
+def sleeper(megabytes: int = 0) -> subprocess.Popen[str]:
+    """A real process holding `megabytes` of touched memory, waiting to be killed."""
+    code = f"import sys, time; block = bytearray({megabytes} * 2**20); print('ready', flush=True); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    return child
+
+
+def killed(child: subprocess.Popen[str], evidence: OomEvidence) -> str | None:
+    evidence.sample()
+    child.kill()
+    child.wait()
+    return evidence.verdict()
+
+
+def test_a_sigkill_while_other_processes_were_killed_for_memory_is_not_blamed_on_memory(tmp_path) -> None:
+    """The machine's OOM-kill count rises (the killer took other processes) while a small cell is SIGKILLed by
+    someone: nothing ties the kill to the cell, so its sender is unknown."""
     vmstat = tmp_path / "vmstat"
     vmstat.write_text("nr_free_pages 1000\noom_kill 7\nnuma_hit 3\n")
-    assert runner.oom_kill_count(vmstat) == 7 and runner.oom_kill_count(tmp_path / "absent") is None
-    limits = CellLimits()
-    killed = runner.read_result(tmp_path / "result.json", -signal.SIGKILL, limits, oom_kills=1)
-    assert (killed["outcome"], killed["failure"]) == ("failed", "oom") and "out-of-memory killer" in killed["reason"]
-    plain = runner.read_result(tmp_path / "result.json", -signal.SIGKILL, limits, oom_kills=0)
-    assert "failure" not in plain and "SIGKILL" in plain["reason"]
+    child = sleeper()
+    evidence = OomEvidence(child.pid, vmstat=vmstat, kmsg=tmp_path / "no-kmsg")
+    vmstat.write_text("nr_free_pages 1000\noom_kill 9\nnuma_hit 3\n")
+    oom = killed(child, evidence)
+    assert oom is None
+    plain = runner.read_result(tmp_path / "result.json", -signal.SIGKILL, CellLimits(), oom)
+    assert "failure" not in plain
+    assert plain["reason"] == "cell process killed by SIGKILL (sender unknown)"
+
+
+def test_a_sigkill_tied_to_the_cell_is_recorded_oom(tmp_path) -> None:
+    """The kernel's log names the cell's pid; or an OOM kill is counted while the cell holds most of its cgroup's
+    memory limit (a real cgroup's files, rewritten where the cell's /proc/<pid>/cgroup points)."""
+    child = sleeper()
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text(f"3,1,2,-;Out of memory: Killed process {child.pid} (python) total-vm:1kB\n")
+    oom = killed(child, OomEvidence(child.pid, kmsg=kmsg))
+    assert oom == "the kernel's log names its process"
+    result = runner.read_result(tmp_path / "result.json", -signal.SIGKILL, CellLimits(), oom)
+    assert (result["outcome"], result["failure"]) == ("failed", "oom")
+    assert "out-of-memory killer" in result["reason"] and oom in result["reason"]
+
+    child = sleeper(megabytes=64)
+    evidence = OomEvidence(child.pid, kmsg=tmp_path / "no-kmsg")
+    assert evidence.cgroup is not None
+    cgroup = tmp_path / "cgroup" / evidence.cgroup.relative_to("/sys/fs/cgroup")
+    cgroup.mkdir(parents=True)
+    (cgroup / "memory.max").write_text(f"{100 * 2**20}\n")
+    (cgroup / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\n")
+    evidence = OomEvidence(child.pid, cgroup_root=tmp_path / "cgroup", kmsg=tmp_path / "no-kmsg")
+    (cgroup / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\n")
+    assert killed(child, evidence) == "an OOM kill was counted while it held 0.1 of the 0.1 GiB it could have"
+
+
+def test_a_read_only_store_folder_is_reported_read_only_not_removed(tmp_path) -> None:
+    """The database's folder is mounted read-only while the database itself is intact: a write fails, and the
+    reason is that it is read-only (its files are all there)."""
+    from mlflow.tracking import MlflowClient
+
+    from trainbench import tracking
+
+    with tmpfs(tmp_path / "store", "16m") as store:
+        uri = with_schema(f"sqlite:///{store / 'mlflow.db'}")
+        subprocess.run(["mount", "-o", "remount,ro", str(store)], check=True)
+        with pytest.raises(Exception) as refused:
+            MlflowClient(uri).create_experiment("after")
+        assert (store / "mlflow.db").exists()
+        assert tracking.store_fault(refused.value, uri) == "it is read-only"
+        # SQLite's words when it cannot make its journal beside the database: the folder is read-only
+        cannot_open = sqlite3.OperationalError("unable to open database file")
+        assert tracking.store_fault(cannot_open, uri) == "it is read-only"
+    assert tracking.store_fault(cannot_open, uri) == "its files were removed"  # unmounted: the database is gone

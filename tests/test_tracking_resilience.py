@@ -160,6 +160,6 @@ def test_a_server_gone_for_good_ends_the_sweep_once_tracking_outage_s_has_passed
     assert 15 <= gave_up_after_s <= 90, f"{gave_up_after_s:.0f} s\n{err[-3000:]}"
     assert running.returncode == 1
     row = next(line for line in out.splitlines() if line.startswith("pytorch-mlp-cpu-bs64 seed=0"))
-    assert "failed" in row and "could not be written to the tracking store" in row
+    assert "failed" in row and "stopped: the tracking server" in row and "(tracking.outage_s)" in row
     assert "waiting for it up to 15 s (tracking.outage_s)" in err and "has not answered for" in err
     assert "Traceback" not in err

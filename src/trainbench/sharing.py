@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from trainbench import tracking, untrusted
+from trainbench.import_guard import ImportStopped, StopRequests, import_lock
 from trainbench.runs import search_all
 
 FORMAT = "trainbench-export"
@@ -645,9 +646,13 @@ class ImportFailed(RuntimeError):
     """The store failed part-way; the runs this import had created were deleted (or could not be). str(): one line."""
 
 
-def import_files(client: Any, experiment_id: str, files: Sequence[ExportFile]) -> list[ImportSummary]:
+def import_files(
+    client: Any, experiment_id: str, files: Sequence[ExportFile], stops: StopRequests | None = None
+) -> list[ImportSummary]:
     """Write the runs of checked files into the experiment, parents first, skipping runs already here. All or
-    nothing: when the store fails part-way, every run created so far is deleted and ImportFailed raised."""
+    nothing: when the store fails part-way, or a stop comes (`stops`, asked between store calls), every run
+    created so far is deleted and ImportFailed raised. The caller holds the store's import lock (import_guard)."""
+    stops = stops or StopRequests()
     created: list[str] = []
     where = ""
     try:
@@ -662,17 +667,18 @@ def import_files(client: Any, experiment_id: str, files: Sequence[ExportFile]) -
             new_ids: dict[str, str] = {}  # the file's run ids -> ids in this store
             for record in _parents_first(exported.runs):
                 where = f"{exported.name}: run {record.index} ({record.run_name})"
+                stops.check()
                 existing = here.get(record.key) or _existing(client, record.key)
                 if existing:
                     new_ids[record.run_id] = existing
                     summary.already_here += 1
                     continue
-                run_id = _create(client, experiment_id, record, exported, new_ids, created)
+                run_id = _create(client, experiment_id, record, exported, new_ids, created, stops)
                 new_ids[record.run_id] = here[record.key] = run_id
                 summary.imported += 1
             summaries.append(summary)
         return summaries
-    except (Exception, KeyboardInterrupt) as error:
+    except (Exception, KeyboardInterrupt, ImportStopped) as error:
         raise ImportFailed(_rolled_back(client, created, where, error)) from error
 
 
@@ -698,6 +704,7 @@ def _create(
     exported: ExportFile,
     new_ids: Mapping[str, str],
     created: list[str],
+    stops: StopRequests,
 ) -> str:
     """One run, as recorded. Its `trainbench.kind` and import id come last, once the run is complete and
     closed: until then no sweep's check for vanished runs (trainbench.runner.liveness) takes it for a cell whose
@@ -719,6 +726,7 @@ def _create(
     created.append(run_id)
     params = [Param(k, v) for k, v in record.params.items()]
     for start in range(0, len(params), PARAMS_PER_BATCH):
+        stops.check()
         client.log_batch(run_id, params=params[start : start + PARAMS_PER_BATCH])
     metrics = [
         Metric(key, value, timestamp, step)
@@ -726,7 +734,9 @@ def _create(
         for step, timestamp, value in points
     ]
     for start in range(0, len(metrics), METRICS_PER_BATCH):
+        stops.check()
         client.log_batch(run_id, metrics=metrics[start : start + METRICS_PER_BATCH])
+    stops.check()
     _log_tags(client, run_id, tags)
     if record.artifacts:
         with tempfile.TemporaryDirectory(prefix="trainbench-import-") as folder:
@@ -735,6 +745,7 @@ def _create(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
             client.log_artifacts(run_id, folder)
+    stops.check()  # the last point to stop: from here on the run is closed and tagged as imported
     if record.status in UNFINISHED:
         client.update_run(run_id, status=record.status)
     else:
@@ -754,15 +765,19 @@ def _log_tags(client: Any, run_id: str, tags: Mapping[str, str]) -> None:
 
 
 def _rolled_back(client: Any, created: list[str], where: str, error: BaseException) -> str:
-    """Delete the runs this import created; say what failed and what was undone."""
+    """Close and delete the runs this import created; say what failed and what was undone."""
     reason = "interrupted" if isinstance(error, KeyboardInterrupt) else _reason(error)
     undeleted = []
     for run_id in reversed(created):
         try:
+            # Closed first: a deleted run left RUNNING would read as a cell still at work to whoever restores it.
+            client.set_terminated(run_id, "KILLED")
             client.delete_run(run_id)
         except Exception:  # noqa: BLE001  (the store is failing: name what is left)
             undeleted.append(run_id)
     at = f" at {where}" if where else ""
+    if isinstance(error, ImportStopped):
+        return _stopped_message(error, at, len(created), undeleted)
     if undeleted:
         return (
             f"the import failed{at} ({reason}); {len(created) - len(undeleted)} of the {len(created)} runs it had "
@@ -771,6 +786,15 @@ def _rolled_back(client: Any, created: list[str], where: str, error: BaseExcepti
     return (
         f"the import failed{at} ({reason}); the {len(created)} runs it had created were deleted: nothing was imported"
     )
+
+
+def _stopped_message(stop: ImportStopped, at: str, created: int, undeleted: list[str]) -> str:
+    if undeleted:
+        return (
+            f"the import was stopped ({stop}){at}; {created - len(undeleted)} of the {created} runs it had created "
+            f"were deleted, these could not be: {', '.join(undeleted)}"
+        )
+    return f"the import was stopped ({stop}){at}; the {created} runs it had created were deleted: nothing was imported"
 
 
 # --------------------------------------------------------------------------------------------- commands
@@ -845,6 +869,12 @@ def export_main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
+def _failed_status(cause: BaseException | None) -> int:
+    if isinstance(cause, ImportStopped):
+        return 128 + cause.signum
+    return EXIT_CTRL_C if isinstance(cause, KeyboardInterrupt) else EXIT_FAILED
+
+
 def import_main(argv: Sequence[str] | None = None) -> int:
     """`trainbench import FILE... [--uri URI] [--experiment E]`."""
     parser = argparse.ArgumentParser(
@@ -870,10 +900,15 @@ def import_main(argv: Sequence[str] | None = None) -> int:
     except tracking.TrackingUnavailable as error:
         return _fail(f"{error}; nothing was imported")
     try:
-        experiment_id = tracking.experiment_id(client, args.experiment, uri)
-        summaries = import_files(client, experiment_id, files)
+        with StopRequests() as stops, import_lock(uri, stops, tracking.private(uri)):
+            experiment_id = tracking.experiment_id(client, args.experiment, uri)
+            summaries = import_files(client, experiment_id, files, stops)
     except ImportFailed as error:
-        return _fail(str(error), EXIT_CTRL_C if isinstance(error.__cause__, KeyboardInterrupt) else EXIT_FAILED)
+        return _fail(str(error), _failed_status(error.__cause__))
+    except ImportStopped as stop:  # while waiting for the lock or the experiment: nothing written
+        return _fail(
+            f"the import was stopped ({stop}) before it wrote anything: nothing was imported", 128 + stop.signum
+        )
     except Exception as error:  # the experiment could not be read or created: nothing written yet
         return _fail(f"cannot use experiment {args.experiment!r} in {uri} ({_reason(error)})", EXIT_FAILED)
     for exported, summary in zip(files, summaries, strict=True):

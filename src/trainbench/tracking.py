@@ -79,10 +79,28 @@ def store_fault(error: BaseException, uri: str = "") -> str | None:
     text = f"{error} {error.__cause__ or ''} {error.__context__ or ''}".lower()
     for cause, needles in _STORE_FAULTS:
         if any(needle in text for needle in needles):
-            # SQLite calls a database whose file was deleted under it read-only (SQLITE_READONLY_DBMOVED)
-            if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?", 1)[0]).exists():
-                return "its files were removed"
+            if uri.startswith("sqlite:///"):
+                return _sqlite_fault(Path(uri[len("sqlite:///") :].split("?", 1)[0])) or cause
             return cause
+    return None
+
+
+def _sqlite_fault(database: Path) -> str | None:
+    """What the database's file and folder say about a refused write, which SQLite's words can hide: it calls a
+    database whose file was deleted under it read-only (SQLITE_READONLY_DBMOVED), and a folder where it cannot
+    make its journal `unable to open database file`."""
+    try:
+        database.stat()
+    except FileNotFoundError:
+        return "its files were removed"
+    except OSError:
+        return None
+    try:
+        read_only_mount = bool(os.statvfs(database.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return None
+    if read_only_mount or not os.access(database.parent, os.W_OK) or not os.access(database, os.W_OK):
+        return "it is read-only"
     return None
 
 
@@ -150,15 +168,19 @@ class _GuardedClient:
             return attribute
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if OUTAGE.given_up and not OUTAGE.stopping:  # past the bound: no request, each would wait for retries
+                raise OUTAGE.fault(self._uri)
             while True:
                 try:
                     result = attribute(*args, **kwargs)
                 except Exception as error:
-                    if self._server and unanswered(error):
+                    if busy(error) or (self._server and unanswered(error)):
                         wait_s = OUTAGE.failed(error, self._outage_s)
                         if wait_s is not None:
                             time.sleep(wait_s)
                             continue
+                        if OUTAGE.given_up and not OUTAGE.stopping:
+                            raise OUTAGE.fault(self._uri) from error
                     cause = store_fault(error, self._uri)
                     if cause is not None:
                         raise StoreFailed(
@@ -166,8 +188,7 @@ class _GuardedClient:
                             f"({_reason(error)[:160]})"
                         ) from error
                     raise
-                if self._server:
-                    OUTAGE.answered()
+                OUTAGE.answered()
                 return result
 
         return call
@@ -197,6 +218,26 @@ def unanswered(error: BaseException) -> bool:
     return any(needle in text for needle in _UNANSWERED)
 
 
+# What a store answers while another client holds what a write needs: SQLite's lock (after its own 5 s wait),
+# a server's rate limit, PostgreSQL's lock_timeout or a deadlock it broke. The write was rolled back: it is tried
+# again, for tracking.outage_s, as during an outage.
+_BUSY = (
+    "database is locked",
+    "database table is locked",
+    "too many requests",
+    "429",
+    "lock timeout",
+    "lock_not_available",
+    "could not obtain lock",
+    "deadlock detected",
+)
+
+
+def busy(error: BaseException) -> bool:
+    text = f"{type(error).__name__} {error}".lower()
+    return any(needle in text for needle in _BUSY)
+
+
 class OutageWatch:
     """One outage of the tracking server at a time, as every thread of this process sees it: when it began,
     whether it has outlasted its bound; one line when it begins, ends or is given up on."""
@@ -208,6 +249,12 @@ class OutageWatch:
         self.began: float | None = None
         self.given_up = False
         self.stopping = False  # the sweep was stopped: its last writes try once, they wait for nobody
+        self.what = "server"  # what the lines name: a server that does not answer, or a store that is busy
+        self.outage_s = DEFAULT_OUTAGE_S  # the bound of the outage under way
+
+    @staticmethod
+    def _what(error: BaseException) -> str:
+        return "store" if busy(error) else "server"
 
     def stop_waiting(self) -> None:
         """A stopped sweep (Ctrl-C, SIGTERM) ends promptly: what the server does not take now is closed `lost`
@@ -222,21 +269,35 @@ class OutageWatch:
             now = time.monotonic()
             if self.began is None:
                 self.began, self.given_up = now, False
+                state = "is busy" if busy(error) else "does not answer"
                 sys.stderr.write(
-                    f"trainbench: the tracking server does not answer ({_reason(error)[:120]}): waiting for it up to "
-                    f"{outage_s:g} s (tracking.outage_s); what the cells record meanwhile is kept\n"
+                    f"trainbench: the tracking {self._what(error)} {state} ({_reason(error)[:120]}): waiting for it up "
+                    f"to {outage_s:g} s (tracking.outage_s); what the cells record meanwhile is kept\n"
                 )
+                self.what = self._what(error)
             if self.given_up:
                 return None
+            self.outage_s = outage_s
             left = outage_s - (now - self.began)
             if left <= 0:
-                self.given_up = True
-                sys.stderr.write(
-                    f"trainbench: the tracking server has not answered for {now - self.began:.0f} s "
-                    "(tracking.outage_s): giving up on it\n"
-                )
+                self.given_up = True  # said once, by the StoreFailed that ends the sweep (fault)
                 return None
             return min(self.POLL_S, left)
+
+    def overdue(self) -> bool:
+        """Whether an outage has outlasted its bound, though no call has noticed yet (one may hang in a request)."""
+        began = self.began
+        return self.given_up or (began is not None and time.monotonic() - began > self.outage_s)
+
+    def fault(self, uri: str) -> StoreFailed:
+        """What ends the sweep once the outage has outlasted tracking.outage_s: the running cell is stopped, no
+        other starts; what could not be closed, the next invocation closes as `lost`."""
+        self.given_up = True
+        lasted = time.monotonic() - self.began if self.began is not None else self.outage_s
+        return StoreFailed(
+            f"the tracking {self.what} {private(uri)} has not answered for {lasted:.0f} s (tracking.outage_s): "
+            "giving up on it"
+        )
 
     def answered(self) -> None:
         if self.began is None:
@@ -244,7 +305,7 @@ class OutageWatch:
         with self._lock:
             if self.began is not None:
                 sys.stderr.write(
-                    f"trainbench: the tracking server answers again after {time.monotonic() - self.began:.0f} s\n"
+                    f"trainbench: the tracking {self.what} answers again after {time.monotonic() - self.began:.0f} s\n"
                 )
                 self.began, self.given_up = None, False
 
@@ -263,6 +324,7 @@ def open_store(uri: str, *, mid_sweep: bool = False, outage_s: float = DEFAULT_O
     # MLflow prints "View run ... at: <the URI, credentials and all>" whenever a run ends on a server; the
     # sweep prints its own redacted link instead (inherited by every cell's process).
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    _wait_while_locked(uri, outage_s)
     problem = _local_problem(uri)
     if problem and mid_sweep:  # it was there when the sweep began
         raise StoreFailed(
@@ -273,6 +335,8 @@ def open_store(uri: str, *, mid_sweep: bool = False, outage_s: float = DEFAULT_O
     one_line_store_errors()
     if uri.startswith(("http://", "https://")) and not mid_sweep:
         _check_server(uri)
+    if uri.startswith(("postgresql", "mysql", "mssql")) and not mid_sweep:
+        _check_database_server(uri)
     try:
         with _creation_lock(uri):
             tracking = client(uri, outage_s)
@@ -342,6 +406,73 @@ def _check_server(uri: str) -> None:
             f"cannot reach the MLflow tracking server {redact(uri)} ({_network_reason(error)}): start it "
             "(mlflow server ...), or unset MLFLOW_TRACKING_URI / tracking.uri to use the project's local store"
         ) from None
+
+
+_DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+_LOCK_POLL_S = 0.5
+
+
+def _check_database_server(uri: str) -> None:
+    """A database server that does not take a connection is refused in seconds: SQLAlchemy's store, as MLflow
+    makes it, retries its first connection for minutes."""
+    import socket
+
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(uri)
+    except Exception:  # noqa: BLE001  (MLflow names a malformed URI better)
+        return
+    if not url.host:  # a unix socket: local, and SQLAlchemy's own error comes at once
+        return
+    port = url.port or _DATABASE_PORTS.get(url.get_backend_name(), 0)
+    try:
+        socket.create_connection((url.host, port), timeout=5).close()
+    except OSError as error:
+        raise TrackingUnavailable(
+            f"cannot reach the database server of {redact(uri)} ({_network_reason(error)}): start it, or unset "
+            "MLFLOW_TRACKING_URI / tracking.uri to use the project's local store"
+        ) from None
+
+
+def _wait_while_locked(uri: str, outage_s: float) -> None:
+    """A SQLite store that another process holds locked (a long transaction, a backup) is waited for, saying so,
+    up to tracking.outage_s; then refused, naming the lock (not the file: it is fine)."""
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri[len("sqlite:///") :].split("?", 1)[0])
+    began, said = time.monotonic(), False
+    while _sqlite_locked(path):
+        waited = time.monotonic() - began
+        if waited >= outage_s:
+            raise TrackingUnavailable(
+                f"the MLflow tracking store {redact(uri)} is still locked by another process after {waited:.0f} s "
+                "(tracking.outage_s): end what holds it (a sqlite3 session, a backup), then start again"
+            )
+        if not said:
+            sys.stderr.write(
+                f"trainbench: the tracking store {private(uri)} is locked by another process: waiting for it up to "
+                f"{outage_s:g} s (tracking.outage_s)\n"
+            )
+            said = True
+        time.sleep(_LOCK_POLL_S)
+
+
+def _sqlite_locked(path: Path) -> bool:
+    """Whether another connection holds the database so that nothing can even read it (or, briefly, write)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=_LOCK_POLL_S)
+        try:
+            connection.execute("select count(*) from sqlite_master").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.OperationalError as error:
+        return "locked" in str(error).lower()
+    except sqlite3.DatabaseError:
+        return False
+    return False
 
 
 def _network_reason(error: BaseException) -> str:

@@ -40,6 +40,7 @@ from trainbench.runner import batch_probes, batch_search, liveness, names, scali
 from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.in_cell import ProcessResult
+from trainbench.runner.oom_evidence import OomEvidence
 from trainbench.runner.worker import traceback_path
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
@@ -337,12 +338,12 @@ def _run_in_child(
         )
         env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
         activity = Activity()
+        activity.store_uri = store.uri
         writer = None
         if run_id and events_read is not None and events_write is not None:
             events = os.fdopen(events_read, encoding="utf-8")
             writer = RunWriter(store.client, run_id, events, on_event=activity.touch, on_fault=activity.failed)
             writer.start()
-        oom_kills_before = oom_kill_count()
         try:
             returncode, stderr_tail = _run_child(spec_path, cell.cell, env, events_write, activity)
         finally:
@@ -350,8 +351,8 @@ def _run_in_child(
                 writer.finish(timeout_s=cell.tracking.outage_s + DRAIN_MARGIN_S)
         if activity.fault is not None:  # the cell was stopped: nothing it recorded can reach the store
             raise activity.fault
-        oom_kills = (oom_kill_count() or 0) - (oom_kills_before or 0)
-        result = read_result(result_path, returncode, cell.cell, oom_kills)
+        oom = activity.memory.verdict() if activity.memory is not None and returncode == -signal.SIGKILL else None
+        result = read_result(result_path, returncode, cell.cell, oom)
         if search is not None and progress_path.exists():
             result["progress"] = json.loads(progress_path.read_text())
         kept = traceback_path(result_path)
@@ -369,11 +370,14 @@ def _run_in_child(
 
 class Activity:
     """What the launcher's threads learn about a running cell: when its process last showed a sign of progress
-    (an event, an output line: the hung watch), and whether the store stopped accepting its records."""
+    (an event, an output line: the hung watch), whether the store stopped accepting its records, and what ties
+    a SIGKILL to memory (`memory`, watched by _wait on Linux)."""
 
     def __init__(self) -> None:
         self.last = time.monotonic()
         self.fault: tracking.StoreFailed | None = None
+        self.memory: OomEvidence | None = None
+        self.store_uri = ""  # the store its records go to: named when an outage outlasts tracking.outage_s
 
     def touch(self) -> None:
         self.last = time.monotonic()
@@ -431,7 +435,11 @@ def _wait(child: subprocess.Popen[str], limits: CellLimits, activity: Activity) 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     watch = _CapWatch(child.pid, memory_limit_mb) if memory_limit_mb and sys.platform.startswith("linux") else None
     hung = _HungWatch(child.pid, limits.hung_after_s, activity) if limits.hung_after_s else None
+    if sys.platform.startswith("linux"):
+        activity.memory = OomEvidence(child.pid)
     while True:
+        if activity.memory is not None:
+            activity.memory.sample()
         wait_s = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
         try:
             return child.wait(timeout=wait_s)
@@ -443,6 +451,8 @@ def _wait(child: subprocess.Popen[str], limits: CellLimits, activity: Activity) 
             return STUCK_AT_CAP
         if hung is not None and hung.hung():
             return HUNG
+        if activity.fault is None and tracking.OUTAGE.overdue():  # the writer may hang in a request: end it now
+            activity.failed(tracking.OUTAGE.fault(activity.store_uri))
         if activity.fault is not None:
             return STORE_FAILED
 
@@ -571,21 +581,10 @@ def _stop(child: subprocess.Popen[str], first: signal.Signals) -> None:
             continue
 
 
-def oom_kill_count(vmstat: str | Path = "/proc/vmstat") -> int | None:
-    """How many processes the kernel's out-of-memory killer has killed since boot (Linux 4.13+; a container
-    reads its host's count); None where the kernel does not say."""
-    try:
-        text = Path(vmstat).read_text()
-    except OSError:
-        return None
-    found = re.search(r"^oom_kill (\d+)$", text, flags=re.MULTILINE)
-    return int(found.group(1)) if found else None
-
-
-def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int = 0) -> ProcessResult:
+def read_result(path: Path, returncode: int, limits: CellLimits, oom: str | None = None) -> ProcessResult:
     """The cell's outcome: its own result when it wrote one (even if the timeout fired just as it finished),
-    else what its exit status says. `oom_kills`: processes the kernel's out-of-memory killer killed while the
-    cell ran (oom_kill_count's change): a SIGKILL then is almost surely it."""
+    else what its exit status says. `oom`: what ties a SIGKILL to the kernel's out-of-memory killer
+    (OomEvidence.verdict), None where nothing does: the sender is then unknown."""
     timeout_s, memory_limit_mb = limits.timeout_s, limits.memory_limit_mb
     if path.exists():
         result: ProcessResult = json.loads(path.read_text())
@@ -610,16 +609,16 @@ def read_result(path: Path, returncode: int, limits: CellLimits, oom_kills: int 
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = ""
-        if name == "SIGKILL" and oom_kills > 0:
+        if name == "SIGKILL" and oom:
             return {
                 "outcome": "failed",
                 "failure": "oom",
                 "memory": "host",
-                "reason": "cell process killed by the kernel's out-of-memory killer (SIGKILL, and /proc/vmstat's "
-                "oom_kill rose while it ran): try a smaller batch_size, or cell.memory_limit_mb to fail it sooner",
+                "reason": f"cell process killed by the kernel's out-of-memory killer (SIGKILL, and {oom}): try a "
+                "smaller batch_size, or cell.memory_limit_mb to fail it sooner",
             }
         if name == "SIGKILL":
-            hint = " (most often the kernel's out-of-memory killer: try a smaller batch_size)"
+            hint = " (sender unknown)"
         return _blame_memory_limit(
             {"outcome": "failed", "reason": f"cell process killed by {name}{hint}"}, memory_limit_mb, died=True
         )

@@ -58,7 +58,12 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
             )
         )
     started = time.monotonic()
-    result = run_cell(cell, store, overrides)
+    try:
+        result = run_cell(cell, store, overrides)
+    except tracking.StoreFailed as fault:
+        # The sweep's summary names the cell the fault stopped (the exception travels from a launcher's worker).
+        fault.cell_index = launch.index  # type: ignore[attr-defined]
+        raise
     if launch.total > 1:
         took = progress.duration(time.monotonic() - started)
         print(f"[cell {launch.index}/{launch.total}] {result.name}: {result.outcome} in {took}", flush=True)

@@ -315,6 +315,8 @@ class Sweep:
                 )
             elif i in job_errors:
                 rows.append(CellResult(i + 1, name, "failed", None, job_errors[i], None))
+            elif broken is not None and getattr(broken, "cell_index", None) == i + 1:
+                rows.append(CellResult(i + 1, name, "failed", None, f"stopped: {broken}", None))
             elif broken is not None:
                 rows.append(
                     CellResult(i + 1, name, "not started", None, "the tracking store stopped taking writes", None)

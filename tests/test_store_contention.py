@@ -1,0 +1,140 @@
+"""A store that is busy or gone, within tracking.outage_s: a SQLite store locked by another process is waited for
+(at the start, saying so, and mid-sweep, losing nothing); an unreachable database server is refused in seconds;
+a tracking server that never returns ends the sweep soon after the bound, with one line and no further cell.
+Real sweeps (`python src/run.py`), real SQLite locks, a real `mlflow server` killed for good."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import RUN_PY, child_env, runs_in, start_multirun, with_schema
+from servers import MlflowServer, free_port
+
+TINY = ["device=cpu", "model=mlp", "model.hidden_sizes=[32]", "data.num_samples=256", "data.num_val_samples=16",
+        "task.epochs=1", "tracking.system_metrics_interval_s=0"]  # fmt: skip
+
+
+@contextmanager
+def locked(database: Path) -> Iterator[None]:
+    """Another process's write transaction on the database, as a long `sqlite3` session or a backup holds."""
+    connection = sqlite3.connect(database, timeout=30, isolation_level=None)
+    connection.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        connection.execute("ROLLBACK")
+        connection.close()
+
+
+def run_py(folder: Path, *args: str, timeout: float = 300) -> tuple[int, str, str, float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(RUN_PY), *args],
+        cwd=folder,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done.returncode, done.stdout, done.stderr, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_an_unreachable_database_server_is_refused_within_15_s(tmp_path: Path) -> None:
+    uri = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/mlflow"
+    code, _, err, took = run_py(tmp_path, *TINY, f"tracking.uri={uri}", timeout=120)
+    assert code == 2, err[-2000:]
+    assert took < 15, f"refused after {took:.0f} s"
+    (line,) = err.strip().splitlines()
+    assert "cannot reach the database server" in line and "connection refused" in line, line
+
+
+@pytest.mark.slow
+def test_a_store_locked_at_start_is_waited_for_saying_so(tmp_path: Path) -> None:
+    database = tmp_path / "mlflow.db"
+    uri = with_schema(f"sqlite:///{database}")
+    with locked(database):
+        sweep = subprocess.Popen(
+            [sys.executable, str(RUN_PY), *TINY, f"tracking.uri={uri}", "tracking.outage_s=60"],
+            cwd=tmp_path,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(12)  # the sweep reaches the store, then waits: its line is there
+        assert sweep.poll() is None, sweep.communicate()
+    out, err = sweep.communicate(timeout=300)
+    assert sweep.returncode == 0, err[-3000:]
+    assert "move it aside" not in err and "Traceback" not in err, err[-3000:]
+    waiting = [line for line in err.splitlines() if "locked by another process" in line]
+    assert len(waiting) == 1 and "waiting for it up to 60 s (tracking.outage_s)" in waiting[0], err[-3000:]
+    (cell,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert cell.data.tags["trainbench.outcome"] == "finished"
+
+
+@pytest.mark.slow
+def test_a_store_locked_mid_sweep_is_waited_out_and_loses_nothing(tmp_path: Path) -> None:
+    database = tmp_path / "mlflow.db"
+    uri = with_schema(f"sqlite:///{database}")
+    sweep = start_multirun(uri, tmp_path / "sweep", *TINY, "task.epochs=6", "batch_size=16,32", "tracking.outage_s=60")
+    deadline = time.monotonic() + 120
+    while not any(r.data.tags.get("trainbench.kind") == "cell" for r in runs_in(uri)):
+        assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
+        time.sleep(0.2)
+    with locked(database):
+        time.sleep(25)  # longer than the 20 s SQLite waits on its own (MLflow sets busy_timeout)
+    out, err = sweep.communicate(timeout=300)
+    assert sweep.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert len(cells) == 2 and {c.data.tags["trainbench.outcome"] for c in cells} == {"finished"}, err[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    for cell in cells:
+        assert len(client.get_metric_history(cell.info.run_id, "epoch_samples_per_s")) == 6
+
+
+@pytest.mark.slow
+def test_a_server_that_never_returns_ends_the_sweep_soon_after_the_bound(tmp_path: Path) -> None:
+    outage_s = 10
+    with MlflowServer(tmp_path / "server") as server:
+        sweep = start_multirun(
+            server.uri,
+            tmp_path / "sweep",
+            *TINY,
+            "task.epochs=200",
+            "batch_size=16,32,64",
+            f"tracking.outage_s={outage_s}",
+        )
+        deadline = time.monotonic() + 180
+        while not any(r.data.tags.get("trainbench.kind") == "cell" for r in runs_in(server.uri)):
+            assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()
+            time.sleep(0.5)
+        time.sleep(2)
+        server.stop(kill=True)
+        gone = time.monotonic()
+        ended: list[float] = []
+        waiter = threading.Thread(target=lambda: (sweep.wait(timeout=300), ended.append(time.monotonic())))
+        waiter.start()
+        out, err = sweep.communicate(timeout=300)
+        waiter.join()
+    took = ended[0] - gone
+    assert took < outage_s + 10 + 5, f"the sweep ended {took:.0f} s after the server went"  # 5: detecting the outage
+    assert sweep.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    gave_up = [line for line in err.splitlines() if "has not answered for" in line]
+    assert len(gave_up) == 1, err[-3000:]
+    assert out.count("not started") == 2, out[-3000:]
+    (row,) = [line for line in out.splitlines() if line.startswith("pytorch-mlp-cpu-bs16 ")]
+    assert "failed" in row and "stopped: the tracking server" in row, row
