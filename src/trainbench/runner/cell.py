@@ -40,6 +40,7 @@ from trainbench.runner import batch_probes, batch_search, liveness, names, scali
 from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.in_cell import ProcessResult
+from trainbench.runner.orphan import remove_abandoned_scratch, scratch_prefix
 from trainbench.runner.worker import traceback_path
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
@@ -308,11 +309,12 @@ def _run_in_child(
     may use; return (its result, its stderr tail with the traceback of an expected failure). `search`: the
     batch_size=max search's limit and the probes so far (the process probes and records nothing; the probes
     it made before dying are in the result's `progress`)."""
+    remove_abandoned_scratch()  # those of launchers killed with their cells
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
     with (
         slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
         slots.take("cpu", cell.cell.cpus, pinnable_cores()) as cores,
-        tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch,
+        tempfile.TemporaryDirectory(prefix=scratch_prefix()) as scratch,
     ):
         result_path = Path(scratch) / "result.json"
         spec_path = Path(scratch) / "spec.json"
