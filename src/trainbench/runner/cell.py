@@ -41,7 +41,7 @@ from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.orphan import remove_abandoned_scratch, scratch_prefix
-from trainbench.runner.worker import traceback_path
+from trainbench.runner.worker import UNBLOCK_STOPS_ENV, traceback_path
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
 
@@ -397,14 +397,23 @@ def _run_child(
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
     mark("job: starting the cell's process")
     passed = (events_fd,) if events_fd is not None else ()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        pass_fds=passed,
-    )
+    # The child inherits this thread's signal mask: with Ctrl-C blocked it starts deaf to it until its handlers are
+    # set (worker.py's first lines unblock it, and one that came meanwhile is taken then, not lost). Where Ctrl-C is
+    # already blocked (a joblib launcher's workers: it is the sweep's alone) it stays blocked.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if signal.SIGINT not in blocked:
+        env[UNBLOCK_STOPS_ENV] = "1"
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            pass_fds=passed,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     if events_fd is not None:
         os.close(events_fd)  # the child holds the only writing end: its exit ends the stream
     try:

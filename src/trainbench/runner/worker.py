@@ -26,11 +26,13 @@ ends as `killed` like any other stop, with no traceback on the terminal.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
 from trainbench.runner.in_cell import PARENT_DIED
 
+UNBLOCK_STOPS_ENV = "TRAINBENCH_UNBLOCK_SIGINT"
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, PARENT_DIED)
 _stops: list[int] = []  # the stop signals received, in order
 
@@ -42,10 +44,13 @@ def _remember_stop(signum: int, frame: object) -> None:
 if __name__ == "__main__":  # first, before any import that takes time
     for _stop in _STOPS:
         signal.signal(_stop, _remember_stop)
+    # The launcher started this process with Ctrl-C blocked (a stop in Python's own start-up would print a
+    # KeyboardInterrupt traceback): one that came meanwhile is pending, and is remembered now.
+    if os.environ.pop(UNBLOCK_STOPS_ENV, None):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 import contextlib  # noqa: E402  (after the stop handlers, on purpose)
 import json  # noqa: E402
-import os  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
