@@ -173,7 +173,7 @@ def refuse_repeated_keys(parsed: list[Any]) -> None:
     seen: dict[str, str] = {}
     for override in parsed:
         key = override.get_key_element().lstrip("+~")
-        if key in seen:
+        if key in seen and seen[key].lstrip("+~") != override.input_line.lstrip("+~"):  # the same twice drops nothing
             raise PlainError(
                 key,
                 f"`{key}` is given twice ({seen[key]}, {override.input_line}): give it once "
