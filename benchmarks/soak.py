@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EPOCHS = 3
 CELL = ["model=mlp", "data=digits", "device=cpu", f"task.epochs={EPOCHS}", "tracking.system_metrics_interval_s=0",
         "data.num_samples=256", "data.num_val_samples=64", "cell.timeout_s=300"]  # fmt: skip
-LOCK_S = 3.0  # a write transaction held this long, now and then
+LOCK_S = 2.0  # a write transaction held this long, every LOCK_EVERY_S or so
+LOCK_EVERY_S = 8.0
 KILL_EVERY_S = 25.0  # a cell SIGKILLed this often
 SHELL = "import sys; from trainbench.sharing import {0}; sys.exit({0}(sys.argv[1:]))"
 
@@ -100,7 +101,7 @@ class Soak:
 
     def chaos(self, sweep: subprocess.Popen[str]) -> None:
         last_kill = time.monotonic()
-        while not self.stop.wait(random.uniform(2, 6)):
+        while not self.stop.wait(random.uniform(0.5, 1.5) * LOCK_EVERY_S):
             if self.store.exists():
                 with sqlite3.connect(self.store, timeout=60, isolation_level=None) as db:
                     db.execute("BEGIN IMMEDIATE")  # the store's write lock, held as a slow writer would
@@ -162,6 +163,7 @@ class Soak:
         print(f"imported runs: {len(origins)} ({len(set(self.imported_ids))} reported imported), duplicated: "
               f"{len(duplicated)}, reported but absent: {len(missing)}")  # fmt: skip
         print(f"activity: {dict(sorted(self.counts.items()))}")
+        (self.folder / "sweep-stderr.txt").write_text(sweep_stderr)
         tracebacks = sweep_stderr.count("Traceback")
         print(f"tracebacks on the sweep's stderr: {tracebacks}")
         failures = {

@@ -416,9 +416,9 @@ def _check_bounds(run: RunRecord, name: str) -> None:
     """Values that JSON carries and the store cannot hold, or that no measurement gives: raised as SharingError
     naming the run and the metric before anything is written."""
     where = _where(name, run.index, run.run_name)
-    for label, value in (("start_time", run.start_time), ("end_time", run.end_time)):
-        if value is not None and value > MAX_STORED_INT:
-            raise SharingError(f"{where}: {label} {value} is larger than a store holds (2**63-1)")
+    for label, time_ms in (("start_time", run.start_time), ("end_time", run.end_time)):
+        if time_ms is not None and time_ms > MAX_STORED_INT:
+            raise SharingError(f"{where}: {label} {time_ms} is larger than a store holds (2**63-1)")
     for key, points in run.metrics.items():
         figure = key.endswith(FIGURE_SUFFIXES)
         for number, (step, timestamp, value) in enumerate(points, start=1):
