@@ -124,6 +124,11 @@ class Soak:
         threads.append(threading.Thread(target=self.chaos, args=(sweep,), daemon=True))
         for thread in threads:
             thread.start()
+        # The clock starts with the sweep's first cell: on a loaded machine the sweep's own start (Python, Hydra,
+        # MLflow, the store's lock taken by the others) can take minutes, and a soak of none of its cells is none.
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and sweep.poll() is None and not running_cells(sweep.pid):
+            time.sleep(0.5)
         time.sleep(self.seconds)
         os.killpg(sweep.pid, signal.SIGINT)  # Ctrl-C: the sweep records the running cell and ends
         _, err = sweep.communicate(timeout=300)
@@ -178,17 +183,17 @@ class Soak:
         return 1 if broken else 0
 
 
+def running_cells(sweep_pid: int) -> list[psutil.Process]:
+    try:
+        tree = psutil.Process(sweep_pid).children(recursive=True)
+        return [p for p in tree if "trainbench.runner.worker" in " ".join(p.cmdline())]
+    except psutil.Error:
+        return []
+
+
 def kill_running_cell(sweep_pid: int, counts: Counter[str]) -> None:
     """SIGKILL the running cell's process (not the sweep): the sweep must record it and go on."""
-    try:
-        cells = [
-            p
-            for p in psutil.Process(sweep_pid).children(recursive=True)
-            if "trainbench.runner.worker" in " ".join(p.cmdline())
-        ]
-    except psutil.Error:
-        return
-    for cell in cells:
+    for cell in running_cells(sweep_pid):
         try:
             cell.kill()
             counts["cells SIGKILLed"] += 1
