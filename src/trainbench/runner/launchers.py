@@ -27,7 +27,7 @@ from typing import Any
 
 # The sweep's process, as `pid:start time`, for the processes its launcher starts (they inherit it).
 SWEEP_PROCESS_ENV = "TRAINBENCH_SWEEP_PROCESS"
-SWEEP_CHECK_S = 1.0
+SWEEP_CHECK_S = 0.1  # a job whose sweep is not its parent (submitit_local) looks this often: cells end within 1 s
 _watching = False
 
 
