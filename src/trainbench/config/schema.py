@@ -242,7 +242,7 @@ class MlpModel(ModelConfig):
                 self.depth,
                 "builds depth x width layers: set model.width too (e.g. model.width=1024), or use model=mlp_deep",
             )
-        if self.depth is not None or self.width is not None:  # set alone it is unused: nonsense all the same
+        if self.depth is not None or self.width is not None:  # a width model.depth would take later
             need_count(self.width, f"{at}.width", 1, MAX_LAYER_UNITS, "e.g. model.width=1024")
         need(
             all(whole(units) and 1 <= units <= MAX_LAYER_UNITS for units in self.hidden_sizes),
