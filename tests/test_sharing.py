@@ -233,6 +233,10 @@ def broken(document: dict[str, Any], change: str) -> tuple[str, str]:
     if change == "reference":
         cell["tags"]["trainbench.kind"] = "reference"
         return json.dumps(spoiled), f"{where}: tag `trainbench.kind` is 'reference': a file holds only cells and sweeps"
+    if change == "nan figure":
+        cell["metrics"]["samples_per_s"].append([3, 1, "NaN"])
+        points = len(cell["metrics"]["samples_per_s"])
+        return json.dumps(spoiled), f"{where}: metric `samples_per_s` point {points}: nan is not a measurement"
     assert change == "json"
     return json.dumps(spoiled)[:-40], "not JSON ("
 
@@ -248,7 +252,7 @@ def test_a_bad_file_is_refused_with_one_line_and_nothing_written(stores: Stores,
 
     before = contents()
     document = json.loads(stores.a_file.read_text())
-    for change in ("json", "format", "metric", "parent", "param key", "reference"):
+    for change in ("json", "format", "metric", "parent", "param key", "reference", "nan figure"):
         text, message = broken(document, change)
         (tmp_path / "colleague.json").write_text(text)
         # a good file first: every file is checked before anything is written
@@ -428,3 +432,54 @@ def test_a_hostile_file_is_text_on_every_screen_and_its_secrets_land_nowhere(sto
         for secret in ("pw1", "pw2", "tok3", "pw4", "pw5", "AKIAIOSFODNN7EXAMPLE"):
             assert secret not in where, (secret, where[:2000])
     assert "http://alice:***@mlflow.team:5000" in stored_text and "MLFLOW_TRACKING_PASSWORD=***" in stored_text
+
+
+def one_run_file(tmp_path: Path, metric: str, value_text: str, **run: Any) -> Path:
+    """An export file of one run whose metric `metric` has one point of value `value_text` (JSON as written)."""
+    record = {"run_id": "a" * 32, "run_name": "forged", "status": "FINISHED", "start_time": 1, "end_time": 2,
+              "parent_run_id": None, "params": {}, "tags": {}, "metrics": {metric: [[0, 1, "@VALUE@"]]},
+              "artifacts": {}, **run}  # fmt: skip
+    document = {"format": "trainbench-export", "version": 1, "exported_at": "now", "experiment": "x", "runs": [record]}
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(document).replace('"@VALUE@"', value_text))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "run", "named"),
+    [
+        ("samples_per_s", '"NaN"', {}, "metric `samples_per_s` point 1: nan is not a measurement"),
+        ("samples_per_s", '"Infinity"', {}, "metric `samples_per_s` point 1: inf is not a measurement"),
+        ("samples_per_s", "1e308", {}, "metric `samples_per_s` point 1: 1e+308 is not a measurement"),
+        ("samples_per_s", "-5", {}, "metric `samples_per_s` point 1: -5 is not a measurement"),
+        ("train_loss", "1" + "0" * 400, {}, "metric `train_loss` point 1: an integer of 401 digits"),
+        ("train_loss", "1e305", {}, "metric `train_loss` point 1: 1e+305 is beyond the largest value"),
+        ("train_loss", "1", {"start_time": 2**70}, "start_time 1180591620717411303424 is larger than a store holds"),
+        (
+            "train_loss",
+            "1",
+            {"metrics": {"train_loss": [[2**64, 1, 1.0]]}},
+            "metric `train_loss` point 1: step 18446744073709551616",
+        ),
+    ],
+)
+def test_values_no_measurement_gives_are_refused_naming_run_and_metric(tmp_path, metric, value, run, named) -> None:
+    from trainbench.sharing import SharingError, load
+
+    with pytest.raises(SharingError) as refused:
+        load(one_run_file(tmp_path, metric, value, **run))
+    assert f"forged.json: run 1 (forged): {named}" in str(refused.value)
+
+
+def test_a_deeply_nested_file_is_refused_not_a_traceback(tmp_path) -> None:
+    from trainbench.sharing import SharingError, load
+
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SharingError, match="nested deeper"):
+        load(tmp_path / "deep.json")
+
+
+def test_a_diverged_loss_still_imports_as_nan(tmp_path) -> None:
+    from trainbench.sharing import load
+
+    assert math.isnan(load(one_run_file(tmp_path, "train_loss", '"NaN"')).runs[0].metrics["train_loss"][0][2])

@@ -134,6 +134,8 @@ SMALL = [*TINY, "cell.timeout_s=120"]
 def refused(argv: list[str], store: Path, small: list[str] = SMALL) -> str:
     """`argv` through the real entry point (with `small` settings, so that a line wrongly accepted ends quickly):
     exit 2, one line, no run recorded. Returns the line."""
+    given = {a.lstrip("+~").split("=", 1)[0] for a in argv}
+    small = [s for s in small if s.split("=", 1)[0] not in given]  # a key given twice is refused on its own
     code, out, err = entry_point([*argv, *small])
     lines = err.strip().splitlines()
     assert code == 2, (argv, out[-500:], err[-2000:])
@@ -500,3 +502,45 @@ def test_a_sample_through_the_real_command(trainbench) -> None:
         assert result.returncode in (0, 2), (argv, result.stderr)
         assert "Traceback" not in result.stderr, (argv, result.stderr)
         assert result.runs() == []
+
+
+# -- issue 39: nonsense at the edges of the bounds, refused before anything runs ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["+hydra.launcher.n_job=2"], "`hydra.launcher.n_job` is not a setting of the basic launcher"),
+        (["hydra/launcher=joblib", "+hydra.launcher.n_job=2"], "did you mean hydra.launcher.n_jobs?"),
+        (["model.width=-1"], "`model.width`=-1"),
+        (["model=mlp_deep", "model.width=0"], "`model.width`=0"),
+        (["model=alexnet", "model.min_image_size=-5"], "`model.min_image_size`=-5"),
+        (["cell.timeout_s=1e-300"], "`cell.timeout_s`=1e-300"),
+        (["cell.timeout_s=1e300"], "`cell.timeout_s`=1e+300"),
+        (["batch_size=4", "batch_size=8"], "`batch_size` is given twice (batch_size=4, batch_size=8)"),
+        (["-m", "batch_size=4", "batch_size=8,16"], "`batch_size` is given twice"),
+        (["model=mlp", "model=resnet18"], "`model` is given twice"),
+    ],
+    ids=lambda v: " ".join(v)[:50] if isinstance(v, list) else None,
+)
+def test_typos_negative_sizes_absurd_timeouts_and_repeated_keys_are_refused(argv, named, private_store) -> None:
+    line = refused(argv, private_store, small=[*TINY])
+    assert named in line, line
+
+
+def test_a_data_root_that_is_a_file_is_refused_with_one_line(tmp_path, private_store) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    for root in (tmp_path / "a-file", tmp_path / "a-file" / "below"):
+        line = refused(["-m", "data=cifar10", f"data.root={root}"], private_store)
+        assert "`data.root`" in line and "a file, not a folder" in line, line
+
+
+def test_an_unwritable_sweep_folder_is_refused_before_the_launcher_starts(tmp_path, private_store) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    # /proc takes no new folders, even from root; a file cannot hold one
+    for folder in ("/proc/trainbench-sweeps", str(tmp_path / "a-file" / "sweeps")):
+        line = refused(
+            ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={folder}"], private_store
+        )
+        assert "`hydra.sweep.dir`" in line and "cannot be written" in line, line
+    assert not Path("/proc/trainbench-sweeps").exists()

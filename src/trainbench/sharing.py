@@ -382,6 +382,10 @@ def load(path: str | os.PathLike[str]) -> ExportFile:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         raise SharingError(f"{name}: not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    except RecursionError:
+        raise SharingError(f"{name}: not an export (its JSON is nested deeper than Python reads)") from None
+    except ValueError as error:  # an integer of more digits than Python converts
+        raise SharingError(f"{name}: not an export ({error})") from None
     return check(document, name)
 
 
@@ -403,6 +407,8 @@ def check(document: Any, name: str) -> ExportFile:
     if not isinstance(raw_runs, list):
         raise SharingError(f"{name}: `runs` must be a list")
     runs = [_check_run(raw, i, name) for i, raw in enumerate(raw_runs, start=1)]
+    for run in runs:
+        _check_bounds(run, name)
     by_id: dict[str, RunRecord] = {}
     for run in runs:
         if run.run_id in by_id:
@@ -421,6 +427,39 @@ def check(document: Any, name: str) -> ExportFile:
             seen.add(parent)
             parent = by_id[parent].parent_run_id
     return ExportFile(name, document["experiment"], document["exported_at"], runs)
+
+
+# What a store can hold: SQLite's (and PostgreSQL's BIGINT) integers are 64-bit.
+MAX_STORED_INT = 2**63 - 1
+# The figures trainbench reports and compares (docs/mlflow-schema.md): rates, times, FLOPs, ratios. A run that
+# measured one measured a finite, non-negative number, and none reaches 1e15 (a quadrillion samples a second, or
+# 31 million years); a larger one is a damaged or forged file, which would top every table it is shown in.
+FIGURE_SUFFIXES = ("_per_s", "_per_device", "_tflops", "tflops", "_s", "_ms", "mfu", "_efficiency", "_pct")
+MAX_FIGURE = 1e15
+# Any other metric (a loss that diverged to NaN, a user's own) may be non-finite, but not beyond a double.
+MAX_METRIC = 1e300
+
+
+def _check_bounds(run: RunRecord, name: str) -> None:
+    """Values that JSON carries and the store cannot hold, or that no measurement gives: raised as SharingError
+    naming the run and the metric before anything is written."""
+    where = _where(name, run.index, run.run_name)
+    for label, time_ms in (("start_time", run.start_time), ("end_time", run.end_time)):
+        if time_ms is not None and time_ms > MAX_STORED_INT:
+            raise SharingError(f"{where}: {label} {time_ms} is larger than a store holds (2**63-1)")
+    for key, points in run.metrics.items():
+        figure = key.endswith(FIGURE_SUFFIXES)
+        for number, (step, timestamp, value) in enumerate(points, start=1):
+            at = f"{where}: metric `{key}` point {number}"
+            for label, whole in (("step", step), ("timestamp", timestamp)):
+                if abs(whole) > MAX_STORED_INT:
+                    raise SharingError(f"{at}: {label} {whole} is larger than a store holds (2**63-1)")
+            if figure and not (math.isfinite(value) and 0 <= value <= MAX_FIGURE):
+                raise SharingError(
+                    f"{at}: {value:g} is not a measurement (a figure is a finite number from 0 to {MAX_FIGURE:g})"
+                )
+            if math.isfinite(value) and abs(value) > MAX_METRIC:
+                raise SharingError(f"{at}: {value:g} is beyond the largest value a store keeps ({MAX_METRIC:g})")
 
 
 def _where(name: str, index: int, run_name: Any) -> str:
@@ -534,6 +573,10 @@ def _check_metrics(raw: Any, bad: Any) -> dict[str, list[tuple[int, int, float]]
                 value = SPECIAL_FLOATS[value]
             elif isinstance(value, bool) or not isinstance(value, int | float):
                 raise bad(f"metric `{key}` point {number}: {value!r} is not a number")
+            elif isinstance(value, int) and abs(value) > MAX_STORED_INT:  # 10**400 has no float
+                raise bad(
+                    f"metric `{key}` point {number}: an integer of {len(str(abs(value)))} digits is not a value a store keeps"
+                )
             checked.append((step, timestamp, float(value)))
         metrics[key] = checked
     return metrics

@@ -117,7 +117,7 @@ def check_command_line(args: Any) -> None:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from trainbench.config.launchers import check_launcher, check_sweeper
+    from trainbench.config.launchers import check_launcher, check_sweep_dir, check_sweeper
 
     overrides = list(args.overrides)
     if args.multirun and is_informational(args):
@@ -132,6 +132,7 @@ def check_command_line(args: Any) -> None:
                 "overrides", f"an override of {len(override):,} characters is not a setting: {override[:40]!r}..."
             )
     parsed = parse_overrides(OverridesParser.create(), overrides)
+    refuse_repeated_keys(parsed)
     sweeps = [o.input_line for o in parsed if o.is_sweep_override()]
     for override in parsed:
         if override.is_sweep_override() and override.is_hydra_override():  # Hydra's multi-line refusal, exit 1
@@ -156,12 +157,29 @@ def check_command_line(args: Any) -> None:
             )
             check_sweeper(composed)
             check_launcher(composed)
+            if args.multirun:
+                check_sweep_dir(composed)
             if not sweeps:
                 cell = validate(composed)
                 if not OmegaConf.select(composed, "hydra.sweeper.params", default=None):
                     refuse_unused_settings([fixed], [cell])  # with a preset's own sweep: when it is expanded
     finally:
         GlobalHydra.instance().clear()  # hydra.main initialises its own
+
+
+def refuse_repeated_keys(parsed: list[Any]) -> None:
+    """Hydra applies overrides in order, so the last of two for one key wins and the first is dropped without a
+    word: a command line edited in a hurry (batch_size=32 ... batch_size=64) would measure what was not meant."""
+    seen: dict[str, str] = {}
+    for override in parsed:
+        key = override.get_key_element().lstrip("+~")
+        if key in seen and seen[key].lstrip("+~") != override.input_line.lstrip("+~"):  # the same twice drops nothing
+            raise PlainError(
+                key,
+                f"`{key}` is given twice ({seen[key]}, {override.input_line}): give it once "
+                f"(several values as a sweep: -m {key}=a,b)",
+            )
+        seen[key] = override.input_line
 
 
 def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:

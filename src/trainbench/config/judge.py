@@ -53,6 +53,7 @@ def judge(cell: CellConfig) -> None:
     _precision(cell)
     _devices(cell)
     _memory(cell)
+    _data_root(cell)
 
 
 def _model_and_data(cell: CellConfig) -> None:
@@ -214,3 +215,23 @@ def _memory(cell: CellConfig) -> None:
             "benchmarks/memory_floor.py, +25%; each thread's stack counts too, so machines with many cores need "
             "more): use null or a larger limit",
         )
+
+
+def _data_root(cell: CellConfig) -> None:
+    """A data.root that is a file (or lies under one) would only surface as an error deep in a dataset's reader."""
+    root = getattr(cell.data, "root", None)
+    if not isinstance(root, str) or not root:
+        return
+    from pathlib import Path
+
+    path = Path(root).expanduser()
+    for part in (path, *path.parents):
+        if part.exists():
+            need(
+                part.is_dir(),
+                "data.root",
+                root,
+                f"{'is' if part == path else 'lies under'} a file, not a folder ({part}): name the folder that holds "
+                "(or will hold) the dataset, e.g. data.root=~/data",
+            )
+            return

@@ -9,6 +9,7 @@ Large values are left alone (trainbench.runner bounds how many cells run at once
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -52,10 +53,63 @@ def check_launcher(composed: DictConfig) -> None:
     launcher = OmegaConf.select(composed, "hydra.launcher", default=None)
     if not isinstance(launcher, DictConfig):
         return
+    _refuse_keys_not_in_schema(composed, launcher)
     target = str(launcher.get("_target_", ""))
     for suffix, check in CHECKS.items():
         if target.endswith(suffix):
             check(launcher)
+
+
+def _refuse_keys_not_in_schema(composed: DictConfig, launcher: DictConfig) -> None:
+    """A key added with `+` (+hydra.launcher.n_job=2) is taken by Hydra into a launcher's settings without a
+    check, then either ignored or refused by the launcher once the sweep has started: refused here by name."""
+    from hydra.core.config_store import ConfigStore
+
+    chosen = (OmegaConf.select(composed, "hydra.runtime.choices", default={}) or {}).get("hydra/launcher")
+    try:
+        schema = ConfigStore.instance().load(f"hydra/launcher/{chosen}.yaml").node
+    except Exception:  # noqa: BLE001  (a launcher from a config folder of the user's: its keys are its own)
+        return
+    known = {str(key) for key in schema}
+    for key in launcher:
+        if str(key) not in known:
+            raise unknown_launcher_key(f"hydra.launcher.{key}", [f"hydra/launcher={chosen}"])
+
+
+def check_sweep_dir(composed: DictConfig) -> None:
+    """The launchers' folder (hydra.sweep.dir) is made once the sweep's run is recorded: one that cannot be made
+    there would fail the sweep after its start. Its nearest existing folder must take a new folder."""
+    from pathlib import Path
+
+    try:
+        folder = Path(str(OmegaConf.select(composed, "hydra.sweep.dir", default="") or "")).absolute()
+    except Exception:  # noqa: BLE001  (an interpolation only Hydra's run can resolve: left to it)
+        return
+    if not str(folder):
+        return
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.is_dir() and _takes_folders(existing):
+        return
+    why = "is a file" if not existing.is_dir() else "takes no new folders"
+    raise PlainError(
+        "hydra.sweep.dir",
+        f"`hydra.sweep.dir`={folder} cannot be written ({existing} {why}): choose a folder you can write, "
+        "e.g. hydra.sweep.dir=multirun/NAME",
+    )
+
+
+def _takes_folders(folder: Any) -> bool:
+    """Whether a folder can be made in `folder`, found by making one and removing it: permission bits do not tell
+    (root ignores them; a read-only mount or /proc refuses root too)."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".trainbench-check-", dir=folder))
+    except OSError:
+        return False
+    return True
 
 
 def _joblib(launcher: DictConfig) -> None:
@@ -129,7 +183,12 @@ def unknown_launcher_key(key: str, overrides: list[str]) -> ConfigError:
             own = fields
         elif field in fields:
             having.append(name)
-    if having:
+    import difflib
+
+    close = difflib.get_close_matches(field, [str(f) for f in own], n=1)
+    if close:
+        hint = f"; did you mean hydra.launcher.{close[0]}?"
+    elif having:
         hint = f"; hydra/launcher={' or hydra/launcher='.join(having)} has it"
     else:
         hint = f"; its settings: {', '.join(map(str, own))}" if own else "; it has no settings"

@@ -243,6 +243,7 @@ class MlpModel(ModelConfig):
                 self.depth,
                 "builds depth x width layers: set model.width too (e.g. model.width=1024), or use model=mlp_deep",
             )
+        if self.depth is not None or self.width is not None:  # a width model.depth would take later
             need_count(self.width, f"{at}.width", 1, MAX_LAYER_UNITS, "e.g. model.width=1024")
         need(
             all(whole(units) and 1 <= units <= MAX_LAYER_UNITS for units in self.hidden_sizes),
@@ -280,6 +281,7 @@ class VisionModel(ModelConfig):
     def check(self, at: str) -> None:
         super().check(at)
         need_count(self.channels, f"{at}.channels", 1, 3, "")
+        need_count(self.min_image_size, f"{at}.min_image_size", 1, MAX_IMAGE_SIZE, "")
         need(
             not self.pretrained or (self.weights_file is not None and self.head is not None),
             f"{at}.pretrained",
@@ -652,6 +654,12 @@ class TrackingConfig:
         )
 
 
+# A cell's process needs about a second to start Python and its framework: a shorter limit could only fail every
+# cell. A year is longer than any benchmark; beyond it a number is a typo (or 1e300), not a limit.
+MIN_TIMEOUT_S = 1.0
+MAX_TIMEOUT_S = 365 * 24 * 3600.0
+
+
 @dataclass
 class CellLimits:
     timeout_s: float | None = None  # stop a cell that runs longer (recorded failed)
@@ -664,10 +672,11 @@ class CellLimits:
 
     def check(self, at: str) -> None:
         need(
-            self.timeout_s is None or (finite(self.timeout_s) and 0 < self.timeout_s <= 10**7),
+            self.timeout_s is None or (finite(self.timeout_s) and MIN_TIMEOUT_S <= self.timeout_s <= MAX_TIMEOUT_S),
             f"{at}.timeout_s",
             self.timeout_s,
-            "must be null or seconds > 0",
+            f"must be null (no limit) or seconds from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (a year), "
+            "e.g. cell.timeout_s=3600",
         )
         need(
             self.hung_after_s is None or (finite(self.hung_after_s) and 2 <= self.hung_after_s <= 10**7),

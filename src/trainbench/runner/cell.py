@@ -41,7 +41,8 @@ from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.oom_evidence import OomEvidence
-from trainbench.runner.worker import traceback_path
+from trainbench.runner.orphan import remove_abandoned_scratch, scratch_prefix
+from trainbench.runner.worker import UNBLOCK_STOPS_ENV, traceback_path
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
 
@@ -309,11 +310,12 @@ def _run_in_child(
     may use; return (its result, its stderr tail with the traceback of an expected failure). `search`: the
     batch_size=max search's limit and the probes so far (the process probes and records nothing; the probes
     it made before dying are in the result's `progress`)."""
+    remove_abandoned_scratch()  # those of launchers killed with their cells
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
     with (
         slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,
         slots.take("cpu", cell.cell.cpus, pinnable_cores()) as cores,
-        tempfile.TemporaryDirectory(prefix="trainbench-cell-") as scratch,
+        tempfile.TemporaryDirectory(prefix=scratch_prefix()) as scratch,
     ):
         result_path = Path(scratch) / "result.json"
         spec_path = Path(scratch) / "spec.json"
@@ -399,14 +401,23 @@ def _run_child(
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
     mark("job: starting the cell's process")
     passed = (events_fd,) if events_fd is not None else ()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        pass_fds=passed,
-    )
+    # The child inherits this thread's signal mask: with Ctrl-C blocked it starts deaf to it until its handlers are
+    # set (worker.py's first lines unblock it, and one that came meanwhile is taken then, not lost). Where Ctrl-C is
+    # already blocked (a joblib launcher's workers: it is the sweep's alone) it stays blocked.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if signal.SIGINT not in blocked:
+        env[UNBLOCK_STOPS_ENV] = "1"
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            pass_fds=passed,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     if events_fd is not None:
         os.close(events_fd)  # the child holds the only writing end: its exit ends the stream
     try:

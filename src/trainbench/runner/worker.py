@@ -26,11 +26,13 @@ ends as `killed` like any other stop, with no traceback on the terminal.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
 from trainbench.runner.in_cell import PARENT_DIED
 
+UNBLOCK_STOPS_ENV = "TRAINBENCH_UNBLOCK_SIGINT"
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, PARENT_DIED)
 _stops: list[int] = []  # the stop signals received, in order
 
@@ -42,10 +44,15 @@ def _remember_stop(signum: int, frame: object) -> None:
 if __name__ == "__main__":  # first, before any import that takes time
     for _stop in _STOPS:
         signal.signal(_stop, _remember_stop)
+    # The launcher started this process with Ctrl-C blocked (a stop in Python's own start-up would print a
+    # KeyboardInterrupt traceback): one that came meanwhile is pending, and is remembered now.
+    if os.environ.pop(UNBLOCK_STOPS_ENV, None):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 import contextlib  # noqa: E402  (after the stop handlers, on purpose)
 import json  # noqa: E402
-import os  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
@@ -59,6 +66,11 @@ from trainbench.runner.in_cell import (  # noqa: E402
     one_line,
     write_atomically,
 )
+
+# The launcher's death is looked for this often, and the main thread has this long to end the process itself: the
+# cell ends within about a second of its launcher's death (docs/sweeps.md; benchmarks/owner_kill.py measures it).
+ORPHAN_CHECK_S = 0.1
+ORPHAN_GRACE_S = 0.5
 
 
 class Terminated(BaseException):
@@ -79,6 +91,7 @@ def main(spec_path: str) -> int:
     parent_died = False
     try:
         die_with_parent(parent_pid)
+        _guard_against_orphanhood(spec, parent_pid)
         if spec.get("cpus"):
             os.sched_setaffinity(0, spec["cpus"])
         from trainbench.config import from_spec
@@ -141,16 +154,44 @@ def main(spec_path: str) -> int:
                     traceback.print_exc()
     if parent_died or os.getppid() != parent_pid:
         # Whatever happened here, the launcher that would log the results and close the run is gone: nothing
-        # reached the run after its death, so it is `killed`, and this process closes it (nobody else will).
-        _stop_listening()
-        _silence_output()
-        result.pop("failure", None)
-        result.update({"outcome": "killed", "reason": f"the process that launched this cell (pid {parent_pid}) died"})
-        if spec.get("run_id"):
-            _close_own_run(spec, result)
+        # reached the run after its death, so it is `killed`, closed by a small process of its own (nobody else will)
+        # while this one ends at once.
+        _orphaned(spec, parent_pid)
     write_atomically(Path(spec["result_path"]), json.dumps(result))
     mark(f"cell: result written ({result['outcome']})")
     return 0
+
+
+_handing_over = threading.Lock()
+
+
+def _orphaned(spec: dict[str, Any], parent_pid: int) -> NoReturn:
+    """The launcher died: hand the run's closing and the scratch folder to trainbench.runner.orphan and end now,
+    without the seconds an interpreter with a framework loaded takes to tear down. Once, from whichever thread
+    gets here first (the main thread unwinding a stop, or the guard when the main thread is stuck in C code)."""
+    if not _handing_over.acquire(blocking=False):
+        threading.Event().wait()  # the other thread is ending the process
+    _stop_listening()
+    _silence_output()
+    from trainbench.runner.orphan import hand_over
+
+    reason = f"the process that launched this cell (pid {parent_pid}) died"
+    hand_over(spec.get("tracking_uri"), spec.get("run_id"), "killed", reason, Path(spec["result_path"]).parent)
+    os._exit(0)
+
+
+def _guard_against_orphanhood(spec: dict[str, Any], parent_pid: int) -> None:
+    """A thread that ends the process ORPHAN_GRACE_S after its launcher died, should the main thread not have
+    done so by then: a stop's exception is raised only between Python's bytecodes, and a long call into a
+    framework's C code (a compile, a big kernel on the CPU) would keep computing until it returns."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(ORPHAN_CHECK_S)
+        time.sleep(ORPHAN_GRACE_S)
+        _orphaned(spec, parent_pid)
+
+    threading.Thread(target=watch, name="orphan-guard", daemon=True).start()
 
 
 def traceback_path(result_path: Path) -> Path:
@@ -191,16 +232,6 @@ def _silence_output() -> None:
     for stream in (1, 2):
         os.dup2(devnull, stream)
     os.close(devnull)
-
-
-def _close_own_run(spec: dict[str, Any], result: ProcessResult) -> None:
-    """The launcher died: this process closes its run itself (the one time it imports MLflow)."""
-    try:
-        from trainbench.tracking import client, close
-
-        close(client(spec["tracking_uri"]), spec["run_id"], result["outcome"], result.get("reason"))
-    except Exception as error:  # the store may be gone too; `lost` handling closes the run later
-        sys.stderr.write(f"trainbench: could not close the run: {one_line(error)}\n")
 
 
 def _limit_memory(limit_mb: int | None) -> None:

@@ -50,6 +50,9 @@ FASTEST_COMPILE_MODES = {
 SWITCHES = ("channels_last", "fused_optimizer", "capture")  # true | false | auto (on with optimize=fast)
 
 
+MIN_MEMORY_MB = 1536  # measured floor 1136 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
+
+
 @schema("framework", "pytorch")
 @dataclass
 class PyTorchConfig(FrameworkConfig):
@@ -131,4 +134,4 @@ class PyTorchConfig(FrameworkConfig):
         return "loop"  # PyTorch has no fit(): the closest equivalent is trainbench's own loop, timed as one block
 
     def min_memory_mb(self) -> int:
-        return 1536  # measured floor 1136 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
+        return MIN_MEMORY_MB

@@ -1,0 +1,217 @@
+"""A soak, as trusted stores test themselves: a sweep runs while a second process imports, a third exports, and a
+chaos loop takes the store's lock and SIGKILLs cells; at the end every run must be closed, none duplicated, and every
+point a finished cell logged there.
+
+    python benchmarks/soak.py [--seconds 600] [--folder DIR]
+
+The store is SQLite (the chaos holds a write transaction for LOCK_S, as another writer would); a tracking server's
+blinks are not part of this soak (tests/test_tracking_resilience.py blinks one). Prints the counts and exits 1 when
+an invariant fails. tests/test_soak.py runs a short one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+EPOCHS = 3
+CELL = ["model=mlp", "data=digits", "device=cpu", f"task.epochs={EPOCHS}", "tracking.system_metrics_interval_s=0",
+        "data.num_samples=256", "data.num_val_samples=64", "cell.timeout_s=300"]  # fmt: skip
+LOCK_S = 2.0  # a write transaction held this long, every LOCK_EVERY_S or so
+LOCK_EVERY_S = 8.0
+KILL_EVERY_S = 25.0  # a cell SIGKILLed this often
+SHELL = "import sys; from trainbench.sharing import {0}; sys.exit({0}(sys.argv[1:]))"
+
+
+def env_for(store: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env.update({"PYTHONPATH": str(ROOT / "src"), "MLFLOW_TRACKING_URI": f"sqlite:///{store}"})
+    return env
+
+
+def export_document(runs: int) -> dict[str, object]:
+    """A colleague's export of `runs` finished cells, each with a fresh id."""
+    now = int(time.time() * 1000)
+    records = [
+        {
+            "run_id": uuid.uuid4().hex,
+            "run_name": f"colleague-{i}",
+            "status": "FINISHED",
+            "start_time": now,
+            "end_time": now + 1000,
+            "parent_run_id": None,
+            "params": {"batch_size": "32"},
+            "tags": {"trainbench.kind": "cell", "trainbench.outcome": "finished"},
+            "metrics": {"samples_per_s": [[0, now, 1000.0 + i]]},
+            "artifacts": {},
+        }  # fmt: skip
+        for i in range(runs)
+    ]
+    return {"format": "trainbench-export", "version": 1, "exported_at": "2026-11-28T00:00:00Z",
+            "experiment": "colleague", "runs": records}  # fmt: skip
+
+
+class Soak:
+    def __init__(self, folder: Path, seconds: float) -> None:
+        self.folder, self.seconds = folder, seconds
+        self.store = folder / "mlflow.db"
+        self.env = env_for(self.store)
+        self.stop = threading.Event()
+        self.counts: Counter[str] = Counter()
+        self.imported_ids: list[str] = []  # ids of the files' runs whose import said so (exit 0)
+
+    def python(self, code: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=self.folder, env=self.env, capture_output=True,
+                              text=True, timeout=timeout)  # fmt: skip
+
+    def importer(self) -> None:
+        number = 0
+        while not self.stop.is_set():
+            number += 1
+            document = export_document(5)
+            path = self.folder / f"import-{number}.json"
+            path.write_text(json.dumps(document))
+            for _ in range(2):  # the same file twice: the second adds nothing
+                done = self.python(SHELL.format("import_main"), str(path), "--experiment", "imported")
+                self.counts[f"import exit {done.returncode}"] += 1
+                if done.returncode == 0:
+                    self.imported_ids += [r["run_id"] for r in document["runs"]]  # type: ignore[index]
+            self.stop.wait(1)
+
+    def exporter(self) -> None:
+        while not self.stop.is_set():
+            done = self.python(SHELL.format("export_main"), "-o", str(self.folder / "exported.json"))
+            self.counts[f"export exit {done.returncode}"] += 1
+            self.stop.wait(2)
+
+    def chaos(self, sweep: subprocess.Popen[str]) -> None:
+        last_kill = time.monotonic()
+        while not self.stop.wait(random.uniform(0.5, 1.5) * LOCK_EVERY_S):
+            if self.store.exists():
+                with sqlite3.connect(self.store, timeout=60, isolation_level=None) as db:
+                    db.execute("BEGIN IMMEDIATE")  # the store's write lock, held as a slow writer would
+                    time.sleep(LOCK_S)
+                    db.execute("COMMIT")
+                self.counts["locks held"] += 1
+            if time.monotonic() - last_kill >= KILL_EVERY_S:
+                last_kill = time.monotonic()
+                kill_running_cell(sweep.pid, self.counts)
+
+    def run(self) -> int:
+        sizes = ",".join(str(b) for b in (8, 16, 24, 32, 48, 64, 96, 128) * 40)  # more cells than the time allows
+        sweep = subprocess.Popen(
+            [sys.executable, str(ROOT / "src" / "run.py"), "-m", *CELL, f"batch_size={sizes}",
+             f"hydra.sweep.dir={self.folder / 'multirun'}"],
+            cwd=self.folder, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        threads = [threading.Thread(target=t, daemon=True) for t in (self.importer, self.exporter)]
+        threads.append(threading.Thread(target=self.chaos, args=(sweep,), daemon=True))
+        for thread in threads:
+            thread.start()
+        # The clock starts with the sweep's first cell: on a loaded machine the sweep's own start (Python, Hydra,
+        # MLflow, the store's lock taken by the others) can take minutes, and a soak of none of its cells is none.
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and sweep.poll() is None and not running_cells(sweep.pid):
+            time.sleep(0.5)
+        time.sleep(self.seconds)
+        os.killpg(sweep.pid, signal.SIGINT)  # Ctrl-C: the sweep records the running cell and ends
+        _, err = sweep.communicate(timeout=300)
+        self.stop.set()
+        for thread in threads:
+            thread.join(timeout=600)
+        self.counts[f"sweep exit {sweep.returncode}"] += 1
+        return self.verdict(err)
+
+    def verdict(self, sweep_stderr: str) -> int:
+        with sqlite3.connect(self.store, timeout=60) as db:
+            statuses = Counter(status for (status,) in db.execute("select status from runs"))
+            origins = Counter(
+                value for (value,) in db.execute("select value from tags where key = 'trainbench.import.run_id'")
+            )
+            finished_cells = [
+                run_id
+                for (run_id,) in db.execute(
+                    "select r.run_uuid from runs r join tags k on k.run_uuid = r.run_uuid and k.key = "
+                    "'trainbench.kind' and k.value = 'cell' join tags o on o.run_uuid = r.run_uuid and o.key = "
+                    "'trainbench.outcome' and o.value = 'finished' join experiments e on e.experiment_id = "
+                    "r.experiment_id where e.name = 'trainbench'"
+                )
+            ]
+            short = [
+                run_id
+                for run_id in finished_cells
+                if db.execute(
+                    "select count(distinct step) from metrics where run_uuid = ? and key = 'val_accuracy'", (run_id,)
+                ).fetchone()[0]
+                != EPOCHS
+            ]
+        duplicated = {origin: n for origin, n in origins.items() if n > 1}
+        missing = set(self.imported_ids) - set(origins)
+        print(f"runs by status: {dict(statuses)}")
+        print(f"sweep's finished cells: {len(finished_cells)}, with a point missing: {len(short)}")
+        print(f"imported runs: {len(origins)} ({len(set(self.imported_ids))} reported imported), duplicated: "
+              f"{len(duplicated)}, reported but absent: {len(missing)}")  # fmt: skip
+        print(f"activity: {dict(sorted(self.counts.items()))}")
+        (self.folder / "sweep-stderr.txt").write_text(sweep_stderr)
+        tracebacks = sweep_stderr.count("Traceback")
+        print(f"tracebacks on the sweep's stderr: {tracebacks}")
+        failures = {
+            "a run left RUNNING": statuses.get("RUNNING", 0),
+            "a run imported twice": len(duplicated),
+            "an import reported but absent": len(missing),
+            "a finished cell missing a point": len(short),
+            "a traceback": tracebacks,
+        }
+        broken = {what: n for what, n in failures.items() if n}
+        print("soak: " + ("held" if not broken else "FAILED: " + ", ".join(f"{w} ({n})" for w, n in broken.items())))
+        return 1 if broken else 0
+
+
+def running_cells(sweep_pid: int) -> list[psutil.Process]:
+    try:
+        tree = psutil.Process(sweep_pid).children(recursive=True)
+        return [p for p in tree if "trainbench.runner.worker" in " ".join(p.cmdline())]
+    except psutil.Error:
+        return []
+
+
+def kill_running_cell(sweep_pid: int, counts: Counter[str]) -> None:
+    """SIGKILL the running cell's process (not the sweep): the sweep must record it and go on."""
+    for cell in running_cells(sweep_pid):
+        try:
+            cell.kill()
+            counts["cells SIGKILLed"] += 1
+        except psutil.Error:
+            continue
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--folder", default=None, help="keep the store here (default: a temporary folder)")
+    args = parser.parse_args()
+    if args.folder:
+        Path(args.folder).mkdir(parents=True, exist_ok=True)
+        return Soak(Path(args.folder), args.seconds).run()
+    with tempfile.TemporaryDirectory(prefix="soak-") as folder:
+        return Soak(Path(folder), args.seconds).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Closing the run of a cell whose launcher died: `python -m trainbench.runner.orphan ARGS.json-text`.
+
+A cell's process that loses the process that launched it (SIGKILL, the OOM killer) must stop at once: computing on,
+or taking seconds to import MLflow and close its run, would keep cores and memory from whatever runs next. So it
+starts this small process, detached in a session of its own, and exits; this process records the run `killed` with
+the reason the cell gave, then removes the cell's scratch folder, which its dead launcher can no longer remove.
+It computes nothing and ends once the run is closed (or the store refuses: the next invocation then closes the run
+as `lost`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SCRATCH_PREFIX = "trainbench-cell-"
+
+
+def scratch_prefix(pid: int | None = None) -> str:
+    """A cell's scratch folder is named for the process that made it (its launcher), so that folders whose maker is
+    gone can be told from those in use and removed by the next cell launched on the machine."""
+    return f"{SCRATCH_PREFIX}{pid or os.getpid()}-"
+
+
+def remove_abandoned_scratch(folder: str | None = None) -> list[Path]:
+    """Remove the cell scratch folders in the temporary folder whose launcher process is gone (SIGKILLed together
+    with its cell, say); return them. A folder whose maker lives, or cannot be told, is left alone."""
+    import psutil
+
+    removed = []
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid_text = path.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or psutil.pid_exists(int(pid_text)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return removed
+
+
+def hand_over(tracking_uri: str | None, run_id: str | None, outcome: str, reason: str | None, scratch: Path) -> None:
+    """From the orphaned cell: start this module, detached, to close the run and remove `scratch`."""
+    arguments = {"tracking_uri": tracking_uri, "run_id": run_id, "outcome": outcome, "reason": reason,
+                 "scratch": str(scratch)}  # fmt: skip
+    with contextlib.suppress(OSError):
+        subprocess.Popen(
+            [sys.executable, "-m", "trainbench.runner.orphan", json.dumps(arguments)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # neither a terminal's Ctrl-C nor a kill of the cell's group ends it
+            close_fds=True,
+        )
+
+
+def main(arguments: dict[str, Any]) -> int:
+    try:
+        if arguments.get("run_id") and arguments.get("tracking_uri"):
+            from trainbench.tracking import client, close, quiet_logs
+
+            quiet_logs()
+            close(client(arguments["tracking_uri"]), arguments["run_id"], arguments["outcome"], arguments["reason"])
+    except Exception:  # noqa: BLE001, S110  (the store may be gone too: the next invocation closes the run as `lost`)
+        pass
+    finally:
+        scratch = Path(arguments.get("scratch") or "")
+        if scratch.name.startswith(SCRATCH_PREFIX):
+            shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))
