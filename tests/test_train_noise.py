@@ -1,0 +1,56 @@
+"""task=train names its noise as benchmark does: the spread of the epochs in samples_per_s, a 95% interval,
+and the one-line warning (a real cell, paused by a real signal in the middle of one epoch)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import RUN_PY, child_env, runs_in, with_schema
+
+CELL = (
+    "model=mlp",
+    "data=synthetic",
+    "data.num_samples=1024",
+    "data.num_val_samples=64",
+    "task.epochs=4",
+    "device=cpu",
+    "tracking.system_metrics_interval_s=0",
+)
+
+
+@pytest.mark.slow
+def test_a_train_cell_paused_in_one_epoch_is_marked_noisy_with_its_interval(tmp_path: Path) -> None:
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    cell = subprocess.Popen(
+        [sys.executable, str(RUN_PY), *CELL],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    output = []
+    assert cell.stdout is not None
+    for line in cell.stdout:
+        output.append(line)
+        if line.startswith("epoch 2/4"):  # epoch 3's training starts now: pause the whole cell inside it
+            os.killpg(cell.pid, signal.SIGSTOP)
+            time.sleep(1.5)
+            os.killpg(cell.pid, signal.SIGCONT)
+    assert cell.wait(timeout=300) == 0, "".join(output)
+    text = "".join(output)
+    assert "warning: epoch times vary by" in text and "the figure is noisy" in text, text
+    assert "samples_per_s from epochs 2-4 (epoch 1, which compiles and allocates, left out)" in text, text
+    (run,) = runs_in(uri)
+    assert run.data.tags["trainbench.noisy"] == "true"
+    assert run.data.tags["trainbench.noisy_reason"].startswith("epoch times cv ")
+    assert run.data.metrics["epoch_time_cv_pct"] > 10
+    assert run.data.metrics["samples_per_s_ci95"] > 0
