@@ -54,3 +54,16 @@ def test_a_train_cell_paused_in_one_epoch_is_marked_noisy_with_its_interval(tmp_
     assert run.data.tags["trainbench.noisy_reason"].startswith("epoch times cv ")
     assert run.data.metrics["epoch_time_cv_pct"] > 10
     assert run.data.metrics["samples_per_s_ci95"] > 0
+
+
+def test_a_digits_dry_run_names_the_setting_its_run_records() -> None:
+    """The dry run knows the config's null sample counts; the run logs what digits held (1437/360 at 0.2)."""
+    from trainbench import data
+    from trainbench.setting import DIGITS_SAMPLES, setting, setting_id
+
+    assert DIGITS_SAMPLES == data.DIGITS_SAMPLES
+    dry = {"data.name": "digits", "data.val_fraction": "0.2", "model.name": "mlp"}
+    ran = {**dry, "data.num_samples": "1437", "data.num_val_samples": "360"}
+    assert setting_id(setting(dry, {})) == setting_id(setting(ran, {}))
+    other = {**dry, "data.val_fraction": "0.5"}
+    assert setting_id(setting(other, {})) != setting_id(setting(dry, {}))
