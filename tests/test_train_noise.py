@@ -67,3 +67,23 @@ def test_a_digits_dry_run_names_the_setting_its_run_records() -> None:
     assert setting_id(setting(dry, {})) == setting_id(setting(ran, {}))
     other = {**dry, "data.val_fraction": "0.5"}
     assert setting_id(setting(other, {})) != setting_id(setting(dry, {}))
+
+
+def test_runs_with_different_thread_counts_are_different_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OMP_NUM_THREADS=1 and =2 never share a row; a run without it compares with runs recorded before it."""
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, params, validate
+    from trainbench.setting import setting, setting_id
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cell = validate(compose("config", overrides=["model=mlp", "data=synthetic", "device=cpu"]))
+    ids = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        recorded = {key: str(value) for key, value in params(cell).items()}
+        assert recorded["threads.OMP_NUM_THREADS"] == threads
+        ids[threads] = setting_id(setting(recorded, {}))
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert ids["1"] != ids["2"]
+    assert "threads.OMP_NUM_THREADS" not in params(cell)
