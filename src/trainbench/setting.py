@@ -159,7 +159,21 @@ def differences(settings: list[Mapping[str, str]], leave_out: tuple[str, ...] = 
     keys = sorted({key for s in settings for key in s} - set(leave_out))
     differ = [key for key in keys if len({s.get(key) for s in settings}) > 1]
     chosen = {key.removesuffix(".name") for key in differ if key.endswith(".name")}
-    return [key for key in differ if key.endswith(".name") or key.split(".", 1)[0] not in chosen]
+    return [
+        key
+        for key in differ
+        if key.endswith(".name") or key.split(".", 1)[0] not in chosen or _differs_within_choice(settings, key)
+    ]
+
+
+def _differs_within_choice(settings: list[Mapping[str, str]], key: str) -> bool:
+    """Whether `key` differs between settings that made the same choice of its group (data=synthetic with 256
+    and with 512 samples): then the choice alone would leave those rows reading alike."""
+    group = f"{key.split('.', 1)[0]}.name"
+    by_choice: dict[str | None, set[str | None]] = {}
+    for values in settings:
+        by_choice.setdefault(values.get(group), set()).add(values.get(key))
+    return any(len(found) > 1 for found in by_choice.values())
 
 
 def describe(values: Mapping[str, str], keys: list[str]) -> str:

@@ -1,5 +1,6 @@
-"""task=train names its noise as benchmark does: the spread of the epochs in samples_per_s, a 95% interval,
-and the one-line warning (a real cell, paused by a real signal in the middle of one epoch)."""
+"""No hidden noise, no hidden differences: task=train names its noise as benchmark does (the spread of the
+epochs in samples_per_s, a 95% interval, the one-line warning: a real cell paused by a real signal in one
+epoch); thread counts, digits' sample counts and within-choice differences tell settings and rows apart."""
 
 from __future__ import annotations
 
@@ -87,3 +88,19 @@ def test_runs_with_different_thread_counts_are_different_settings(monkeypatch: p
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert ids["1"] != ids["2"]
     assert "threads.OMP_NUM_THREADS" not in params(cell)
+
+
+def test_rows_that_differ_within_one_choice_never_read_alike() -> None:
+    """Two synthetic rows (256 and 512 samples, 32 and 16 px) beside a digits row: the choice of data set alone
+    would describe both synthetic rows as `data=synthetic`."""
+    from trainbench.setting import describe, differences
+
+    rows = [
+        {"data.name": "synthetic", "data.num_samples": "256", "data.image_size": "32", "model.hidden": "[3000]"},
+        {"data.name": "synthetic", "data.num_samples": "512", "data.image_size": "16", "model.hidden": "[3000]"},
+        {"data.name": "digits", "data.num_samples": "1437", "data.image_size": "8", "model.hidden": "[3000, 1000]"},
+    ]
+    keys = differences(rows)
+    texts = [describe(row, keys) for row in rows]
+    assert len(set(texts)) == 3, texts
+    assert "data.num_samples=256" in texts[0] and "data.image_size=16" in texts[1]
