@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -54,6 +55,9 @@ FAST_SWITCHES = ("channels_last", "fused_optimizer", "capture")  # what optimize
 # logs the count it loaded; a reference composed from a preset has only the null.
 FULL_SPLITS = {"cifar10": (50000, 10000), "mnist": (60000, 10000)}
 UNKNOWN_RELEASE = "version unknown"
+# scikit-learn's bundled digits (trainbench.data.DIGITS_SAMPLES), split by data.val_fraction rounded up as
+# train_test_split does: the counts a digits run logs, which its dry run (config null) must arrive at too.
+DIGITS_SAMPLES = 1797
 
 
 def setting(params: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str]:
@@ -64,11 +68,22 @@ def setting(params: Mapping[str, str], tags: Mapping[str, str]) -> dict[str, str
         values["batch_size"] = normal(tags["trainbench.batch_size"])
     if "device.count" in values and tags.get("trainbench.num_devices"):
         values["device.count"] = normal(tags["trainbench.num_devices"])
-    full = FULL_SPLITS.get(values.get("data.name", ""))
+    full = FULL_SPLITS.get(values.get("data.name", "")) or digits_split(values)
     if full:
         for key, size in zip(("data.num_samples", "data.num_val_samples"), full, strict=True):
             values.setdefault(key, str(size))
     return dict(sorted(values.items()))
+
+
+def digits_split(values: Mapping[str, str]) -> tuple[int, int] | None:
+    """(training, validation) samples of data=digits at its data.val_fraction; None for another data set."""
+    if values.get("data.name") != "digits":
+        return None
+    try:
+        val = math.ceil(float(values.get("data.val_fraction", "0.2")) * DIGITS_SAMPLES)
+    except ValueError:
+        return None
+    return DIGITS_SAMPLES - val, val
 
 
 def recorded(params: Mapping[str, str]) -> dict[str, str]:
@@ -144,7 +159,21 @@ def differences(settings: list[Mapping[str, str]], leave_out: tuple[str, ...] = 
     keys = sorted({key for s in settings for key in s} - set(leave_out))
     differ = [key for key in keys if len({s.get(key) for s in settings}) > 1]
     chosen = {key.removesuffix(".name") for key in differ if key.endswith(".name")}
-    return [key for key in differ if key.endswith(".name") or key.split(".", 1)[0] not in chosen]
+    return [
+        key
+        for key in differ
+        if key.endswith(".name") or key.split(".", 1)[0] not in chosen or _differs_within_choice(settings, key)
+    ]
+
+
+def _differs_within_choice(settings: list[Mapping[str, str]], key: str) -> bool:
+    """Whether `key` differs between settings that made the same choice of its group (data=synthetic with 256
+    and with 512 samples): then the choice alone would leave those rows reading alike."""
+    group = f"{key.split('.', 1)[0]}.name"
+    by_choice: dict[str | None, set[str | None]] = {}
+    for values in settings:
+        by_choice.setdefault(values.get(group), set()).add(values.get(key))
+    return any(len(found) > 1 for found in by_choice.values())
 
 
 def describe(values: Mapping[str, str], keys: list[str]) -> str:

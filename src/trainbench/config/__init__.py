@@ -187,7 +187,30 @@ def params(cell: CellConfig) -> dict[str, Any]:
         flat["debug.inject_fault"] = cell.debug.inject_fault
         flat["debug.fault_rank"] = cell.debug.fault_rank
     flat.pop("framework.adapter", None)
+    flat.update(thread_settings())
     return {key: value for key, value in flat.items() if value is not None}
+
+
+# Environment variables that set how many threads a framework's math uses: a user's choice that changes the
+# figure (OMP_NUM_THREADS=1 can double an MLP's rate on two cores), so part of the setting. Unset ones are not
+# recorded: a run without them ran at the framework's default, as runs recorded before this param did.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+    "XLA_FLAGS",
+)
+
+
+def thread_settings() -> dict[str, str]:
+    """threads.<VARIABLE>: the thread-count variables set in the environment the cells inherit."""
+    import os
+
+    return {f"threads.{name}": os.environ[name] for name in THREAD_VARIABLES if os.environ.get(name)}
 
 
 def to_spec(cell: CellConfig) -> dict[str, Any]:

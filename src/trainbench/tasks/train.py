@@ -25,6 +25,11 @@ with the model's build and compile too).
 
 The first epoch pays for allocation, autotuning and compilation: it is reported on its own
 (first_epoch_time_s, compile_time_s) and left out of samples_per_s whenever a later epoch exists.
+
+Noise, as benchmark names it: over the epochs that make samples_per_s (two or more), epoch_time_cv_pct is
+the coefficient of variation of their times and samples_per_s_ci95 the half-width of the 95% CI (Student's t)
+of their rates; a cv above NOISY_CV_PCT prints benchmark's one-line warning and tags trainbench.noisy=true.
+A line says which epochs the figure holds and its interval.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from trainbench.tasks.base import (
     actual_data_params,
     energy_meter,
     model_and_data,
+    noise_tags,
     throughput_extras,
 )
 from trainbench.timeline import mark
@@ -246,7 +252,7 @@ class TrainTask(Task):
         }
         if len(epochs) > 1:  # what the first epoch cost beyond a steady one: compilation, autotuning
             summary["compile_time_s"] = max(0.0, epochs[0].seconds - epochs[0].samples * steady_s_per_sample)
-        tags = dict(meter.tags())
+        tags = {**meter.tags(), **epoch_noise(steady, len(epochs), summary)}
         waited = [e for e in steady if e.input_wait_s is not None]
         if waited:  # data.pipeline=loader: did the steps wait for their batches?
             share = sum(e.input_wait_s or 0.0 for e in waited) / sum(e.seconds for e in waited)
@@ -254,6 +260,28 @@ class TrainTask(Task):
             tags["trainbench.input_bound"] = str(share >= INPUT_BOUND_SHARE).lower()
         log.tags(tags)
         return summary
+
+
+def epoch_noise(steady: list[EpochStats], epochs: int, summary: dict[str, Any]) -> dict[str, str]:
+    """The spread of the epochs in samples_per_s, as benchmark records its blocks': epoch_time_cv_pct and
+    samples_per_s_ci95 into `summary`, the trainbench.noisy tags returned (none from one epoch: no spread)."""
+    from trainbench import progress
+    from trainbench.timing import StepStats, mean_ci95
+
+    which = f"epoch {steady[0].epoch}" if len(steady) == 1 else f"epochs {steady[0].epoch}-{steady[-1].epoch}"
+    left_out = " (epoch 1, which compiles and allocates, left out)" if len(steady) < epochs else ""
+    if len(steady) < 2:
+        progress.line(f"train: samples_per_s from {which}{left_out}: one epoch, no interval (task.epochs=3 or more)")
+        return {}
+    cv_pct = StepStats.of([e.seconds for e in steady]).cv_pct
+    _, ci95 = mean_ci95([e.samples / e.seconds for e in steady])
+    summary["epoch_time_cv_pct"] = cv_pct
+    summary["samples_per_s_ci95"] = ci95
+    progress.line(
+        f"train: samples_per_s from {which}{left_out}: {summary['samples_per_s']:,.0f} +/- {ci95:,.0f} "
+        f"(95% CI over {len(steady)} epochs), epoch times vary by {cv_pct:.1f}% (cv)"
+    )
+    return noise_tags("epoch times", cv_pct, "more task.epochs, a larger data.num_samples, or a quiet machine")
 
 
 def fit_epochs(device: Device, trainer: Trainer, epochs: int, sync_every_step: bool) -> list[tuple[float, EpochResult]]:
