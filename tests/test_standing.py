@@ -81,6 +81,19 @@ def test_a_noisy_figure_is_marked_and_overlapping_intervals_quote_no_speedup(sto
     assert "within noise of yours" in lines[0] and not re.search(r"\d\.\d\dx", lines[0]), lines
     page = next(Path("outputs/compare").glob("*.html")).read_text()
     assert "NOISY" in page and "within noise of yours" in page
+    from trainbench.report import cli as report
+
+    _, uri, _ = store
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert (
+            report.main(["--out", "report", "--no-log", "--no-contributed", "--yours", found.yours.column.hw_label])
+            == 0
+        )
+    (row,) = [
+        line for line in Path("report/report.md").read_text().splitlines() if line.startswith("| ") and "560" in line
+    ]
+    assert "500.0 NOISY" in row and "560.0 (within noise)" in row and not re.search(r"\d×\)", row), row
 
 
 def test_separate_intervals_quote_the_speedup(store) -> None:

@@ -37,7 +37,9 @@ def cell_text(cell: Cell | None) -> str:
         text += f" (median of {len(cell.runs)} runs)"
     if cell.speedup is not None:
         text += f" ({cell.speedup:.2f}×)"
-    return text
+    if cell.within_noise:
+        text += " (within noise)"
+    return text + (" NOISY" if cell.noisy else "")
 
 
 def caption(table: Table) -> str:
