@@ -88,10 +88,14 @@ def standings(entries: list[Entry], runs: set[str] | None = None) -> list[Standi
         mine = [e for e in members if e.column.mine]
         if not mine or (runs is not None and not any(e.run_id in runs for e in members)):
             continue
-        metric = shared_metric(mine[0], [e for e in members if not e.column.mine])
+        this = {e.run_id for e in mine if e.run_id in runs} if runs else latest(mine)
+        yours = next((e for e in mine if e.run_id in this), mine[0])
+        metric = shared_metric(yours, [e for e in members if not e.column.mine])
         if metric is None:
             continue
-        found.append(standing(members, metric, {e.run_id for e in mine if e.run_id in runs} if runs else latest(mine)))
+        shown = standing(members, metric, this)
+        if shown.yours is not None:  # the user's run has the metric (history alone is no standing)
+            found.append(shown)
     alike: dict[str, list[Standing]] = defaultdict(list)
     for s in found:
         alike[s.title].append(s)
