@@ -47,7 +47,9 @@ def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> 
         "no other machine has the default cell's setting: regenerate results/contributed/ (its README says how)"
     )
     (line,) = [line for line in out.splitlines() if line.startswith("  mlp (train):")]
-    assert re.search(r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ \(2 repeats\), [\d.]+x", line)
+    assert re.search(
+        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ \(2 repeats\), [\d.]+x", line
+    )
     (printed,) = re.findall(r"^Compare: (\S+)", out, flags=re.MULTILINE)
     (page,) = (folder / "outputs" / "compare").glob("*.html")
     assert Path(printed) == page and mine in page.read_text()
