@@ -47,7 +47,9 @@ def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> 
         "no other machine has the default cell's setting: regenerate results/contributed/ (its README says how)"
     )
     (line,) = [line for line in out.splitlines() if line.startswith("  mlp (train):")]
-    assert re.search(r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+, [\d.]+x", line)
+    assert re.search(
+        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ \(2 repeats\), [\d.]+x", line
+    )
     (printed,) = re.findall(r"^Compare: (\S+)", out, flags=re.MULTILINE)
     (page,) = (folder / "outputs" / "compare").glob("*.html")
     assert Path(printed) == page and mine in page.read_text()
@@ -100,12 +102,12 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
     found = {s.title: s for s in standing.standings(entries)}
     resnet = "resnet50 (benchmark): synthetic_imagenet 224 px, bs128, mixed_bf16, timed: steps"
     assert resnet in found, sorted(found)
-    (line,) = standing.terminal_lines([found[resnet]])
-    assert re.search(r": mlx 0\.32 [\d,.]+, pytorch 2\.11 [\d,.]+ samples/s here;", line), line
+    line = standing.terminal_lines([found[resnet]])[0]  # then its history lines
+    assert re.search(r": mlx 0\.32 [\d,.]+ \S.*, pytorch 2\.11 [\d,.]+ .*samples/s here;", line), line
     default_cell = (
         "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64, fp32, timed: epoch"
     )
-    (line,) = standing.terminal_lines([found[default_cell]])
-    assert re.search(r"\(contributed\) [\d,]+, [\d.]+x \((faster|slower) than your pytorch\)", line), line
+    line = standing.terminal_lines([found[default_cell]])[0]
+    assert re.search(r"\(contributed\) [\d,]+ \(2 repeats\), [\d.]+x \((faster|slower) than your pytorch\)", line), line
     inference = [title for title in found if "(inference)" in title]
     assert inference and not [title for title in inference if "epochs" in title], inference

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, sources, tracking, untrusted
+from trainbench import figures, hardware, sources, tracking, untrusted
 from trainbench.setting import describe, differences, release, setting
 
 Column = tuple[str, Callable[[Any], str]]
@@ -26,6 +26,21 @@ def _number(value: float | None, digits: int = 1) -> str:
 
 def _metric(key: str, digits: int = 1) -> Callable[[Any], str]:
     return lambda found: _number(found.run.data.metrics.get(key), digits)
+
+
+def _figure(key: str) -> Callable[[Any], str]:
+    """As every screen quotes a run's figure (trainbench.figures): interval, repeats, noise."""
+
+    def cell(found: Any) -> str:
+        data = found.run.data
+        value = data.metrics.get(key)
+        if value is None:
+            return ""
+        return figures.quoted(
+            value, figures.ci95(data.metrics, key), figures.repeats(data.params, key), figures.noisy(data.tags)
+        )
+
+    return cell
 
 
 def _tag(key: str) -> Callable[[Any], str]:
@@ -64,7 +79,7 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
             ),
         ),
         ("date", lambda f: time.strftime("%Y-%m-%d %H:%M", time.localtime(f.run.info.start_time / 1000))),
-        ("samples/s", _metric("samples_per_s")),
+        ("samples/s", _figure("samples_per_s")),
         ("step ms p50", _metric("step_time_ms_p50", 2)),
         ("cv %", _metric("step_time_cv_pct", 2)),
         ("peak GPU MB", _metric("peak_device_memory_mb")),
@@ -96,6 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--experiment", default="trainbench")
     parser.add_argument("--sweep", default=None, help="only the cells of this sweep run")
+    parser.add_argument(
+        "--contributed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="list the runs of results/contributed/ too, as the first screen and the report read them "
+        "(--no-contributed: leave them out)",
+    )
     args = parser.parse_args(argv)
     uris = [tracking.resolve_tracking_uri(uri) for uri in args.uri]
     if not uris and not args.files:
@@ -103,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         opened: list[Any] = [sources.open_store(uri) for uri in uris]
         opened += [sources.open_file(path) for path in args.files]
+        if args.contributed and not args.sweep:
+            opened += sources.open_contributed()
     except (tracking.TrackingUnavailable, sources.SourceError) as error:
         parser.exit(2, f"trainbench: {untrusted.shown(str(error))}\n")
     stores = [s for s in opened if isinstance(s, sources.StoreSource)]

@@ -1,7 +1,7 @@
 """`python src/report.py`: select, compare, plot, render; then log the report as a run `trainbench.kind=report`.
 
-It reads every source given (tracking stores with --uri, export files, the repository's contributed files with
---contributed) and opens with where this machine stands: each setting it ran next to every other machine's.
+It reads every source given (tracking stores with --uri, export files, and the repository's contributed files
+unless --no-contributed: the sources the sweep's first screen reads) and opens with where this machine stands: each setting it ran next to every other machine's.
 Exit status: 0 written (and logged); 1 written, but logging it to MLflow failed; 2 bad input, nothing written.
 """
 
@@ -126,8 +126,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--contributed",
-        action="store_true",
-        help="add the export files in results/contributed/ (machines this project does not have)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="read the export files in results/contributed/ (machines this project does not have), as the "
+        "sweep's first screen and `trainbench results` do; --no-contributed leaves them out",
     )
     parser.add_argument(
         "--out",

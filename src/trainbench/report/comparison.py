@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from trainbench.figures import ci95, noisy, separate, spread_ci95
 from trainbench.report.selection import Column, Entry, ReportError
 from trainbench.setting import describe, differences
 
@@ -44,6 +45,9 @@ class Cell:
     runs: list[str]
     speedup: float | None = None
     source_lines: list[str] = field(default_factory=list)
+    noisy: bool = False  # a run of it was tagged trainbench.noisy (trainbench.figures)
+    ci95: float | None = None  # one run's recorded 95% half-width, or the spread of several runs' figures
+    within_noise: bool = False  # its interval and the baseline's overlap: no speed-up is quoted
 
 
 @dataclass
@@ -172,6 +176,8 @@ def build_row(members: list[Entry], metric: str) -> Row:
             statistics.median(v for v in values if v is not None),
             [e.run_id for e in runs],
             source_lines=[e.source_line for e in runs if e.source_line],
+            noisy=any(noisy(e.tags) for e in runs),
+            ci95=ci95(runs[0].metrics, metric) if len(runs) == 1 else spread_ci95([v for v in values if v is not None]),
         )
     if not any(not column.reference for column in by_column):
         row.commands = reproduce_commands([e for e in members if e.column.reference])
@@ -229,8 +235,18 @@ def add_speedups(row: Row, baseline: Column, higher_is_better: bool) -> None:
     if base is None or len(row.cells) < 2:
         return
     for label, cell in row.cells.items():
-        if label != baseline.label:
-            cell.speedup = cell.value / base.value if higher_is_better else base.value / cell.value
+        if label == baseline.label:
+            continue
+        if not _apart(cell, base):  # as the first screen: a ratio only where the 95% intervals separate
+            cell.within_noise = True
+            continue
+        cell.speedup = cell.value / base.value if higher_is_better else base.value / cell.value
+
+
+def _apart(cell: Cell, base: Cell) -> bool:
+    if (cell.noisy and cell.ci95 is None) or (base.noisy and base.ci95 is None):
+        return False
+    return separate(cell.value, cell.ci95, base.value, base.ci95)
 
 
 # ----------------------------------------------------------------------------------- measuring it here

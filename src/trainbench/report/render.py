@@ -38,7 +38,9 @@ def cell_text(cell: Cell | None) -> str:
         text += f" (median of {len(cell.runs)} runs)"
     if cell.speedup is not None:
         text += f" ({cell.speedup:.2f}×)"
-    return text
+    if cell.within_noise:
+        text += " (within noise)"
+    return text + (" NOISY" if cell.noisy else "")
 
 
 def caption(table: Table, quoted: Any = str) -> str:
@@ -271,8 +273,20 @@ def standings_json(found: list[standing.Standing]) -> list[dict[str, Any]]:
                     "kind": b.kind,
                     "origin": b.origin or None,
                     "speedup_vs_yours": b.speedup,
+                    "figure": b.figure,
+                    "ci95": b.ci95,
+                    "repeats": b.repeats,
+                    "noisy": b.noisy,
+                    "within_noise": b.within_noise,
                 }
                 for b in s.bars
+            ],
+            "history": [
+                {"framework": b.column.software, "value": b.value, "runs": b.runs, "noisy": b.noisy} for b in s.history
+            ],
+            "nearest": [
+                {"hw_label": n.bar.column.hw_label, "kind": n.bar.kind, "figure": n.bar.figure, "differs": n.differs}
+                for n in s.nearest
             ],
         }
         for s in found

@@ -106,6 +106,7 @@ class Entry:
     origin_kind: str = ""  # "imported" (into a store read here) or "contributed" (a file of results/contributed/)
     epoch_times: list[tuple[int, float]] = field(default_factory=list)
     tflops: list[tuple[int, float]] = field(default_factory=list)
+    start_time: int = 0  # ms since the epoch: which of this machine's runs of a setting is the latest
 
     @property
     def task(self) -> str:
@@ -230,6 +231,7 @@ def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = No
         origin_kind="contributed" if contributed else ("imported" if IMPORTED_FROM in tags else ""),
         epoch_times=found.history("epoch_time_s") if histories and "epoch_time_s" in metrics else [],
         tflops=found.history("tflops") if histories and "tflops" in metrics else [],
+        start_time=run.info.start_time or 0,
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainbench.figures import ci95, noisy, number, quoted, repeats, separate, spread_ci95
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.plots import setting_text
 from trainbench.report.selection import Column, Entry
@@ -32,10 +33,27 @@ class Bar:
     column: Column
     value: float
     runs: int
-    kind: str  # "yours", "this store", "imported", "contributed", "published"
+    kind: str  # "yours", "this store", "imported", "contributed", "published"; "history": this machine, earlier
     origin: str = ""  # a contributed file, an import, a publication
-    speedup: float | None = None  # against the user's figure, higher = faster
+    speedup: float | None = None  # against the user's figure, higher = faster; None where within noise
     against: str = "yours"  # which of the user's figures the speed-up is against, when they ran several frameworks
+    ci95: float | None = None  # 95% half-width: the run's own (<metric>_ci95), or the spread of several runs
+    repeats: int | None = None  # the timed repeats (blocks, steady epochs) that made one run's figure
+    noisy: bool = False  # a run of it was tagged trainbench.noisy
+    within_noise: bool = False  # against the user's figure: the two intervals overlap, no speed-up is quoted
+
+    @property
+    def figure(self) -> str:
+        return quoted(self.value, self.ci95, self.repeats if self.runs == 1 else None, self.noisy)
+
+
+@dataclass
+class Near:
+    """A setting close to the user's that another machine ran: shown apart, never in its chart or ratio."""
+
+    bar: Bar
+    differs: str  # "batch_size 256 vs 640, precision bf16 vs tf32"
+    distance: int  # how many settings differ
 
 
 @dataclass
@@ -46,6 +64,8 @@ class Standing:
     metric: TableMetric
     bars: list[Bar] = field(default_factory=list)
     setting: dict[str, str] = field(default_factory=dict)  # trainbench.setting.setting
+    history: list[Bar] = field(default_factory=list)  # this machine's earlier runs of the setting, apart
+    nearest: list[Near] = field(default_factory=list)  # where no other machine ran it: the closest that did
 
     @property
     def others(self) -> list[Bar]:
@@ -58,7 +78,8 @@ class Standing:
 
 def standings(entries: list[Entry], runs: set[str] | None = None) -> list[Standing]:
     """One Standing per setting that holds a run of the user's (with `runs`: one of those runs, e.g. a
-    sweep's cells), those with other machines first."""
+    sweep's cells), those with other machines first. "Yours" is `runs` (a sweep's cells), else this machine's
+    latest run of the setting; its other runs are history, shown apart."""
     groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
     for e in entries:
         groups[(e.task, e.model, e.key)].append(e)
@@ -67,11 +88,14 @@ def standings(entries: list[Entry], runs: set[str] | None = None) -> list[Standi
         mine = [e for e in members if e.column.mine]
         if not mine or (runs is not None and not any(e.run_id in runs for e in members)):
             continue
-        name = headline(mine[0])
-        metric = next((m for m in TABLE_METRICS if m.name == name), None)
+        this = {e.run_id for e in mine if e.run_id in runs} if runs else latest(mine)
+        yours = next((e for e in mine if e.run_id in this), mine[0])
+        metric = shared_metric(yours, [e for e in members if not e.column.mine])
         if metric is None:
             continue
-        found.append(standing(members, metric))
+        shown = standing(members, metric, this)
+        if shown.yours is not None:  # the user's run has the metric (history alone is no standing)
+            found.append(shown)
     alike: dict[str, list[Standing]] = defaultdict(list)
     for s in found:
         alike[s.title].append(s)
@@ -79,35 +103,128 @@ def standings(entries: list[Entry], runs: set[str] | None = None) -> list[Standi
         keys = differences([s.setting for s in group]) if len(group) > 1 else []
         for s in group:
             s.title += f" ({describe(s.setting, keys)})" if keys else ""
+    for s in found:
+        if not s.others:
+            s.nearest = nearest(s, entries)
     return sorted(found, key=lambda s: (not s.others, s.title))
 
 
-def standing(members: list[Entry], metric: TableMetric) -> Standing:
-    by_column: dict[Column, list[Entry]] = defaultdict(list)
+def shared_metric(yours: Entry, others: list[Entry]) -> TableMetric | None:
+    """The metric a setting is compared in: the user's headline (comparison.headline), unless other machines
+    have none of it and share another of the report's metrics with the user's run (published studies give
+    total_time_s alone: the report's total-time table sets the two side by side, and so does this)."""
+    name = headline(yours)
+    if name and yours.task != "matmul" and not any(e.value(name) is not None for e in others):
+        both = [m.name for m in TABLE_METRICS if yours.value(m.name) is not None]
+        name = next((n for n in both if any(e.value(n) is not None for e in others)), name)
+    return next((m for m in TABLE_METRICS if m.name == name), None)
+
+
+def latest(mine: list[Entry]) -> set[str]:
+    """Without a sweep named, "yours" is this machine's latest run of the setting, per framework column."""
+    newest: dict[Column, Entry] = {}
+    for e in mine:
+        if e.column not in newest or e.start_time > newest[e.column].start_time:
+            newest[e.column] = e
+    return {e.run_id for e in newest.values()}
+
+
+def standing(members: list[Entry], metric: TableMetric, this: set[str] | None = None) -> Standing:
+    """The bars of one setting. `this`: the user's runs that are "yours" (all of this machine's when None);
+    this machine's other runs of the setting become its history."""
+    by_column: dict[tuple[Column, bool], list[Entry]] = defaultdict(list)
     for e in members:
         if e.value(metric.name) is not None:
-            by_column[e.column].append(e)
-    bars = []
-    for column, runs in sorted(by_column.items(), key=lambda item: item[0].order()):
-        values = [v for e in runs if (v := e.value(metric.name)) is not None]
-        origins = sorted({e.origin for e in runs if e.origin})
-        if column.mine:
-            kind = "yours"
-        elif column.reference:
-            kind, origins = "published", [f"{column.source}{': ' + column.series if column.series else ''}"]
-        else:  # a column's runs may come from several places: the furthest away names it
-            kinds = {e.origin_kind for e in runs}
-            kind = next((k for k in ("contributed", "imported") if k in kinds), "this store")
-        bars.append(Bar(column, statistics.median(values), len(values), kind, "; ".join(origins)))
+            earlier = e.column.mine and this is not None and e.run_id not in this
+            by_column[(e.column, earlier)].append(e)
+    bars, history = [], []
+    for (column, earlier), runs in sorted(by_column.items(), key=lambda item: item[0][0].order()):
+        bar = _bar(column, runs, metric)
+        if earlier:
+            bar.kind = "history"
+            history.append(bar)
+        else:
+            bars.append(bar)
     mine = [b for b in bars if b.kind == "yours"]
     for bar in bars:
         # against the user's run of the same framework where there is one: "this card against mine" per framework
         yours = next((b for b in mine if b.column.framework == bar.column.framework), mine[0] if mine else None)
         if yours is not None and bar.kind != "yours" and bar.value > 0 and yours.value > 0:
+            bar.against = f"your {yours.column.framework}" if len(mine) > 1 else "yours"
+            if not _apart(bar, yours):
+                bar.within_noise = True
+                continue
             ratio = bar.value / yours.value
             bar.speedup = ratio if metric.higher_is_better else 1 / ratio
-            bar.against = f"your {yours.column.framework}" if len(mine) > 1 else "yours"
-    return Standing(title(members[0]), metric, bars, members[0].setting)
+    return Standing(title(members[0]), metric, bars, members[0].setting, history)
+
+
+def _bar(column: Column, runs: list[Entry], metric: TableMetric) -> Bar:
+    values = [v for e in runs if (v := e.value(metric.name)) is not None]
+    origins = sorted({e.origin for e in runs if e.origin})
+    if column.mine:
+        kind = "yours"
+    elif column.reference:
+        kind, origins = "published", [f"{column.source}{': ' + column.series if column.series else ''}"]
+    else:  # a column's runs may come from several places: the furthest away names it
+        kinds = {e.origin_kind for e in runs}
+        kind = next((k for k in ("contributed", "imported") if k in kinds), "this store")
+    one = runs[0] if len(runs) == 1 else None
+    return Bar(
+        column,
+        statistics.median(values),
+        len(values),
+        kind,
+        "; ".join(origins),
+        ci95=ci95(one.metrics, metric.name) if one else spread_ci95(values),
+        repeats=repeats(one.params, metric.name) if one else None,
+        noisy=any(noisy(e.tags) for e in runs),
+    )
+
+
+def _apart(bar: Bar, yours: Bar) -> bool:
+    """Whether a speed-up between the two can be quoted: their 95% intervals separate, and neither is a noisy
+    figure with no interval to say how noisy."""
+    if (bar.noisy and bar.ci95 is None) or (yours.noisy and yours.ci95 is None):
+        return False
+    return separate(bar.value, bar.ci95, yours.value, yours.ci95)
+
+
+NEAREST = 3  # close settings listed per setting no other machine ran
+
+
+def nearest(s: Standing, entries: list[Entry]) -> list[Near]:
+    """Other machines' runs of the same model and task in another setting, closest first (fewest settings
+    that differ), each with what differs."""
+    mine = s.yours
+    if mine is None:
+        return []
+    by_setting: dict[tuple[tuple[str, str], ...], list[Entry]] = defaultdict(list)
+    for e in entries:
+        if _close(e, s) and not e.column.mine and e.value(s.metric.name) is not None:
+            by_setting[e.key].append(e)
+    found = []
+    for members in by_setting.values():
+        keys = differences([s.setting, members[0].setting])
+        best = max(
+            (
+                _bar(column, [e for e in members if e.column == column], s.metric)
+                for column in {e.column for e in members}
+            ),
+            key=lambda b: b.value if s.metric.higher_is_better else -b.value,
+        )
+        differs = ", ".join(
+            f"{key.removesuffix('.name')} {s.setting.get(key, '-')} vs {members[0].setting.get(key, '-')}"
+            for key in keys
+        )
+        found.append(Near(best, differs, len(keys)))
+    return sorted(found, key=lambda n: (n.distance, n.differs))[:NEAREST]
+
+
+def _close(e: Entry, s: Standing) -> bool:
+    """Another setting of the same model and task."""
+    same = all(e.setting.get(key) == s.setting.get(key) for key in ("task.name", "model.name"))
+    return same and e.setting != s.setting
 
 
 def title(e: Entry) -> str:
@@ -116,18 +233,11 @@ def title(e: Entry) -> str:
     return f"{e.model} ({e.task}): {setting_text(e, ('model', 'applied'))}"
 
 
-def number(value: float) -> str:
-    """Readable figures: 10,283 / 312.4 / 2.53 / 0.0421."""
-    if value >= 1000:
-        return f"{value:,.0f}"
-    if value >= 100:
-        return f"{value:.1f}"
-    return f"{value:.2f}" if value >= 1 else f"{value:.3g}"
-
-
 def speedup_text(bar: Bar) -> str:
     if bar.kind == "yours":
         return "yours"
+    if bar.within_noise:
+        return f"within noise of {bar.against}"
     if bar.speedup is None:
         return ""
     faster = "faster" if bar.speedup >= 1 else "slower"
@@ -138,27 +248,44 @@ def speedup_text(bar: Bar) -> str:
 
 
 def terminal_lines(found: list[Standing]) -> list[str]:
-    """A line per setting: the user's figure, how many other machines have the setting, the fastest of them."""
+    """A line per setting: the user's figure (with its interval, repeats and noise), how many other machines
+    have the setting and the fastest of them; under it, this machine's earlier runs (history) and, where no
+    other machine ran the setting, the nearest settings that one did."""
     lines = []
     for s in found[:MAX_LINES]:
         yours = s.yours
         assert yours is not None
         mine = [b for b in s.bars if b.kind == "yours"]
-        figures = (
-            ", ".join(f"{b.column.software} {number(b.value)}" for b in mine) if len(mine) > 1 else number(yours.value)
-        )
+        figures = ", ".join(f"{b.column.software} {b.figure}" for b in mine) if len(mine) > 1 else yours.figure
         head = f"  {s.title}: {figures} {s.metric.unit} here"
         if not s.others:
             lines.append(head + "; no other machine has this setting yet")
-            continue
-        best = max(s.others, key=lambda b: b.value if s.metric.higher_is_better else -b.value)
-        lines.append(
-            f"{head}; {len(s.others)} other machine(s), fastest {best.column.hw_label} ({best.kind}) "
-            f"{number(best.value)}, {speedup_text(best)}"
-        )
+        else:
+            best = max(s.others, key=lambda b: b.value if s.metric.higher_is_better else -b.value)
+            lines.append(
+                f"{head}; {len(s.others)} other machine(s), fastest {best.column.hw_label} ({best.kind}) "
+                f"{best.figure}, {speedup_text(best)}"
+            )
+        lines += [f"    {line}" for line in history_lines(s) + nearest_lines(s)]
     if len(found) > MAX_LINES:
         lines.append(f"  ... and {len(found) - MAX_LINES} more setting(s) on the page")
     return lines
+
+
+def history_lines(s: Standing) -> list[str]:
+    return [
+        f"earlier here (history, not in the figure above): {b.column.software} median {number(b.value)} "
+        f"{s.metric.unit} of {b.runs} run(s)" + (", NOISY" if b.noisy else "")
+        for b in s.history
+    ]
+
+
+def nearest_lines(s: Standing) -> list[str]:
+    if not s.nearest:
+        return []
+    return ["close, not equal (other settings, no ratio):"] + [
+        f"  {n.bar.column.hw_label} ({n.bar.kind}) {n.bar.figure} {s.metric.unit}: {n.differs}" for n in s.nearest
+    ]
 
 
 # -------------------------------------------------------------------------------------------------- HTML
@@ -206,6 +333,7 @@ def html_section(found: list[Standing], heading: str = "Where this machine stand
         parts.append(f'<div class="standing" id="setting-{i}"><h3>{e(s.title)}</h3>')
         parts.append(svg_bars(s))
         parts.append(table(s))
+        parts.append(apart_html(s))
         parts.append("</div>")
     parts.append("</section>")
     return "\n".join(parts)
@@ -254,10 +382,27 @@ def table(s: Standing) -> str:
         origin = f" {e(bar.origin)}" if bar.origin else ""
         rows.append(
             f'<tr class="{bar.kind.split()[0]}"><td>{e(c.hw_label)}</td><td>{e(c.software)}</td><td>{e(c.backend)}</td>'
-            f'<td class="num">{number(bar.value)}</td><td class="num">{bar.runs}</td>'
+            f'<td class="num">{e(bar.figure)}</td><td class="num">{bar.runs}</td>'
             f'<td class="num">{e(speedup_text(bar))}</td><td>{badge}{origin}</td></tr>'
         )
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def apart_html(s: Standing) -> str:
+    """This machine's earlier runs and the nearest settings: under the chart, never in it or its ratios."""
+    e = html.escape
+    parts = [f'<p class="hint history">{e(line)}</p>' for line in history_lines(s)]
+    if s.nearest:
+        items = "".join(
+            f"<li>{e(n.bar.column.hw_label)} ({e(n.bar.kind)}): {e(n.bar.figure)} {e(s.metric.unit)}; "
+            f"differs: {e(n.differs)}</li>"
+            for n in s.nearest
+        )
+        parts.append(
+            '<div class="nearest"><p class="hint">Close, not equal: no other machine ran this setting; the '
+            f"nearest settings that one did (not compared, no ratio):</p><ul>{items}</ul></div>"
+        )
+    return "".join(parts)
 
 
 def _code(text: str) -> str:

@@ -129,7 +129,7 @@ class Sweep:
                 self._close_left_open(store, experiment_id, sweep_id, stopped, broken)
                 results.update(self._recorded(store, experiment_id, sweep_id, results))
                 rows = self._rows(results, job_errors, stopped, broken)
-                table = summary_table(rows)
+                table = summary_table(rows, recorded_figures(store, experiment_id, sweep_id))
                 print(untrusted.shown(table, keep_newlines=True), flush=True)
                 if broken is not None:
                     print(
@@ -566,10 +566,13 @@ def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None
         return f"(no link: {tracking.private(str(error))[:120]})"
 
 
-def summary_table(results: list[CellResult]) -> str:
+def summary_table(results: list[CellResult], quoted: dict[str, str] | None = None) -> str:
+    """`quoted`: run id -> its figure as every screen quotes it (interval, repeats, noise; `recorded_figures`)."""
     rows = [("cell", "outcome", "samples/s", "reason")]
     for r in results:
         speed = f"{r.samples_per_s:,.1f}" if r.samples_per_s is not None else "-"
+        if r.run_id and r.samples_per_s is not None and (quoted or {}).get(r.run_id):
+            speed = (quoted or {})[r.run_id]
         if r.peak_tflops is not None:
             speed = f"{r.peak_tflops:,.2f} TFLOPS peak"
         rows.append((r.name, r.outcome, speed, tracking.private(r.reason or "")))
@@ -582,6 +585,28 @@ def summary_table(results: list[CellResult]) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths) + "  ------")
     return "\n".join(lines)
+
+
+def recorded_figures(store: Any, experiment_id: str, sweep_id: str) -> dict[str, str]:
+    """Run id -> samples_per_s of this sweep's cells as the first screen, `trainbench results` and the report
+    quote it (trainbench.figures: with its interval, repeats and noise), read back from the store."""
+    from trainbench import figures
+
+    try:
+        runs = store.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}'", max_results=10_000)
+    except (Exception, tracking.StoreFailed):  # the store is unreachable now: the table shows the bare figures
+        return {}
+    found = {}
+    for run in runs:
+        metrics, value = run.data.metrics, run.data.metrics.get("samples_per_s")
+        if value is not None:
+            found[run.info.run_id] = figures.quoted(
+                value,
+                figures.ci95(metrics, "samples_per_s"),
+                figures.repeats(run.data.params, "samples_per_s"),
+                figures.noisy(run.data.tags),
+            )
+    return found
 
 
 def cell_setting_id(cell: CellConfig) -> str:

@@ -1,0 +1,152 @@
+"""What the first screen sets next to the user's figure, read from real stores (sqlite in tmp_path).
+
+Runs are logged into the store with the params and tags a real cell of the given overrides records (as
+tests/test_report.py's make_entry composes them), then read back through trainbench.report.standing.after_sweep,
+the function a sweep's end calls: a noisy figure is marked, a speed-up is quoted only where the two 95%
+intervals separate, settings no other machine ran list the nearest ones that one did, and the published
+depth study reaches the first screen in the same total_time_s row as in `python src/report.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pytest
+
+from conftest import ROOT, with_schema
+from trainbench.config import params
+from trainbench.config.compose import cells_for
+from trainbench.report import standing
+
+XEON = {"hw.cpu": "Intel(R) Xeon(R) Processor", "hw.cpu_cores": "2", "trainbench.backend": "cpu"}
+M1_MAX = {"hw.chip": "Apple M1 Max", "hw.gpu_cores": "32", "trainbench.backend": "metal"}
+TINY = ["model=mlp", "device=cpu", "data.num_samples=64", "data.num_val_samples=16", "task.epochs=3"]
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str, str]:
+    monkeypatch.chdir(tmp_path)  # the page goes to outputs/compare/ under the working folder
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow.MlflowClient(uri)
+    return client, uri, client.create_experiment("trainbench")
+
+
+def log_cell(
+    store: tuple[Any, str, str], overrides: list[str], machine: dict[str, str], metrics: dict[str, float], **tags: str
+) -> str:
+    """A finished cell as a real one of `overrides` records it, on `machine`, with `metrics`."""
+    client, _, experiment_id = store
+    (cell,) = cells_for(overrides)
+    cell = cell.task.prepared(cell)
+    all_tags = {
+        **{key: str(value) for key, value in cell.task.tags(cell).items()},
+        "trainbench.kind": "cell",
+        "trainbench.outcome": "finished",
+        "trainbench.framework": "pytorch",
+        "trainbench.framework_version": "2.14.1",
+        **machine,
+        **tags,
+    }
+    run = client.create_run(experiment_id, tags=all_tags)
+    client.log_batch(
+        run.info.run_id,
+        metrics=[mlflow.entities.Metric(k, v, 0, 0) for k, v in metrics.items()],
+        params=[mlflow.entities.Param(k, str(v)) for k, v in params(cell).items()],
+    )
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def first_screen(store: tuple[Any, str, str], mine: set[str]) -> tuple[list[standing.Standing], list[str]]:
+    client, uri, experiment_id = store
+    found, _ = standing.after_sweep(client, uri, experiment_id, mine, "test-sweep")
+    return found, standing.terminal_lines(found)
+
+
+def test_a_noisy_figure_is_marked_and_overlapping_intervals_quote_no_speedup(store) -> None:
+    mine = log_cell(
+        store,
+        TINY,
+        XEON,
+        {"samples_per_s": 500.0, "samples_per_s_ci95": 120.0},
+        **{"trainbench.noisy": "true", "trainbench.noisy_reason": "epoch times cv 31.0% > 10%"},
+    )
+    log_cell(store, TINY, M1_MAX, {"samples_per_s": 560.0, "samples_per_s_ci95": 30.0})
+    (found,), lines = first_screen(store, {mine})
+    assert lines[0].count("NOISY") == 1 and "500.0 ± 120.0 (95%, 2 repeats) NOISY samples/s here" in lines[0], lines
+    assert "within noise of yours" in lines[0] and not re.search(r"\d\.\d\dx", lines[0]), lines
+    page = next(Path("outputs/compare").glob("*.html")).read_text()
+    assert "NOISY" in page and "within noise of yours" in page
+    from trainbench.report import cli as report
+
+    _, uri, _ = store
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert (
+            report.main(["--out", "report", "--no-log", "--no-contributed", "--yours", found.yours.column.hw_label])
+            == 0
+        )
+    (row,) = [
+        line for line in Path("report/report.md").read_text().splitlines() if line.startswith("| ") and "560" in line
+    ]
+    assert "500.0 NOISY" in row and "560.0 (within noise)" in row and not re.search(r"\d×\)", row), row
+
+
+def test_separate_intervals_quote_the_speedup(store) -> None:
+    mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
+    log_cell(store, TINY, M1_MAX, {"samples_per_s": 1000.0, "samples_per_s_ci95": 20.0})
+    _, lines = first_screen(store, {mine})
+    assert "2.00x (faster than yours)" in lines[0] and "NOISY" not in lines[0], lines
+
+
+def test_where_no_other_machine_ran_the_setting_the_nearest_are_listed_apart(store) -> None:
+    mine = log_cell(store, [*TINY, "batch_size=16"], XEON, {"samples_per_s": 500.0})
+    log_cell(store, [*TINY, "batch_size=64"], M1_MAX, {"samples_per_s": 2000.0})
+    log_cell(store, [*TINY, "batch_size=64", "precision=mixed_bf16"], M1_MAX, {"samples_per_s": 3000.0})
+    log_cell(store, ["model=mlp_deep", "device=cpu"], M1_MAX, {"samples_per_s": 9.0})  # another model: not close
+    (found,), lines = first_screen(store, {mine})
+    assert not found.others and found.bars == [found.yours]  # never in the chart or a ratio
+    assert "no other machine has this setting yet" in lines[0], lines
+    assert lines[1].strip() == "close, not equal (other settings, no ratio):", lines
+    assert re.search(r"Apple M1 Max .*\(this store\) 2,000 .*samples/s: batch_size 16 vs 64$", lines[2]), lines
+    assert re.search(r"3,000 .*: batch_size 16 vs 64, precision fp32 vs mixed_bf16$", lines[3]), lines
+    assert "x (" not in "".join(lines[1:]) and "mlp_deep" not in "".join(lines)
+    page = next(Path("outputs/compare").glob("*.html")).read_text()
+    assert "Close, not equal" in page and "batch_size 16 vs 64" in page
+
+
+def test_the_published_depth_study_reaches_the_first_screen_as_it_reaches_the_report(store, tmp_path) -> None:
+    """The real references CSV, imported as `python src/references.py` does, and a depth-5 cell of the study
+    on this CPU: the first screen compares it in total_time_s with the published machines, as the report."""
+    from trainbench.references import cli as references
+    from trainbench.report import cli as report
+
+    _, uri, _ = store
+    csv = (ROOT / "references" / "published-results.csv").read_text().splitlines(keepends=True)
+    study = tmp_path / "depth-study.csv"  # the study's own rows of the real file: its import alone takes seconds
+    study.write_text(csv[0] + "".join(line for line in csv[1:] if line.startswith("m1-tensorflow-benchmark,")))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert references.main([str(study)]) == 0
+        mine = log_cell(
+            store,
+            ["+experiment=mlp_depth_study", "device=cpu", "model.depth=5"],
+            XEON,
+            {"samples_per_s": 5000.0, "total_time_s": 30.0, "device_init_time_s": 0.1},
+            **{"trainbench.framework": "tensorflow", "trainbench.framework_version": "2.20.0"},
+        )
+        (found,), lines = first_screen(store, {mine})
+        assert found.metric.name == "total_time_s", lines
+        published = {b.column.hw_label: b.value for b in found.others if b.kind == "published"}
+        assert {66.79, 50.57, 42.07, 23.02} <= set(published.values()), published
+        assert re.search(
+            r"30\.00 \(1 repeat\) s here; \d+ other machine\(s\), fastest .+ \(published\) 23\.02", lines[0]
+        )
+        assert report.main(["--out", str(tmp_path / "report"), "--no-log", "--model", "mlp_deep"]) == 0
+    data = json.loads((tmp_path / "report" / "report.json").read_text())
+    (depth,) = [s for s in data["standing"] if "mlp_deep" in s["setting"]]
+    assert depth["metric"] == "total_time_s" and 23.02 in [b["value"] for b in depth["bars"]], depth
