@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, tracking
+from trainbench import hardware, suite, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
@@ -337,6 +337,7 @@ class Sweep:
             "trainbench.sweep_name": sweep_name,
             "trainbench.cells": len(self.cells),
             "trainbench.overrides": tracking.private(" ".join(overrides)) or "(defaults)",
+            **suite.tags(),
             "git.commit": tracking.git_commit(),
             **hardware.host_tags(),
             **liveness.alive_tags(),
