@@ -28,7 +28,7 @@ SUITE_NAME = "standard"
 SUITE_VERSION = 1
 # sha256 of the sorted setting ids of every preset's cells (suite_fingerprint): bump SUITE_VERSION and set this
 # anew whenever it changes, so that rows of two versions never share a chart.
-SUITE_FINGERPRINT = "unset"
+SUITE_FINGERPRINT = "15adfb56a98fce5a"
 CLASSES = ("cpu", "gpu", "data_parallel")
 ENV = "TRAINBENCH_SUITE"  # "standard/1" in every process of a suite's sweep: its cells tag their runs with it
 
@@ -90,16 +90,45 @@ def fingerprint(setting_ids: Iterable[str]) -> str:
     return hashlib.sha256(" ".join(sorted(set(setting_ids))).encode()).hexdigest()[:16]
 
 
+def workloads(device_class: str) -> list[str]:
+    """The workloads (conf/suite_cell/ names) the class's preset runs, in order."""
+    import yaml
+
+    from trainbench.config import CONF_DIR
+
+    loaded = yaml.safe_load((CONF_DIR / "experiment" / f"{preset(device_class)}.yaml").read_text(encoding="utf-8"))
+    return [name.strip() for name in str(loaded["hydra"]["sweeper"]["params"]["+suite_cell"]).split(",")]
+
+
+def refusal(argv: list[str], device_class: str) -> str | None:
+    """Why the command line cannot be the suite (one line), or None. The suite fixes its workloads and their
+    precisions; `+suite_cell=a,b` runs some of the class's workloads, as they are."""
+    fixed = [a for a in argv if a.lstrip("+").startswith(("experiment=", "precision="))]
+    if fixed:
+        return (
+            f"`trainbench suite {fixed[0]}`: the suite fixes its workloads and precisions; run "
+            "`python src/run.py ...` for other settings"
+        )
+    known = workloads(device_class)
+    for arg in argv:
+        if arg.lstrip("+").startswith("suite_cell="):
+            unknown = [w for w in arg.split("=", 1)[1].split(",") if w not in known]
+            if unknown:
+                return (
+                    f"`trainbench suite {arg}`: {', '.join(unknown)} is not a workload of the {device_class} class; "
+                    f"choose from {', '.join(known)}"
+                )
+    return None
+
+
 def main(argv: list[str]) -> int:
     """`trainbench suite [OVERRIDES...]`: run the standard suite for this machine's class, as one sweep."""
     from trainbench import cli
 
-    bad = [a for a in argv if a.startswith(("+experiment=", "experiment=", "+suite_cell=", "precision="))]
-    if bad:
-        return cli.fail(
-            f"`trainbench suite {bad[0]}`: the suite fixes its workloads and precisions; run "
-            "`python src/run.py ...` for other settings"
-        )
+    argv = [f"+{a}" if a.startswith("suite_cell=") else a for a in argv]
+    problem = refusal(argv, device_class(argv))
+    if problem:
+        return cli.fail(problem)
     os.environ[ENV] = tag_value()
     line = command_line(argv)
     print(f"trainbench suite: {SUITE_NAME} v{SUITE_VERSION}, {line[0].split('=', 1)[1]}", file=sys.stderr, flush=True)

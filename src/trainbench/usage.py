@@ -37,6 +37,7 @@ SUBCOMMANDS = (
     ("download data=NAME", "fetch a dataset's files now (needs network)"),
     ("export -o runs.json", "a store's cells and sweeps as one file, for another machine to import"),
     ("import runs.json...", "add exported runs to this store (importing again changes nothing)"),
+    ("suite [device=gpu]", "the standard suite: fixed workloads other machines ran, and how this machine compares"),
     ("doctor", "tiny cells of every installed framework: do timing, memory and energy read right here?"),
 )
 
