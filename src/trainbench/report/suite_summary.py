@@ -74,9 +74,9 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
     this_machine = machine_of(mine[0]) if mine else THIS_MACHINE
     by_key: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
     for e in entries:
-        ours = e.run_id in mine_runs
-        if ours or in_suite(e) or e.column.reference:
-            if not ours and machine_of(e) == this_machine:
+        swept = e.run_id in mine_runs
+        if swept or in_suite(e) or e.column.reference:
+            if not swept and machine_of(e) == this_machine:
                 continue  # this machine's earlier runs are history, not this sweep's figure
             by_key[(e.task, e.model, e.key)].append(e)
     workloads = []
