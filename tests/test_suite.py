@@ -107,16 +107,18 @@ CONTRIBUTED = ROOT / "results" / "contributed"
 
 
 def suite_files() -> list[Path]:
+    """The contributed files that hold a run of this suite version."""
     found = []
     for path in sorted(CONTRIBUTED.glob("*.json")):
         runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
-        if any(r["tags"].get("trainbench.suite") == suite.SUITE_NAME for r in runs):
+        if any(r["tags"].get("trainbench.suite_version") == str(suite.SUITE_VERSION) for r in runs):
             found.append(path)
     return found
 
 
-def figures(path: Path) -> dict[tuple[str, str], float]:
-    """Straight from the JSON: {(machine, setting id): median headline figure} of the file's suite cells."""
+def figures(path: Path) -> dict[tuple[str, str], list[float]]:
+    """Straight from the JSON: {(machine, setting id): headline figures} of the file's finished cells that are
+    of this suite version or of no suite."""
     from trainbench.setting import setting, setting_id
 
     found: dict[tuple[str, str], list[float]] = {}
@@ -124,44 +126,54 @@ def figures(path: Path) -> dict[tuple[str, str], float]:
         tags, metrics = run["tags"], run["metrics"]
         if tags.get("trainbench.kind") != "cell" or tags.get("trainbench.outcome") != "finished":
             continue
-        if tags.get("trainbench.suite_version") != str(suite.SUITE_VERSION):
+        if tags.get("trainbench.suite_version", str(suite.SUITE_VERSION)) != str(suite.SUITE_VERSION):
             continue
-        value = metrics.get("peak_tflops") or metrics.get("samples_per_s")
+        value = metrics.get("peak_tflops") if tags.get("trainbench.task") == "matmul" else metrics.get("samples_per_s")
+        framework = tags.get("trainbench.framework", "pytorch")
+        machine = tags["hw.label"] + ("" if framework == "pytorch" else f" ({framework})")
         if value:
-            key = (tags["hw.label"], setting_id(setting(run["params"], tags)))
-            found.setdefault(key, []).append(float(value))
-    return {key: statistics.median(values) for key, values in found.items()}
+            found.setdefault((machine, setting_id(setting(run["params"], tags))), []).append(float(value))
+    return found
 
 
 def test_each_machine_s_line_is_the_geometric_mean_over_the_workloads_both_ran() -> None:
-    """This CPU's suite export as "this sweep", every other machine's export as contributed: each machine's line
-    is the geometric mean of its ratios to the reference machine, over the workloads this sweep and both ran."""
+    """This CPU's suite export as "this sweep", every other contributed file as other machines: each machine's
+    line is the geometric mean of its ratios to the reference machine, over the workloads this sweep and both
+    ran, computed here from the files' JSON."""
     from trainbench import sources
     from trainbench.report import suite_summary
     from trainbench.report.selection import Selection, select
 
     files = suite_files()
-    if len(files) < 2:
-        pytest.skip("results/contributed/ holds the suite of fewer than two machines")
-    mine_file = next((f for f in files if "cpu" in f.name), files[0])
-    opened = [sources.open_file(path, contributed=True) for path in files]
-    mine = {r.info.run_id for r in opened[files.index(mine_file)].exported.runs if r.data.tags.get("trainbench.suite")}
+    mine_file = next((f for f in files if "cpu" in f.name), None)
+    if mine_file is None:
+        pytest.skip("results/contributed/ holds no CPU export of this suite version")
+    every_file = sorted(CONTRIBUTED.glob("*.json"))
+    opened = [sources.open_file(path, contributed=True) for path in every_file]
+    exported = opened[every_file.index(mine_file)].exported.runs
+    mine = {r.info.run_id for r in exported if r.data.tags.get("trainbench.suite")}
     entries, _ = select(opened, Selection("trainbench"), mine_runs=mine, histories=False)
     lines = suite_summary.terminal_lines(suite_summary.summarise(entries, mine))
 
     mine_figures = figures(mine_file)
     this_machine = next(iter(mine_figures))[0]
     workloads = {key for _, key in mine_figures}
-    everything = {k: v for path in files if path != mine_file for k, v in figures(path).items() if k[0] != this_machine}
+    everything: dict[tuple[str, str], list[float]] = {}
+    for path in every_file:
+        if path != mine_file:
+            for key, values in figures(path).items():
+                if key[0] != this_machine:
+                    everything.setdefault(key, []).extend(values)
     everything.update(mine_figures)
-    machines = sorted({m for m, _ in everything})
+    median = {key: statistics.median(values) for key, values in everything.items()}
+    machines = sorted({m for m, _ in median})
     reference = suite_summary.REFERENCE_MACHINE if suite_summary.REFERENCE_MACHINE in machines else this_machine
     checked = 0
     for machine in machines:
-        shared = [k for k in sorted(workloads) if (machine, k) in everything and (reference, k) in everything]
+        shared = [k for k in sorted(workloads) if (machine, k) in median and (reference, k) in median]
         if not shared:
             continue
-        ratios = [everything[(machine, k)] / everything[(reference, k)] for k in shared]
+        ratios = [median[(machine, k)] / median[(reference, k)] for k in shared]
         expected = math.exp(statistics.fmean(math.log(r) for r in ratios))
         name = f"{machine} (this machine)" if machine == this_machine else machine
         shown_reference = f"{reference} (this machine)" if reference == this_machine else reference

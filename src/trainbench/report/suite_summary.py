@@ -1,9 +1,9 @@
 """After `trainbench suite`: each workload, this machine against every machine that ran it, and one line per
 machine -- the geometric mean of its ratios to a named reference machine over the workloads both ran.
 
-Only runs of the same suite version compare (tags trainbench.suite, trainbench.suite_version: a workload
-changed between versions measures something else), plus published reference rows whose setting equals a
-workload's (the seed MLP's). Where the reference machine ran none of this sweep's workloads, this machine is the
+Runs of another suite version never compare (tags trainbench.suite, trainbench.suite_version: the suite's
+set of workloads changed); runs of this version do, and so do runs outside any suite and published reference
+rows whose setting equals a workload's (the default cell run by hand is the suite's MLP workload). Where the reference machine ran none of this sweep's workloads, this machine is the
 reference. Ratios are "higher = faster" whatever the metric (a total time is inverted).
 """
 
@@ -56,7 +56,11 @@ class SuiteSummary:
     this_machine: str
 
 
-def in_suite(e: Entry, version: str = str(suite.SUITE_VERSION)) -> bool:
+def comparable(e: Entry, version: str = str(suite.SUITE_VERSION)) -> bool:
+    """A run of this suite version, or a run outside any suite (its setting equal to a workload's is the same
+    measurement: the default cell run by hand, a published row); never a run of another suite or version."""
+    if "trainbench.suite" not in e.tags:
+        return True
     return e.tags.get("trainbench.suite") == suite.SUITE_NAME and e.tags.get("trainbench.suite_version") == version
 
 
@@ -75,7 +79,7 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
     by_key: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
     for e in entries:
         swept = e.run_id in mine_runs
-        if swept or in_suite(e) or e.column.reference:
+        if swept or comparable(e):
             if not swept and machine_of(e) == this_machine:
                 continue  # this machine's earlier runs are history, not this sweep's figure
             by_key[(e.task, e.model, e.key)].append(e)
@@ -125,7 +129,7 @@ def _figure(value: float) -> str:
 def terminal_lines(found: SuiteSummary) -> list[str]:
     """The suite's part of the first screen: per workload every machine's figure, then one line per machine."""
     shown_ref = f"{found.this_machine} ({THIS_MACHINE})" if found.reference == THIS_MACHINE else found.reference
-    head = f"Standard suite v{suite.SUITE_VERSION} ({suite.SUITE_NAME}): {len(found.workloads)} workload(s)"
+    head = f"Standard suite v{suite.SUITE_VERSION}: {len(found.workloads)} workload(s)"
     lines = [head + f", this machine = {found.this_machine}"]
     for w in found.workloads:
         lines.append(f"  {w.title} [{w.metric.unit}]")
