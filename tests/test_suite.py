@@ -128,7 +128,8 @@ def figures(path: Path) -> dict[tuple[str, str], list[float]]:
             continue
         if tags.get("trainbench.suite_version", str(suite.SUITE_VERSION)) != str(suite.SUITE_VERSION):
             continue
-        value = metrics.get("peak_tflops") if tags.get("trainbench.task") == "matmul" else metrics.get("samples_per_s")
+        history = metrics.get("peak_tflops" if tags.get("trainbench.task") == "matmul" else "samples_per_s")
+        value = max(history)[2] if history else None  # [step, timestamp, value]: the run's figure is the last
         framework = tags.get("trainbench.framework", "pytorch")
         machine = tags["hw.label"] + ("" if framework == "pytorch" else f" ({framework})")
         if value:
