@@ -32,7 +32,7 @@ def listed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str
     return {
         "cpu": dry_run(folder, "suite", "device=cpu"),
         "gpu": dry_run(folder, f"+experiment={suite.preset('gpu')}"),
-        "data_parallel": dry_run(folder, f"+experiment={suite.preset('data_parallel')}"),
+        "multi_gpu": dry_run(folder, f"+experiment={suite.preset('multi_gpu')}"),
     }
 
 
@@ -47,7 +47,7 @@ def test_the_dry_run_lists_every_workload_with_its_setting_and_runs_nothing(list
     assert {o.split("precision=")[1].split()[0] for o, _ in gpu} == {"fp32", "mixed_bf16"}
     # the workloads every device runs measure one setting on a CPU and on a GPU: a CPU compares with a GPU
     assert {i for _, i in cpu} <= {i for _, i in gpu}
-    assert [o.split("device.count=")[1].split()[0] for o, _ in listed["data_parallel"]] == ["1", "2"]
+    assert [o.split("device.count=")[1].split()[0] for o, _ in listed["multi_gpu"]] == ["1", "2"]
     assert not (tmp_path / "mlflow.db").exists()
 
 

@@ -5,7 +5,7 @@ device class (conf/experiment/suite_standard_<class>.yaml):
 - cpu: a CPU, a laptop, an Apple GPU -- the workloads every device runs, in fp32;
 - gpu: one NVIDIA GPU -- the same workloads (so a CPU compares with a GPU) plus ResNet-50 at batch 256, each in
   fp32 and in mixed_bf16;
-- data_parallel: 2 or more NVIDIA GPUs and `device.count=2` -- ResNet-50 at batch 256 per GPU in bf16 on 1 and 2 GPUs.
+- multi_gpu: 2 or more NVIDIA GPUs and `device.count=2` -- ResNet-50 at batch 256 per GPU in bf16 on 1 and 2 GPUs.
 
 Every run of the suite carries the tags trainbench.suite and trainbench.suite_version (docs/mlflow-schema.md),
 and the first screen's suite summary (trainbench.report.suite_summary) compares only rows of the same version.
@@ -29,7 +29,7 @@ SUITE_VERSION = 1
 # sha256 of the sorted setting ids of every preset's cells (suite_fingerprint): bump SUITE_VERSION and set this
 # anew whenever it changes, so that rows of two versions never share a chart.
 SUITE_FINGERPRINT = "1a2f4411dd90b122"
-CLASSES = ("cpu", "gpu", "data_parallel")
+CLASSES = ("cpu", "gpu", "multi_gpu")
 ENV = "TRAINBENCH_SUITE"  # "standard/1" in every process of a suite's sweep: its cells tag their runs with it
 
 
@@ -39,7 +39,7 @@ def preset(device_class: str) -> str:
 
 def device_class(overrides: Iterable[str], gpus: int | None = None) -> str:
     """Which preset a command line runs: device=cpu -> cpu; device=gpu (or auto on a machine with an NVIDIA GPU)
-    -> gpu, or data_parallel when it also says device.count=2 or more; Apple GPUs and GPU-less machines -> cpu."""
+    -> gpu, or multi_gpu when it also says device.count=2 or more; Apple GPUs and GPU-less machines -> cpu."""
     values = dict(o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
     device = values.get("device", "auto")
     if device == "cpu":
@@ -49,8 +49,8 @@ def device_class(overrides: Iterable[str], gpus: int | None = None) -> str:
         return "cpu"  # device=gpu on a Mac runs PyTorch on the Apple GPU: the cpu class's workloads, in fp32
     count = values.get("device.count", "1")
     if count == "all":
-        return "data_parallel" if found >= 2 else "gpu"
-    return "data_parallel" if count.isdigit() and int(count) >= 2 else "gpu"
+        return "multi_gpu" if found >= 2 else "gpu"
+    return "multi_gpu" if count.isdigit() and int(count) >= 2 else "gpu"
 
 
 def nvidia_gpus() -> int:
@@ -69,7 +69,7 @@ def command_line(argv: list[str], gpus: int | None = None) -> list[str]:
     """The sweep's command line for `trainbench suite ARGS`: the class's preset first, then what the user typed
     (sweep.dry_run=true, tracking.uri=..., device=...). The class's device.count=2 is the preset's own axis."""
     chosen = device_class(argv, gpus)
-    typed = [a for a in argv if not (chosen == "data_parallel" and a.startswith("device.count="))]
+    typed = [a for a in argv if not (chosen == "multi_gpu" and a.startswith("device.count="))]
     return [f"+experiment={preset(chosen)}", *typed]
 
 

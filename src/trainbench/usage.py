@@ -53,7 +53,7 @@ GROUPS = (
     ("optimize", "models as written, or each framework's speed-ups"),
 )
 # Groups under conf/ that are building blocks, not choices: the typed schemas, and the cells of presets.
-INTERNAL_GROUPS = ("schema", "scaling_cell", "tf_metal_cell")
+INTERNAL_GROUPS = ("schema", "scaling_cell", "suite_cell", "tf_metal_cell")
 
 EXAMPLES = (
     ("trainbench model=resnet18 batch_size=32 task.epochs=1", "one cell, overridden"),
