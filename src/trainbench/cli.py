@@ -7,6 +7,7 @@
     trainbench report / references       python src/report.py / python src/references.py
     trainbench export -o runs.json       a store's cells and sweeps as one file (another machine imports it)
     trainbench import runs.json...       add exported runs to a store (again: nothing changes)
+    trainbench suite [device=gpu]        the standard suite: fixed workloads other machines ran (docs/comparing.md)
     trainbench doctor                    tiny cells of every installed framework: do timing, memory, energy read right?
     trainbench download data=cifar10     fetch a dataset's files now (needs network)
 
@@ -158,6 +159,12 @@ def import_runs(argv: list[str]) -> int:
     return sharing.import_main(argv)
 
 
+def suite(argv: list[str]) -> int:
+    from trainbench import suite
+
+    return suite.main(argv)
+
+
 def doctor(argv: list[str]) -> int:
     from trainbench import doctor
 
@@ -220,6 +227,7 @@ SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "export": export,
     "import": import_runs,
     "doctor": doctor,
+    "suite": suite,
 }
 
 

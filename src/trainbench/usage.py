@@ -37,6 +37,7 @@ SUBCOMMANDS = (
     ("download data=NAME", "fetch a dataset's files now (needs network)"),
     ("export -o runs.json", "a store's cells and sweeps as one file, for another machine to import"),
     ("import runs.json...", "add exported runs to this store (importing again changes nothing)"),
+    ("suite [device=gpu]", "the standard suite: fixed workloads other machines ran, and how this machine compares"),
     ("doctor", "tiny cells of every installed framework: do timing, memory and energy read right here?"),
 )
 
@@ -52,7 +53,7 @@ GROUPS = (
     ("optimize", "models as written, or each framework's speed-ups"),
 )
 # Groups under conf/ that are building blocks, not choices: the typed schemas, and the cells of presets.
-INTERNAL_GROUPS = ("schema", "scaling_cell", "tf_metal_cell")
+INTERNAL_GROUPS = ("schema", "scaling_cell", "suite_cell", "tf_metal_cell")
 
 EXAMPLES = (
     ("trainbench model=resnet18 batch_size=32 task.epochs=1", "one cell, overridden"),

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from trainbench import hardware, progress, tracking
+from trainbench import hardware, progress, suite, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
 from trainbench.runner import batch_probes, batch_search, liveness, names, scaling, slots
@@ -186,6 +186,7 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
         "trainbench.cell_index": cell.launch.index,
         "trainbench.compile": str(cell.optimize.compile).lower(),
         **task_of(cell).tags(cell),
+        **suite.tags(),
         "git.commit": tracking.git_commit(),
         "sw.python": sys.version.split()[0],
         "sw.mlflow": _version("mlflow"),

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, tracking, untrusted
+from trainbench import hardware, suite, tracking, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
@@ -145,6 +145,8 @@ class Sweep:
                     if stopped or broken
                     else where_it_stands(store, uri, experiment_id, mine, self.sweep_name or sweep_id)
                 )
+                if suite.tags() and mine and not (stopped or broken):
+                    print_suite_summary(store, uri, experiment_id, mine)
                 print(
                     f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
                     + (f", sweep run {parent}" if parent else "")
@@ -340,6 +342,7 @@ class Sweep:
             "trainbench.sweep_name": sweep_name,
             "trainbench.cells": len(self.cells),
             "trainbench.overrides": tracking.private(" ".join(overrides)) or "(defaults)",
+            **suite.tags(),
             "git.commit": tracking.git_commit(),
             **hardware.host_tags(),
             **liveness.alive_tags(),
@@ -551,6 +554,22 @@ def where_it_stands(store: Any, uri: str, experiment_id: str, mine: set[str], sw
         print(untrusted.shown(line), flush=True)  # other machines' names and tags: from files, never control
     print(f"Compare: {tracking.private(str(path.resolve()))}  -- open it in a browser", flush=True)
     return path
+
+
+def print_suite_summary(store: Any, uri: str, experiment_id: str, mine: set[str]) -> None:
+    """After `trainbench suite`: per workload every machine that ran it, and one geometric-mean line per machine
+    (trainbench.report.suite_summary). A convenience, as the page is: a failure here costs the summary only."""
+    from trainbench.report import suite_summary
+
+    try:
+        lines = suite_summary.after_suite(store, uri, experiment_id, mine)
+    except tracking.StoreFailed:
+        return
+    except Exception as error:
+        sys.stderr.write(f"trainbench: no suite summary: {tracking.private(str(error)).splitlines()[0][:200]}\n")
+        return
+    for line in lines:
+        print(line, flush=True)
 
 
 def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None) -> str:

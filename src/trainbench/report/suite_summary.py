@@ -1,0 +1,165 @@
+"""After `trainbench suite`: each workload, this machine against every machine that ran it, and one line per
+machine -- the geometric mean of its ratios to a named reference machine over the workloads both ran.
+
+Runs of another suite version never compare (tags trainbench.suite, trainbench.suite_version: the suite's
+set of workloads changed); runs of this version do, and so do runs outside any suite and published reference
+rows whose setting equals a workload's (the default cell run by hand is the suite's MLP workload). Where the reference machine ran none of this sweep's workloads, this machine is the
+reference. Ratios are "higher = faster" whatever the metric (a total time is inverted).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainbench import suite
+from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
+from trainbench.report.selection import Entry
+
+REFERENCE_MACHINE = "NVIDIA H100 80GB HBM3"  # trainbench.hardware.label of the reference, when it ran the workloads
+THIS_MACHINE = "this machine"
+
+
+@dataclass
+class Workload:
+    """One workload of the suite: its figure on every machine that ran its setting."""
+
+    title: str
+    metric: TableMetric
+    values: dict[str, float] = field(default_factory=dict)  # machine -> median figure
+    runs: dict[str, int] = field(default_factory=dict)
+
+    def ratio(self, machine: str, reference: str) -> float | None:
+        """How many times faster `machine` is than `reference` here (None where either did not run it)."""
+        mine, theirs = self.values.get(machine), self.values.get(reference)
+        if not mine or not theirs:
+            return None
+        return mine / theirs if self.metric.higher_is_better else theirs / mine
+
+
+@dataclass
+class MachineLine:
+    machine: str
+    geomean: float
+    workloads: int
+
+
+@dataclass
+class SuiteSummary:
+    workloads: list[Workload]
+    reference: str
+    lines: list[MachineLine]
+    this_machine: str
+
+
+def comparable(e: Entry, version: str = str(suite.SUITE_VERSION)) -> bool:
+    """A run of this suite version, or a run outside any suite (its setting equal to a workload's is the same
+    measurement: the default cell run by hand, a published row); never a run of another suite or version."""
+    if "trainbench.suite" not in e.tags:
+        return True
+    return e.tags.get("trainbench.suite") == suite.SUITE_NAME and e.tags.get("trainbench.suite_version") == version
+
+
+def machine_of(e: Entry) -> str:
+    name = e.column.hw_label
+    if e.column.reference:
+        return f"{name} [published: {e.column.source}]"
+    return name if e.column.framework == "pytorch" else f"{name} ({e.column.framework})"
+
+
+def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERENCE_MACHINE) -> SuiteSummary:
+    """The suite's standing from `entries` (trainbench.report.selection): the workloads of `mine_runs` (this
+    sweep's finished cells), each with every machine's median figure, and the per-machine geometric means."""
+    mine = [e for e in entries if e.run_id in mine_runs]
+    this_machine = machine_of(mine[0]) if mine else THIS_MACHINE
+    by_key: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
+    for e in entries:
+        swept = e.run_id in mine_runs
+        if swept or comparable(e):
+            if not swept and machine_of(e) == this_machine:
+                continue  # this machine's earlier runs are history, not this sweep's figure
+            by_key[(e.task, e.model, e.key)].append(e)
+    workloads = []
+    for members in by_key.values():
+        ours = [e for e in members if e.run_id in mine_runs]
+        metric = next((m for m in TABLE_METRICS if ours and m.name == headline(ours[0])), None)
+        if metric is None:
+            continue
+        figures: dict[str, list[float]] = defaultdict(list)
+        for e in members:
+            value = e.value(metric.name)
+            if value is not None and value > 0:
+                figures[THIS_MACHINE if e.run_id in mine_runs else machine_of(e)].append(value)
+        workload = Workload(_title(ours[0]), metric)
+        for machine, values in figures.items():
+            workload.values[machine] = statistics.median(values)
+            workload.runs[machine] = len(values)
+        workloads.append(workload)
+    workloads.sort(key=lambda w: w.title)
+    ran = {m for w in workloads for m in w.values}
+    chosen = reference if reference in ran else THIS_MACHINE
+    lines = []
+    for machine in sorted(ran, key=lambda m: (m != THIS_MACHINE, m)):
+        ratios = [r for w in workloads if (r := w.ratio(machine, chosen)) is not None]
+        if ratios:
+            lines.append(MachineLine(machine, geometric_mean(ratios), len(ratios)))
+    return SuiteSummary(workloads, chosen, lines, this_machine)
+
+
+def geometric_mean(ratios: list[float]) -> float:
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+def _title(e: Entry) -> str:
+    from trainbench.report.standing import title
+
+    return title(e)
+
+
+def _figure(value: float) -> str:
+    from trainbench.report.standing import number
+
+    return number(value)
+
+
+def terminal_lines(found: SuiteSummary) -> list[str]:
+    """The suite's part of the first screen: per workload every machine's figure, then one line per machine."""
+    shown_ref = f"{found.this_machine} ({THIS_MACHINE})" if found.reference == THIS_MACHINE else found.reference
+    head = f"Standard suite v{suite.SUITE_VERSION}: {len(found.workloads)} workload(s)"
+    lines = [head + f", this machine = {found.this_machine}"]
+    for w in found.workloads:
+        lines.append(f"  {w.title} [{w.metric.unit}]")
+        for machine in sorted(w.values, key=lambda m: (m != THIS_MACHINE, -w.values[m])):
+            ratio = w.ratio(machine, THIS_MACHINE)
+            against = "" if machine == THIS_MACHINE or ratio is None else f"  {ratio:.3g}x this machine"
+            runs = f" (median of {w.runs[machine]})" if w.runs[machine] > 1 else ""
+            lines.append(f"    {machine}: {_figure(w.values[machine])}{runs}{against}")
+    lines.append(
+        f"Per machine, the geometric mean of its ratios to {shown_ref} (higher = faster), over the workloads both ran:"
+    )
+    for line in found.lines:
+        name = f"{found.this_machine} ({THIS_MACHINE})" if line.machine == THIS_MACHINE else line.machine
+        lines.append(f"  {name}: geometric mean over {line.workloads} workload(s) vs {shown_ref}: {line.geomean:.3g}x")
+    return lines
+
+
+def after_suite(client: Any, uri: str, experiment_id: str, mine: set[str]) -> list[str]:
+    """The suite summary of a finished sweep: its cells against this store, results/contributed/ and the
+    published rows in the store."""
+    from trainbench import sources
+    from trainbench.report.selection import Selection, select
+    from trainbench.tracking import private
+
+    experiment = client.get_experiment(experiment_id).name
+    opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
+    for path in sources.contributed_files():
+        try:
+            opened.append(sources.open_file(path, contributed=True))
+        except sources.SourceError as error:
+            sys.stderr.write(f"trainbench: left out {path.name}: {error}\n")
+    entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
+    return terminal_lines(summarise(entries, mine))

@@ -1,0 +1,184 @@
+"""The standard suite (`trainbench suite`): its dry run, the version guard, its smallest workload run for real,
+and the per-machine geometric-mean line from real export files."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, invoke
+from trainbench import suite
+
+SETTING_ROW = re.compile(r"^(\S+(?: suite_cell=\S+| precision=\S+| count=\d+)*)\s+([0-9a-f]{12})\s+(.*)$")
+
+
+def dry_run(folder: Path, *args: str) -> list[tuple[str, str]]:
+    """(overrides, setting id) of every cell the dry run lists; asserts it ran and recorded nothing."""
+    done = invoke(folder, *args, "sweep.dry_run=true", timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [m.group(3, 2) for line in done.stdout.splitlines() if (m := SETTING_ROW.match(line))]
+    assert f"{len(rows)} cell(s); nothing was run or recorded" in done.stdout
+    return rows
+
+
+@pytest.fixture(scope="module")
+def listed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, str]]]:
+    folder = tmp_path_factory.mktemp("suite-dry")
+    return {
+        "cpu": dry_run(folder, "suite", "device=cpu"),
+        "gpu": dry_run(folder, f"+experiment={suite.preset('gpu')}"),
+        "multi_gpu": dry_run(folder, f"+experiment={suite.preset('multi_gpu')}"),
+    }
+
+
+def test_the_dry_run_lists_every_workload_with_its_setting_and_runs_nothing(listed, tmp_path: Path) -> None:
+    cpu = listed["cpu"]
+    assert [re.search(r"\+suite_cell=(\S+)", o).group(1) for o, _ in cpu] == suite.workloads("cpu")  # type: ignore[union-attr]
+    assert all("precision=fp32" in o and "device=cpu" in o for o, _ in cpu)
+    for needed in ("mlp_train", "gemm", "resnet50_train", "resnet50_inference", "vit_b16_train", "distilbert_train"):
+        assert any(f"+suite_cell={needed} " in o + " " for o, _ in cpu), needed
+    gpu = listed["gpu"]
+    assert len(gpu) == 2 * len(suite.workloads("gpu"))  # every workload in fp32 and in bf16
+    assert {o.split("precision=")[1].split()[0] for o, _ in gpu} == {"fp32", "mixed_bf16"}
+    # the workloads every device runs measure one setting on a CPU and on a GPU: a CPU compares with a GPU
+    assert {i for _, i in cpu} <= {i for _, i in gpu}
+    assert [o.split("device.count=")[1].split()[0] for o, _ in listed["multi_gpu"]] == ["1", "2"]
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_suite_s_default_mlp_is_the_default_cell(listed, tmp_path: Path) -> None:
+    """The seed MLP workload is conf/config.yaml as it is: published seed rows and every default run match it."""
+    default = dry_run(tmp_path, "device=cpu")
+    mlp = [i for o, i in listed["cpu"] if "+suite_cell=mlp_train" in o]
+    assert mlp == [default[0][1]]
+
+
+def test_a_changed_workload_needs_a_new_suite_version(listed, tmp_path: Path) -> None:
+    ids = [i for rows in listed.values() for _, i in rows]
+    found = suite.fingerprint(ids)
+    assert found == suite.SUITE_FINGERPRINT, (
+        f"a workload of the suite changed (fingerprint {found}, version {suite.SUITE_VERSION} has "
+        f"{suite.SUITE_FINGERPRINT}): bump SUITE_VERSION in src/trainbench/suite.py and set SUITE_FINGERPRINT = "
+        f'"{found}", so that rows of the two versions never share a chart'
+    )
+    # one more timed GEMM is another workload: the fingerprint sees it
+    gemm = next(i for o, i in listed["cpu"] if "+suite_cell=gemm" in o)
+    ((_, longer),) = dry_run(tmp_path, "suite", "device=cpu", "+suite_cell=gemm", "task.steps=11")
+    assert longer != gemm
+    assert suite.fingerprint([longer if i == gemm else i for i in ids]) != found
+
+
+def test_the_suite_refuses_what_would_change_its_workloads(tmp_path: Path) -> None:
+    for args, named in (
+        (("suite", "device=cpu", "precision=mixed_bf16"), "precision=mixed_bf16"),
+        (("suite", "device=cpu", "+suite_cell=resnet50_bs256"), "resnet50_bs256 is not a workload of the cpu class"),
+    ):
+        done = invoke(tmp_path, *args, timeout=120)
+        assert done.returncode == 2
+        assert named in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "mlflow.db").exists() or not _runs(tmp_path)
+
+
+def _runs(folder: Path) -> list[object]:
+    from conftest import runs_in
+
+    return runs_in(f"sqlite:///{folder / 'mlflow.db'}")
+
+
+@pytest.mark.slow
+def test_the_smallest_workload_runs_tagged_with_the_suite_and_its_summary(tmp_path: Path) -> None:
+    done = invoke(tmp_path, "suite", "device=cpu", "+suite_cell=gemm", "tracking.system_metrics_interval_s=0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run,) = _runs(tmp_path)
+    assert run.data.tags["trainbench.suite"] == "standard"  # type: ignore[attr-defined]
+    assert run.data.tags["trainbench.suite_version"] == str(suite.SUITE_VERSION)  # type: ignore[attr-defined]
+    assert f"Standard suite v{suite.SUITE_VERSION}" in done.stdout
+    assert "geometric mean over 1 workload(s) vs" in done.stdout
+
+
+# --------------------------------------------------------------- the summary line, from real export files
+
+CONTRIBUTED = ROOT / "results" / "contributed"
+
+
+def suite_files() -> list[Path]:
+    """The contributed files that hold a run of this suite version."""
+    found = []
+    for path in sorted(CONTRIBUTED.glob("*.json")):
+        runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+        if any(r["tags"].get("trainbench.suite_version") == str(suite.SUITE_VERSION) for r in runs):
+            found.append(path)
+    return found
+
+
+def figures(path: Path) -> dict[tuple[str, str], list[float]]:
+    """Straight from the JSON: {(machine, setting id): headline figures} of the file's finished cells that are
+    of this suite version or of no suite."""
+    from trainbench.setting import setting, setting_id
+
+    found: dict[tuple[str, str], list[float]] = {}
+    for run in json.loads(path.read_text(encoding="utf-8"))["runs"]:
+        tags, metrics = run["tags"], run["metrics"]
+        if tags.get("trainbench.kind") != "cell" or tags.get("trainbench.outcome") != "finished":
+            continue
+        if tags.get("trainbench.suite_version", str(suite.SUITE_VERSION)) != str(suite.SUITE_VERSION):
+            continue
+        history = metrics.get("peak_tflops" if tags.get("trainbench.task") == "matmul" else "samples_per_s")
+        value = max(history)[2] if history else None  # [step, timestamp, value]: the run's figure is the last
+        framework = tags.get("trainbench.framework", "pytorch")
+        machine = tags["hw.label"] + ("" if framework == "pytorch" else f" ({framework})")
+        if value:
+            found.setdefault((machine, setting_id(setting(run["params"], tags))), []).append(float(value))
+    return found
+
+
+def test_each_machine_s_line_is_the_geometric_mean_over_the_workloads_both_ran() -> None:
+    """This CPU's suite export as "this sweep", every other contributed file as other machines: each machine's
+    line is the geometric mean of its ratios to the reference machine, over the workloads this sweep and both
+    ran, computed here from the files' JSON."""
+    from trainbench import sources
+    from trainbench.report import suite_summary
+    from trainbench.report.selection import Selection, select
+
+    files = suite_files()
+    mine_file = next((f for f in files if "cpu" in f.name), None)
+    if mine_file is None:
+        pytest.skip("results/contributed/ holds no CPU export of this suite version")
+    every_file = sorted(CONTRIBUTED.glob("*.json"))
+    opened = [sources.open_file(path, contributed=True) for path in every_file]
+    exported = opened[every_file.index(mine_file)].exported.runs
+    mine = {r.info.run_id for r in exported if r.data.tags.get("trainbench.suite")}
+    entries, _ = select(opened, Selection("trainbench"), mine_runs=mine, histories=False)
+    lines = suite_summary.terminal_lines(suite_summary.summarise(entries, mine))
+
+    mine_figures = figures(mine_file)
+    this_machine = next(iter(mine_figures))[0]
+    workloads = {key for _, key in mine_figures}
+    everything: dict[tuple[str, str], list[float]] = {}
+    for path in every_file:
+        if path != mine_file:
+            for key, values in figures(path).items():
+                if key[0] != this_machine:
+                    everything.setdefault(key, []).extend(values)
+    everything.update(mine_figures)
+    median = {key: statistics.median(values) for key, values in everything.items()}
+    machines = sorted({m for m, _ in median})
+    reference = suite_summary.REFERENCE_MACHINE if suite_summary.REFERENCE_MACHINE in machines else this_machine
+    checked = 0
+    for machine in machines:
+        shared = [k for k in sorted(workloads) if (machine, k) in median and (reference, k) in median]
+        if not shared:
+            continue
+        ratios = [median[(machine, k)] / median[(reference, k)] for k in shared]
+        expected = math.exp(statistics.fmean(math.log(r) for r in ratios))
+        name = f"{machine} (this machine)" if machine == this_machine else machine
+        shown_reference = f"{reference} (this machine)" if reference == this_machine else reference
+        wanted = f"  {name}: geometric mean over {len(shared)} workload(s) vs {shown_reference}: {expected:.3g}x"
+        assert wanted in lines, (wanted, lines)
+        checked += 1
+    assert checked >= 2
