@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from trainbench import tracking
-from trainbench.runs import search_all
+from trainbench.runs import SETTING_NAME_TAG, search_all, setting_name
 
 FORMAT = "trainbench-export"
 VERSION = 1
@@ -596,6 +596,7 @@ def _imported_tags(record: RunRecord, exported: ExportFile) -> dict[str, str]:
     tags = {k: v for k, v in record.tags.items() if k not in DROPPED_TAGS and not k.startswith(DROPPED_TAG_PREFIXES)}
     tags[IMPORT_ID_TAG] = record.key
     tags[IMPORTED_FROM_TAG] = _limited(exported.origin, MAX_TAG_LENGTH)
+    tags.setdefault(SETTING_NAME_TAG, setting_name(tags, record.params))  # files exported before the tag
     return tags
 
 

@@ -41,6 +41,7 @@ from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.worker import traceback_path
+from trainbench.runs import tag_setting_name
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
 
@@ -135,6 +136,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         reason = f"the cell's launcher failed: {type(error).__name__}: {error}"
         raise
     finally:
+        _attempt(lambda: tag_setting_name(store.client, run_id))
         _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
     if result.get("backend"):
         name = task.run_name(cell, result["backend"]) + suffix
