@@ -236,6 +236,7 @@ UI_COLUMNS = (
     "tags.`trainbench.model`",
     "tags.`trainbench.precision`",
     "tags.`trainbench.batch_size`",
+    "tags.`trainbench.setting_name`",  # the setting in words: sort or filter on it to group runs by setting
 )
 # The runs table applies saved widths only to the columns of a saved order, so the view saves both; the
 # first three are the table's own (run name, start time, duration), kept in front.
