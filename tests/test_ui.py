@@ -26,6 +26,7 @@ import pytest
 
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
 from test_team_server import mlflow_server
+from trainbench import shared_runs, tracking
 from trainbench.runs import LOCAL_UI, ui_url
 
 pytestmark = pytest.mark.slow  # real servers, sweeps and a browser
@@ -314,6 +315,7 @@ def test_the_side_by_side_link_compares_two_machines_in_mlflow(tmp_path) -> None
     name, url = links[0]
     runs = {r.info.run_id: r for e in ("trainbench", "trainbench-shared") for r in runs_in(uri, e)}
     assert runs_in(uri, "trainbench-shared"), "the published and contributed runs are in the store"
+    assert shared_runs.up_to_date(tracking.open_store(uri)), "the next sweep imports nothing again"
     with mlflow_server(tmp_path / "server", store=uri) as server, sync_api.sync_playwright() as playwright:
         context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
         page = context.new_page()
