@@ -325,7 +325,10 @@ def test_the_side_by_side_link_compares_two_machines_in_mlflow(tmp_path) -> None
             labels = {r.data.tags["hw.label"] for r in shown}
             assert len(labels) >= 2
             expect(page.get_by_role("heading", name=re.compile(rf"Comparing {len(shown)} Runs from"))).to_be_visible()
+            close_assistant(page)
             page.set_viewport_size({"width": 1440, "height": 1500})
+            for section in ("Visualizations", "Parameters", "Artifacts"):  # fold away what is not compared here
+                page.get_by_role("button", name=section, exact=True).click()
             names = row(page, "Run Name:")
             expect(names.get_by_role("cell")).to_have_text([r.info.run_name for r in shown])
             hw = row(page, "hw.label")
@@ -333,7 +336,8 @@ def test_the_side_by_side_link_compares_two_machines_in_mlflow(tmp_path) -> None
             expect(hw.get_by_role("cell")).to_have_text([r.data.tags["hw.label"] for r in shown])
             setting = row(page, "trainbench.setting_name")
             expect(setting.get_by_role("cell")).to_have_text([name] * len(shown))
-            page.screenshot(path=str(tmp_path / "side-by-side.png"), full_page=True)
+            hw.scroll_into_view_if_needed()
+            page.screenshot(path=str(tmp_path / "side-by-side.png"))
         except BaseException:
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(tmp_path / "failure.png"))
