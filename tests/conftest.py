@@ -53,6 +53,11 @@ def metric_history(uri: str, run_id: str, key: str) -> list[Any]:
     return sorted(MlflowClient(tracking_uri=uri).get_metric_history(run_id, key), key=lambda m: m.step)
 
 
+# Sweeps import the published and contributed runs into a new store once (trainbench.shared_runs), a minute on two
+# cores: only the tests of that import turn it on.
+os.environ.setdefault("TRAINBENCH_SHARED_RUNS", "off")
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

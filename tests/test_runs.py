@@ -99,3 +99,30 @@ def test_ui_url_saves_a_view_of_the_comparison(tmp_path) -> None:
     assert tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
     sweep = ui_url(uri, experiment_id, sweep_run_id="abc", ui_base="http://team:5000/")
     assert sweep.startswith(f"http://team:5000/#/experiments/{experiment_id}/runs?viewStateShareKey=") and sweep != url
+
+
+def test_a_setting_reads_as_words_that_the_runs_table_can_group_by() -> None:
+    """trainbench.setting_name: what a person reads in the runs table, the same for runs of one setting."""
+    from trainbench.runs import setting_name
+
+    tags = {
+        "trainbench.task": "train",
+        "trainbench.model": "mlp",
+        "trainbench.data": "synthetic",
+        "trainbench.image_size": "32",
+        "trainbench.samples_per_epoch": "8192",
+        "trainbench.epochs": "3",
+        "trainbench.batch_size": "64",
+        "trainbench.precision": "fp32",
+    }
+    params = {"model.hidden_sizes": "[3000, 1000]", "task.name": "train"}
+    assert setting_name(tags, params) == (
+        "mlp train, hidden [3000, 1000], synthetic 32 px, 8192 x 3 epochs, bs64, fp32, timed: epoch"
+    )
+    # an older run that recorded the epochs only as a param reads the same; another batch size does not
+    assert setting_name(
+        {k: v for k, v in tags.items() if k != "trainbench.epochs"}, {**params, "task.epochs": "3"}
+    ) == (setting_name(tags, params))
+    assert setting_name({**tags, "trainbench.batch_size": "256"}, params) != setting_name(tags, params)
+    matmul = {"trainbench.task": "matmul", "trainbench.matmul_shape": "square", "trainbench.precision": "bf16"}
+    assert setting_name(matmul, {}) == "matmul square, bf16, timed: steps"

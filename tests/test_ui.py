@@ -12,6 +12,7 @@ tmp_path; with TRAINBENCH_UI_SHOTS=DIR they are also copied to DIR (that is how 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -19,12 +20,14 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
 from test_team_server import mlflow_server
-from trainbench.runs import ui_url
+from trainbench import shared_runs, tracking
+from trainbench.runs import LOCAL_UI, ui_url
 
 pytestmark = pytest.mark.slow  # real servers, sweeps and a browser
 
@@ -41,6 +44,8 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 SWEEP = ["-m", "model=mlp", "device=cpu,gpu", *TINY]
+# The default cell: results/contributed/ holds the same setting run on an H100 machine (its GPU and its CPU).
+SHARED_SETTING: list[str] = []
 SEARCH = "attributes.run_name LIKE '%mlp-%'"  # the local MLP cells and the published MLP references
 RUN_NAME, SAMPLES, LABEL, BACKEND = (
     "attributes.`Run Name`",
@@ -287,3 +292,60 @@ def close_assistant(page: Any) -> None:
     except Exception as error:  # not there (another MLflow release, or already closed): nothing to do
         if type(error).__name__ != "TimeoutError":
             raise
+
+
+def test_the_side_by_side_link_compares_two_machines_in_mlflow(tmp_path) -> None:
+    """A sweep whose setting the contributed H100 file also ran prints a link; in Chromium it opens MLflow's
+    compare-runs page with this machine's run and the H100's, one column each, their hw.label and setting name."""
+    sync_api = browser_or_skip()
+    expect = sync_api.expect
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = child_env({"MLFLOW_TRACKING_URI": uri, "TRAINBENCH_SHARED_RUNS": "on"})
+    sweep = subprocess.run(
+        [sys.executable, str(RUN_PY), "model=mlp", "device=cpu", *SHARED_SETTING],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert sweep.returncode == 0, sweep.stderr[-2000:]
+    links = re.findall(r"^Side by side in MLflow: (.+): (http\S+)$", sweep.stdout, re.MULTILINE)
+    assert links, sweep.stdout[-3000:]
+    name, url = links[0]
+    runs = {r.info.run_id: r for e in ("trainbench", "trainbench-shared") for r in runs_in(uri, e)}
+    assert runs_in(uri, "trainbench-shared"), "the published and contributed runs are in the store"
+    assert shared_runs.up_to_date(tracking.open_store(uri)), "the next sweep imports nothing again"
+    with mlflow_server(tmp_path / "server", store=uri) as server, sync_api.sync_playwright() as playwright:
+        context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
+        page = context.new_page()
+        try:
+            page.goto(url.replace(LOCAL_UI, server))
+            shown = [runs[i] for i in json.loads(unquote(url.split("runs=")[1].split("&")[0]))]
+            labels = {r.data.tags["hw.label"] for r in shown}
+            assert len(labels) >= 2
+            expect(page.get_by_role("heading", name=re.compile(rf"Comparing {len(shown)} Runs from"))).to_be_visible()
+            close_assistant(page)
+            page.set_viewport_size({"width": 1440, "height": 1500})
+            for section in ("Visualizations", "Parameters", "Artifacts"):  # fold away what is not compared here
+                page.get_by_role("button", name=section, exact=True).click()
+            names = row(page, "Run Name:")
+            expect(names.get_by_role("cell")).to_have_text([r.info.run_name for r in shown])
+            hw = row(page, "hw.label")
+            hw.scroll_into_view_if_needed()
+            expect(hw.get_by_role("cell")).to_have_text([r.data.tags["hw.label"] for r in shown])
+            setting = row(page, "trainbench.setting_name")
+            expect(setting.get_by_role("cell")).to_have_text([name] * len(shown))
+            hw.scroll_into_view_if_needed()
+            page.screenshot(path=str(tmp_path / "side-by-side.png"))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(tmp_path / "failure.png"))
+                print(f"screenshot of the page at the failure: {tmp_path / 'failure.png'}")
+            raise
+        finally:
+            context.close()
+    if os.environ.get("TRAINBENCH_UI_SHOTS"):
+        target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tmp_path / "side-by-side.png", target / "side-by-side.png")

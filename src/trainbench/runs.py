@@ -137,6 +137,55 @@ def model_variant(params: Mapping[str, str]) -> str:
     return f"hidden {hidden}" if hidden not in (None, "", "[]", "null", "None") else ""
 
 
+SETTING_NAME_TAG = "trainbench.setting_name"  # the setting in words: what the runs table groups by
+
+
+def setting_name(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
+    """The run's setting in words, the same on every machine that ran it: "mlp train, hidden [3000, 1000],
+    synthetic 32 px, 8192 x 3 epochs, bs64, fp32, timed: epoch" (a matmul: "matmul 4096, bf16, timed: steps")."""
+    s = comparison_settings(tags, params)
+    task = s["trainbench.task"]
+    if task == "matmul":
+        parts = [f"matmul {s['trainbench.matmul_shape']}"]
+    else:
+        parts = [f"{s['trainbench.model']} {task}", model_variant(params)]
+        size = (
+            f" {s['trainbench.image_size']} px"
+            if s["trainbench.image_size"]
+            else (f" {s['trainbench.seq_len']} tokens" if s["trainbench.seq_len"] else "")
+        )
+        parts.append(f"{s['trainbench.data']}{size}")
+    if s["trainbench.samples_per_epoch"] and task == "train":
+        parts.append(f"{s['trainbench.samples_per_epoch']} x {s['trainbench.epochs']} epochs")
+    if s["trainbench.batch_size"]:
+        parts.append(f"bs{s['trainbench.batch_size']}")
+    parts += [s["trainbench.precision"], f"timed: {s['trainbench.timed_region']}", *flags(s, applied=False)]
+    return ", ".join(p for p in parts if p)
+
+
+def flags(settings: Mapping[str, str], applied: bool = True) -> list[str]:
+    """The settings that differ from the plain run, in words. `applied=False` leaves out what a framework
+    applied of its own (compile, channels_last): the same setting shows them in one framework's runs only."""
+    out = []
+    if applied and settings["trainbench.compile"] == "true":
+        out.append("compile")
+    if settings["trainbench.optimize"] not in ("none", ""):
+        out.append(f"optimize={settings['trainbench.optimize']}")
+    if applied and settings["trainbench.channels_last"] == "true":
+        out.append("channels_last")
+    if settings["trainbench.pipeline"] not in ("device", ""):
+        out.append(f"{settings['trainbench.pipeline']} pipeline")
+    if settings["trainbench.num_devices"] not in ("1", ""):
+        out.append(f"{settings['trainbench.num_devices']} devices")
+    return out
+
+
+def tag_setting_name(client: Any, run_id: str) -> None:
+    """Write the run's setting in words (SETTING_NAME_TAG) from what it recorded."""
+    run = client.get_run(run_id)
+    client.set_tag(run_id, SETTING_NAME_TAG, setting_name(run.data.tags, run.data.params))
+
+
 # Tags whose value is a param of the resolved config, under another name.
 SAME_AS_PARAM = {
     "trainbench.task": "task.name",
@@ -187,6 +236,7 @@ UI_COLUMNS = (
     "tags.`trainbench.model`",
     "tags.`trainbench.precision`",
     "tags.`trainbench.batch_size`",
+    "tags.`trainbench.setting_name`",  # the setting in words: sort or filter on it to group runs by setting
 )
 # The runs table applies saved widths only to the columns of a saved order, so the view saves both; the
 # first three are the table's own (run name, start time, duration), kept in front.

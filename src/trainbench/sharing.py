@@ -51,7 +51,7 @@ from typing import Any, TypeGuard
 
 from trainbench import tracking, untrusted
 from trainbench.import_guard import ImportStopped, StopRequests, import_lock
-from trainbench.runs import search_all
+from trainbench.runs import SETTING_NAME_TAG, search_all, setting_name
 
 FORMAT = "trainbench-export"
 VERSION = 1
@@ -673,6 +673,8 @@ def _imported_tags(record: RunRecord, exported: ExportFile) -> dict[str, str]:
     tags = {k: v for k, v in record.tags.items() if k not in DROPPED_TAGS and not k.startswith(DROPPED_TAG_PREFIXES)}
     tags[IMPORT_ID_TAG] = record.key
     tags[IMPORTED_FROM_TAG] = _limited(exported.origin, MAX_TAG_LENGTH)
+    if tags.get("trainbench.kind") in ("cell", "reference"):  # files exported before the tag existed
+        tags.setdefault(SETTING_NAME_TAG, setting_name(tags, record.params))
     return tags
 
 

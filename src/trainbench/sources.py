@@ -40,11 +40,12 @@ class StoreSource:
     name: str
     contributed: bool = False
     client: Any = None
+    experiment: str | None = None  # this experiment whatever is asked: the store's other machines' runs
 
     def search(self, experiment: str, filter_string: str) -> list[Any]:
         from trainbench.runs import search_all
 
-        found = self.client.get_experiment_by_name(experiment)
+        found = self.client.get_experiment_by_name(self.experiment or experiment)
         return search_all(self.client, [found.experiment_id], filter_string) if found else []
 
     def history(self, run_id: str, key: str) -> list[tuple[int, float]]:

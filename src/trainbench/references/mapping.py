@@ -24,7 +24,7 @@ from trainbench.references.validating import (
     metric_rule,
     precision_of,
 )
-from trainbench.runs import FULL_TRAIN_SIZES, run_name
+from trainbench.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, run_name, setting_name
 
 # What makes two rows figures of the same reference cell (and so of the same run).
 IDENTITY = (
@@ -155,6 +155,7 @@ def reference_run(rows: list[CsvRow]) -> ReferenceRun:
         params, tags = composed_params, {**tags, **composed_tags, "reference.reproduce": settings["reproduce"]}
     key = digest([first[k] for k in IDENTITY])
     tags["reference.key"] = key
+    tags[SETTING_NAME_TAG] = setting_name(tags, params)
     name = run_name(
         framework=tags["trainbench.framework"],
         backend=backend,

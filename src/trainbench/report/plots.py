@@ -18,6 +18,7 @@ from typing import Any
 
 from trainbench import untrusted
 from trainbench.report.selection import Entry
+from trainbench.runs import flags
 
 Series = dict[str, list[list[float]]]
 Panels = dict[str, Series]  # panel title -> series label -> points
@@ -48,23 +49,6 @@ def setting_text(e: Entry, leave_out: tuple[str, ...] = ()) -> str:
     parts.append(f"timed: {s['trainbench.timed_region']}")
     parts += flags({**s, "trainbench.num_devices": ""} if "num_devices" in leave_out else s, "applied" not in leave_out)
     return ", ".join(p for p in parts if p)
-
-
-def flags(settings: dict[str, str], applied: bool = True) -> list[str]:
-    """The settings that differ from the plain run, in words. `applied=False` leaves out what a framework
-    applied of its own (compile, channels_last): the same setting shows them in one framework's runs only."""
-    out = []
-    if applied and settings["trainbench.compile"] == "true":
-        out.append("compile")
-    if settings["trainbench.optimize"] not in ("none", ""):
-        out.append(f"optimize={settings['trainbench.optimize']}")
-    if applied and settings["trainbench.channels_last"] == "true":
-        out.append("channels_last")
-    if settings["trainbench.pipeline"] not in ("device", ""):
-        out.append(f"{settings['trainbench.pipeline']} pipeline")
-    if settings["trainbench.num_devices"] not in ("1", ""):
-        out.append(f"{settings['trainbench.num_devices']} devices")
-    return out
 
 
 # The setting keys each plot's x axis varies: a panel holds runs equal in everything else.

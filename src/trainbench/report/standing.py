@@ -453,6 +453,7 @@ def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name:
 
     experiment = client.get_experiment(experiment_id).name
     opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
+    opened.append(shared_source(client, uri))
     for path in sources.contributed_files():
         try:
             opened.append(sources.open_file(path, contributed=True))
@@ -469,3 +470,12 @@ def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name:
     )
     path.write_text(page(found, "Where this machine stands", subtitle), encoding="utf-8")
     return found, path
+
+
+def shared_source(client: Any, uri: str) -> Any:
+    """The store's experiment of published and contributed runs (trainbench.shared_runs), read as one source."""
+    from trainbench import sources
+    from trainbench.shared_runs import SHARED_EXPERIMENT
+    from trainbench.tracking import private
+
+    return sources.StoreSource(uri, private(uri), client=client, experiment=SHARED_EXPERIMENT)

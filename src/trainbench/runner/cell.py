@@ -43,6 +43,7 @@ from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.oom_evidence import OomEvidence
 from trainbench.runner.orphan import remove_abandoned_scratch, scratch_prefix
 from trainbench.runner.worker import UNBLOCK_STOPS_ENV, traceback_path
+from trainbench.runs import tag_setting_name
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
 
@@ -137,6 +138,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         reason = f"the cell's launcher failed: {type(error).__name__}: {error}"
         raise
     finally:
+        _attempt(lambda: tag_setting_name(store.client, run_id))
         _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
     if result.get("backend"):
         name = task.run_name(cell, result["backend"]) + suffix

@@ -140,11 +140,15 @@ class Sweep:
                     )
                 mine = {r.run_id for r in rows if r.outcome == "finished" and r.run_id}
                 mine |= {d.prior_run.info.run_id for d in decisions if d.prior_run is not None}
+                if mine and not (stopped or broken):
+                    bring_other_machines(store, uri)
                 page = (
                     None
                     if stopped or broken
                     else where_it_stands(store, uri, experiment_id, mine, self.sweep_name or sweep_id)
                 )
+                if page is not None:
+                    print_side_by_side(store, uri, experiment_id, mine)
                 if suite.tags() and mine and not (stopped or broken):
                     print_suite_summary(store, uri, experiment_id, mine)
                 print(
@@ -570,6 +574,36 @@ def print_suite_summary(store: Any, uri: str, experiment_id: str, mine: set[str]
         return
     for line in lines:
         print(line, flush=True)
+
+
+def bring_other_machines(store: Any, uri: str) -> None:
+    """Published and contributed runs into the store's shared experiment, when their files changed."""
+    from trainbench.shared_runs import refresh
+
+    line = refresh(store, uri)
+    if line:
+        print(line, flush=True)
+
+
+def print_side_by_side(store: Any, uri: str, experiment_id: str, mine: set[str]) -> None:
+    """Per setting, the link to MLflow's compare-runs page with this machine's run and other machines' runs."""
+    from trainbench.report.side_by_side import side_by_side
+    from trainbench.runs import LOCAL_UI
+    from trainbench.shared_runs import SHARED_EXPERIMENT
+
+    try:
+        shared = store.get_experiment_by_name(SHARED_EXPERIMENT)
+        ids = [experiment_id, *([shared.experiment_id] if shared else [])]
+        found = side_by_side(store, ids, mine)
+    except Exception as error:  # a convenience: never fail a sweep over it
+        print(f"trainbench: no side-by-side links: {tracking.private(str(error))[:160]}", flush=True)
+        return
+    base = uri if uri.startswith(("http://", "https://")) else LOCAL_UI
+    for entry in found:
+        print(
+            untrusted.shown(f"Side by side in MLflow: {entry.setting_name}: {tracking.redact(entry.url(base))}"),
+            flush=True,
+        )
 
 
 def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None) -> str:
