@@ -1,6 +1,7 @@
 """The command line: `python src/run.py ...` and the installed `trainbench` command take the same arguments.
 
     trainbench [OVERRIDES...]            run cells (the same as python src/run.py; sweeps are multiruns)
+    trainbench --version                 trainbench's version, then each framework's, MLflow's and Hydra's
     trainbench --help                    the subcommands, the groups and their options, the presets, examples
     trainbench list models|presets|...   what can be chosen
     trainbench results [--experiment E]  the runs table of a store, in the terminal
@@ -39,6 +40,11 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
         return SUBCOMMANDS[argv[0]](argv[1:])
     if argv and argv[0] == "run":
         argv = argv[1:]
+    if "--version" in argv[: argv.index("--") if "--" in argv else len(argv)]:
+        from trainbench.version import version_lines
+
+        print("\n".join(version_lines()))
+        return 0
     if any(a in HELP_FLAGS for a in argv):
         from trainbench.usage import help_page
 
