@@ -59,3 +59,79 @@ def test_version_names_trainbench_then_each_framework_mlflow_and_hydra_one_line_
         version = installed(package) or "not installed"
         assert f"{name} {version}" in lines, (name, lines)
     assert done.stderr == ""
+
+
+def completions(tmp_path: Path, entry: str, line: str, cwd: Path) -> list[str]:
+    """What tab pressed at the end of `line` offers in a real bash, with the script `-sc install=bash` printed
+    sourced the way Hydra's docs say (eval "$(trainbench -sc install=bash)")."""
+    install = command(entry, "-sc", "install=bash", cwd=cwd)
+    assert install.returncode == 0, install.stderr
+    script = tmp_path / "completion.bash"
+    script.write_text(install.stdout)
+    words = line.split(" ")
+    program = f"""
+set -e
+source {script}
+complete -p {"python" if entry == "run.py" else "trainbench"}
+COMP_LINE={line!r}
+COMP_POINT={len(line)}
+COMP_WORDS=({" ".join(repr(w) for w in words)})
+COMP_CWORD={len(words) - 1}
+hydra_bash_completion
+printf '%s\\n' "${{COMPREPLY[@]}}"
+"""
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", program],
+        cwd=cwd,
+        env=child_env({"PYTHONPATH": str(ROOT / "src"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    registered, *offered = done.stdout.splitlines()
+    assert "-F hydra_bash_completion" in registered
+    return offered
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_tab_completion_in_bash_offers_groups_options_and_keys(tmp_path) -> None:
+    models = completions(tmp_path, "trainbench", "trainbench model=", cwd=tmp_path)
+    assert {"model=mlp", "model=resnet50"} <= set(models), models
+    assert "task.epochs=" in completions(tmp_path, "trainbench", "trainbench task.ep", cwd=tmp_path)
+    top = completions(tmp_path, "run.py", "python src/run.py bat", cwd=ROOT)
+    assert top == ["batch_size="], top
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_completion_scripts_for_zsh_and_fish_name_the_command(shell, tmp_path) -> None:
+    done = command("trainbench", "-sc", f"install={shell}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "hydra_" in done.stdout and "trainbench" in done.stdout
+
+
+def test_info_prints_hydra_s_report(tmp_path) -> None:
+    done = command("trainbench", "--info", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Installed Hydra Plugins" in done.stdout and "Defaults List" in done.stdout
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_config_path_and_name_choose_another_primary_config(entry, tmp_path) -> None:
+    configs = tmp_path / "myconf"
+    shutil.copytree(ROOT / "conf", configs)
+    (configs / "mine.yaml").write_text("defaults:\n  - config\n  - _self_\nbatch_size: 7\n")
+    path = str(configs) if entry == "run.py" else "myconf"  # the installed command: relative to here
+    done = command(entry, "-cp", path, "-cn", "mine", "--cfg", "job", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^batch_size: 7$", done.stdout, re.MULTILINE), done.stdout[-500:]
+    missing = command(entry, "-cp", str(tmp_path / "nowhere"), "-cn", "mine", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1 and "nowhere" in missing.stderr, missing.stderr
+
+
+@pytest.mark.parametrize("words", [["-sc", "install=tcsh"], ["-sc"], ["-sc", "query=bash"]])
+def test_a_wrong_completion_request_is_one_line_and_exit_2(words, tmp_path) -> None:
+    done = command("trainbench", *words, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "-sc install=bash" in done.stderr, done.stderr

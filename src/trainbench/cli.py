@@ -31,7 +31,14 @@ HELP_FLAGS = ("-h", "--help")
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
     """Run a subcommand, or check the command line and hand it to Hydra; return the exit status."""
     from trainbench.config import ConfigError
-    from trainbench.config.compose import check_command_line, flags_first, parse_args, refuse_unknown_flags
+    from trainbench.config.compose import (
+        absolute_config_path,
+        check_command_line,
+        check_shell_completion,
+        flags_first,
+        parse_args,
+        refuse_unknown_flags,
+    )
     from trainbench.timeline import mark
 
     mark("parent: trainbench imported")
@@ -50,7 +57,8 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
 
         print(help_page())
         return 0
-    argv = flags_first(argv)  # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
+    # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
+    argv = absolute_config_path(flags_first(argv))
     sys.argv = [sys.argv[0], *argv]
     if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
         os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
@@ -61,7 +69,10 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     try:
         refuse_unknown_flags(argv)
         args = parse_args(argv)
-        check_command_line(args)
+        if args.shell_completion:  # `-sc install=bash`, `-sc query=bash`: Hydra's words, not settings
+            check_shell_completion(args)
+        else:
+            check_command_line(args)
     except ConfigError as error:
         return fail(str(error))
     except SystemExit as error:  # argparse ends --version this way, after printing it

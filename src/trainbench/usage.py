@@ -139,5 +139,9 @@ def help_page(width: int | None = None) -> str:
     out += ["", "Examples:"]
     for command, what in EXAMPLES:
         out += [f"  {command}", f"      {what}"]
-    out += ["", "Hydra's own flags: trainbench --hydra-help. The README says more."]
+    out += [
+        "",
+        'Versions: trainbench --version. Tab completion: eval "$(trainbench -sc install=bash)" (or zsh, fish).',
+        "Hydra's own flags (--cfg, --info, -cp/-cn): trainbench --hydra-help. The README says more.",
+    ]
     return "\n".join(out)
