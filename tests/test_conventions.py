@@ -5,6 +5,7 @@ subcommands take the main command's key=value settings. Real processes; tab comp
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, RUN_PY, child_env
+from trainbench import cli
 
 TRAINBENCH = Path(sys.executable).parent / "trainbench"
 ENTRY_POINTS = {"run.py": [sys.executable, str(RUN_PY)], "trainbench": [str(TRAINBENCH)]}
@@ -135,3 +137,38 @@ def test_a_wrong_completion_request_is_one_line_and_exit_2(words, tmp_path) -> N
     done = command("trainbench", *words, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "-sc install=bash" in done.stderr, done.stderr
+
+
+def one_cell_and_its_sweep(export_file: Path) -> dict:
+    """A contributed export file cut down to its first cell and that cell's sweep: the same format, in seconds."""
+    exported = json.loads(export_file.read_text())
+    cell = next(run for run in exported["runs"] if run["tags"].get("trainbench.kind") == "cell")
+    sweep = [run for run in exported["runs"] if run["run_id"] == cell["parent_run_id"]]
+    return {**exported, "runs": [*sweep, cell]}
+
+
+def test_subcommands_take_the_main_command_s_settings_and_keep_their_flags(tmp_path) -> None:
+    """Contributed runs go into a store of one's choosing and are listed from there with tracking.uri=... and
+    tracking.experiment=..., as the main command takes them (the flags, tests/test_sharing.py)."""
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    contributed = tmp_path / "one-cell.json"
+    contributed.write_text(json.dumps(one_cell_and_its_sweep(next((ROOT / "results" / "contributed").glob("*.json")))))
+    settings = [f"tracking.uri={other}", "tracking.experiment=theirs"]
+    imported = command("trainbench", "import", str(contributed), *settings, cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert "experiment theirs" in imported.stdout and "other.db" in imported.stdout, imported.stdout
+    listed = command("trainbench", "results", *settings, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "H100" in listed.stdout, listed.stdout
+    wrong = command("trainbench", "results", f"tracking.uri={other}", "model=mlp", cwd=tmp_path)
+    assert wrong.returncode == 2
+    assert wrong.stderr.count("\n") == 1 and "model=mlp" in wrong.stderr and "tracking.uri" in wrong.stderr
+
+
+@pytest.mark.parametrize("subcommand", ["results", "export", "import", "report", "references", "doctor"])
+def test_each_subcommand_s_help_names_its_settings_and_their_flags(subcommand, tmp_path) -> None:
+    done = command("trainbench", subcommand, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = " ".join(done.stdout.split())
+    for setting, flag in cli.SUBCOMMAND_SETTINGS[subcommand].items():
+        assert f"{setting}=" in page and (flag is None or flag in page), (setting, flag, done.stdout[-800:])

@@ -31,7 +31,7 @@ LISTS = {
 SUBCOMMANDS = (
     ("[run] [OVERRIDES...]", "run one cell, or a sweep of cells (key=a,b,c); the default when no subcommand is given"),
     ("list WHAT", f"what can be chosen, with a line on each: {', '.join(LISTS)}"),
-    ("results [--experiment E]", "the recorded cells of a store as a table in the terminal"),
+    ("results [tracking.uri=U]", "the recorded cells of a store as a table in the terminal"),
     ("report [--sweep RUN_ID]", "tables, plots and one HTML page comparing cells with published figures"),
     ("references [CSV]", "import published figures as reference runs (default: references/published-results.csv)"),
     ("download data=NAME", "fetch a dataset's files now (needs network)"),
@@ -118,6 +118,10 @@ def help_page(width: int | None = None) -> str:
     ]
     for usage, what in SUBCOMMANDS:
         out += wrapped(f"  trainbench {usage}", what, 40, width)
+    out += [
+        "Subcommands take the main command's settings too (tracking.uri=URI, tracking.experiment=NAME; their",
+        "--flags are aliases: `trainbench SUBCOMMAND --help`).",
+    ]
     out += ["", "Choose a cell with GROUP=OPTION (* the default; `trainbench list WHAT` describes each option):"]
     for group, what in GROUPS:
         default = default_choice(group)
