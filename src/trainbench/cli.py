@@ -233,7 +233,7 @@ def download(argv: list[str]) -> int:
 
 # The main command's settings that each subcommand takes too, as key=value, and the flag each one stands for
 # (None: the subcommand has no flag for it; tracking.uri then reaches it as $MLFLOW_TRACKING_URI).
-_STORE = {"tracking.uri": "--uri", "tracking.experiment": "--experiment"}
+_STORE: dict[str, str | None] = {"tracking.uri": "--uri", "tracking.experiment": "--experiment"}
 SUBCOMMAND_SETTINGS: dict[str, dict[str, str | None]] = {
     "results": _STORE,
     "export": _STORE,
