@@ -172,3 +172,13 @@ def test_each_subcommand_s_help_names_its_settings_and_their_flags(subcommand, t
     page = " ".join(done.stdout.split())
     for setting, flag in cli.SUBCOMMAND_SETTINGS[subcommand].items():
         assert f"{setting}=" in page and (flag is None or flag in page), (setting, flag, done.stdout[-800:])
+
+
+def test_doctor_checks_every_framework_by_default(tmp_path) -> None:
+    """Its help promises every installed framework: the default --frameworks names each one in conf/framework/."""
+    done = command("trainbench", "doctor", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"\(default:\s*([\w,\s]+)\)", done.stdout)
+    assert found is not None, done.stdout
+    checked = {name.strip() for name in "".join(found.group(1).split()).split(",")}
+    assert {path.stem for path in (ROOT / "conf" / "framework").glob("*.yaml")} <= checked, checked
