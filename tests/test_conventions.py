@@ -182,3 +182,16 @@ def test_doctor_checks_every_framework_by_default(tmp_path) -> None:
     assert found is not None, done.stdout
     checked = {name.strip() for name in "".join(found.group(1).split()).split(",")}
     assert {path.stem for path in (ROOT / "conf" / "framework").glob("*.yaml")} <= checked, checked
+
+
+def test_list_alone_lists_every_group_under_its_heading(tmp_path) -> None:
+    from trainbench.locations import choices
+    from trainbench.usage import LISTS
+
+    done = command("trainbench", "list", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    sections = dict(re.findall(r"^(\w+) \(.*?\):\n((?:  .*\n?)+)", done.stdout, re.MULTILINE))
+    assert list(sections) == list(LISTS), list(sections)
+    for what, group in LISTS.items():
+        listed = {line.split()[0] for line in sections[what].splitlines() if not line.startswith("   ")}
+        assert listed == set(choices(group)), (what, listed)

@@ -154,7 +154,12 @@ def hydra_entry() -> Callable[[], Any]:
 def list_choices(argv: list[str]) -> int:
     from trainbench.usage import LISTS, list_lines
 
-    what = argv[0] if argv else ""
+    if not argv:  # every list, each under its heading
+        from trainbench.usage import all_lists
+
+        print("\n".join(all_lists()))
+        return 0
+    what = argv[0]
     if what not in LISTS or len(argv) > 1:
         return fail(f"`trainbench list {' '.join(argv)}`: list one of {', '.join(LISTS)}")
     print("\n".join(list_lines(LISTS[what])))

@@ -30,7 +30,7 @@ LISTS = {
 
 SUBCOMMANDS = (
     ("[run] [OVERRIDES...]", "run one cell, or a sweep of cells (key=a,b,c); the default when no subcommand is given"),
-    ("list WHAT", f"what can be chosen, with a line on each: {', '.join(LISTS)}"),
+    ("list [WHAT]", f"what can be chosen, with a line on each: {', '.join(LISTS)}"),
     ("results [tracking.uri=U]", "the recorded cells of a store as a table in the terminal"),
     ("report [--sweep RUN_ID]", "tables, plots and one HTML page comparing cells with published figures"),
     ("references [CSV]", "import published figures as reference runs (default: references/published-results.csv)"),
@@ -103,6 +103,17 @@ def list_lines(group: str, width: int | None = None) -> list[str]:
     """`trainbench list ...`: each choice and its first sentence."""
     width = width or terminal_width()
     return [line for name in choices(group) for line in wrapped(name, description(group, name), 25, width)]
+
+
+def all_lists(width: int | None = None) -> list[str]:
+    """`trainbench list` alone: every list of `trainbench list WHAT`, each under a heading naming its group."""
+    width = width or terminal_width()
+    out: list[str] = []
+    for what, group in LISTS.items():
+        chosen = "+experiment=NAME" if group == "experiment" else f"{group}=NAME"
+        out += [*([""] if out else []), f"{what} ({chosen}):"]
+        out += [f"  {line}" for line in list_lines(group, width - 2)]
+    return out
 
 
 def help_page(width: int | None = None) -> str:
