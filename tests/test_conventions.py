@@ -166,10 +166,12 @@ def test_subcommands_take_the_main_command_s_settings_and_keep_their_flags(tmp_p
 
 
 @pytest.mark.parametrize("subcommand", ["results", "export", "import", "report", "references", "doctor"])
-def test_each_subcommand_s_help_names_its_settings_and_their_flags(subcommand, tmp_path) -> None:
+def test_each_subcommand_s_help_is_whole_and_names_its_settings_and_their_flags(subcommand, tmp_path) -> None:
     done = command("trainbench", subcommand, "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     page = " ".join(done.stdout.split())
+    description = " ".join(done.stdout.split("\n\n")[1].split())  # argparse: usage, description, arguments
+    assert description.endswith((".", ")")) and description.count("(") == description.count(")"), description
     for setting, flag in cli.SUBCOMMAND_SETTINGS[subcommand].items():
         assert f"{setting}=" in page and (flag is None or flag in page), (setting, flag, done.stdout[-800:])
 
