@@ -98,3 +98,15 @@ def test_the_code_names_documentation_that_exists() -> None:
     assert named, "no docs/ page named in src/, conf/ or benchmarks/: the search is broken"
     missing = sorted(name for name in named if not (ROOT / name).exists())
     assert not missing, f"named but missing: {missing}"
+
+
+def test_configuration_page_lists_every_choice_of_every_group() -> None:
+    """docs/configuration.md's table of groups names each choice in conf/, presets included: a new model or
+    preset that the page leaves out fails here."""
+    from trainbench.locations import choices
+
+    rows = re.findall(r"^\| `(\w+)` \| (.+?) \|", (DOCS / "configuration.md").read_text(), re.MULTILINE)
+    assert rows, "docs/configuration.md has no table of groups"
+    for group, listed in rows:
+        documented = set(re.findall(r"`(\w+)`", listed))
+        assert documented == set(choices(group)), (group, set(choices(group)) ^ documented)

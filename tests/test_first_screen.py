@@ -111,3 +111,27 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
     assert re.search(r"\(contributed\) [\d,]+ \(2 repeats\), [\d.]+x \((faster|slower) than your pytorch\)", line), line
     inference = [title for title in found if "(inference)" in title]
     assert inference and not [title for title in inference if "epochs" in title], inference
+
+
+def line_key(line: str) -> str:
+    """What a printed line is, whatever its figures: its label up to the first ': ' (or the whole line), with
+    every number as 9, every run of dashes as one and spacing collapsed."""
+    label = line.split(": ", 1)[0]
+    return " ".join(re.sub(r"-{2,}", "-", re.sub(r"\d[\d,.]*", "9", label)).split())
+
+
+def test_the_readme_s_sample_output_is_what_the_main_job_prints(sweep) -> None:
+    """Each line of the README's sample (`...` elides) is a line the main job prints, in the same order: the same
+    labels and cell names, the figures aside (they are this machine's)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (sample,) = re.findall(r"^```\n(\[cell 1/1\].*?)^```", readme, flags=re.MULTILINE | re.DOTALL)
+    printed = [line_key(line) for line in sweep[1].splitlines()]
+    position = 0
+    for line in sample.splitlines():
+        if line.strip() == "...":
+            continue
+        key = line_key(line)
+        assert key in printed[position:], f"the README shows {line!r}; the main job printed no such line after " + (
+            repr(printed[position - 1]) if position else "its start"
+        )
+        position = printed.index(key, position) + 1

@@ -1,15 +1,19 @@
 """The command line: `python src/run.py ...` and the installed `trainbench` command take the same arguments.
 
     trainbench [OVERRIDES...]            run cells (the same as python src/run.py; sweeps are multiruns)
+    trainbench --version                 trainbench's version, then each framework's, MLflow's and Hydra's
     trainbench --help                    the subcommands, the groups and their options, the presets, examples
     trainbench list models|presets|...   what can be chosen
-    trainbench results [--experiment E]  the runs table of a store, in the terminal
+    trainbench results [tracking.uri=U]  the runs table of a store, in the terminal
     trainbench report / references       python src/report.py / python src/references.py
     trainbench export -o runs.json       a store's cells and sweeps as one file (another machine imports it)
     trainbench import runs.json...       add exported runs to a store (again: nothing changes)
     trainbench suite [device=gpu]        the standard suite: fixed workloads other machines ran (docs/comparing.md)
     trainbench doctor                    tiny cells of every installed framework: do timing, memory, energy read right?
     trainbench download data=cifar10     fetch a dataset's files now (needs network)
+
+Every subcommand also takes the main command's key=value settings that concern it (tracking.uri=...,
+tracking.experiment=...), turned into its own flags here (SUBCOMMAND_SETTINGS).
 
 Before Hydra sees the command line it is checked here, so that bad input gets one line and exit 2, never
 Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, which owns the cells and
@@ -19,6 +23,7 @@ ends the process with the sweep's exit status (trainbench.runner.owner).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,21 +36,34 @@ HELP_FLAGS = ("-h", "--help")
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
     """Run a subcommand, or check the command line and hand it to Hydra; return the exit status."""
     from trainbench.config import ConfigError
-    from trainbench.config.compose import check_command_line, flags_first, parse_args, refuse_unknown_flags
+    from trainbench.config.compose import (
+        absolute_config_path,
+        check_command_line,
+        check_shell_completion,
+        flags_first,
+        parse_args,
+        refuse_unknown_flags,
+    )
     from trainbench.timeline import mark
 
     mark("parent: trainbench imported")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
-        return SUBCOMMANDS[argv[0]](argv[1:])
+        return run_subcommand(argv[0], argv[1:])
     if argv and argv[0] == "run":
         argv = argv[1:]
+    if "--version" in argv[: argv.index("--") if "--" in argv else len(argv)]:
+        from trainbench.version import version_lines
+
+        print("\n".join(version_lines()))
+        return 0
     if any(a in HELP_FLAGS for a in argv):
         from trainbench.usage import help_page
 
         print(help_page())
         return 0
-    argv = flags_first(argv)  # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
+    # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
+    argv = absolute_config_path(flags_first(argv))
     sys.argv = [sys.argv[0], *argv]
     if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
         os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
@@ -56,7 +74,10 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     try:
         refuse_unknown_flags(argv)
         args = parse_args(argv)
-        check_command_line(args)
+        if args.shell_completion:  # `-sc install=bash`, `-sc query=bash`: Hydra's words, not settings
+            check_shell_completion(args)
+        else:
+            check_command_line(args)
     except ConfigError as error:
         return fail(str(error))
     except SystemExit as error:  # argparse ends --version this way, after printing it
@@ -115,7 +136,7 @@ def console(hydra_main: Callable[[], Any] | None = None) -> None:
 
 def _console(argv: list[str], hydra_main: Callable[[], Any] | None) -> None:
     if argv and argv[0] in SUBCOMMANDS:  # before Hydra is imported: `trainbench list models` answers at once
-        sys.exit(SUBCOMMANDS[argv[0]](argv[1:]))
+        sys.exit(run_subcommand(argv[0], argv[1:]))
     sys.exit(main(hydra_main or hydra_entry(), argv))
 
 
@@ -134,7 +155,12 @@ def hydra_entry() -> Callable[[], Any]:
 def list_choices(argv: list[str]) -> int:
     from trainbench.usage import LISTS, list_lines
 
-    what = argv[0] if argv else ""
+    if not argv:  # every list, each under its heading
+        from trainbench.usage import all_lists
+
+        print("\n".join(all_lists()))
+        return 0
+    what = argv[0]
     if what not in LISTS or len(argv) > 1:
         return fail(f"`trainbench list {' '.join(argv)}`: list one of {', '.join(LISTS)}")
     print("\n".join(list_lines(LISTS[what])))
@@ -215,6 +241,73 @@ def download(argv: list[str]) -> int:
         return fail(str(error))
     print(f"{cfg.name}: {'extracted' if archive else 'downloaded'} into {private(str(missing[1]))}")
     return 0
+
+
+# The main command's settings that each subcommand takes too, as key=value, and the flag each one stands for
+# (None: the subcommand has no flag for it; tracking.uri then reaches it as $MLFLOW_TRACKING_URI).
+_STORE: dict[str, str | None] = {"tracking.uri": "--uri", "tracking.experiment": "--experiment"}
+SUBCOMMAND_SETTINGS: dict[str, dict[str, str | None]] = {
+    "results": _STORE,
+    "export": _STORE,
+    "import": _STORE,
+    "report": _STORE,
+    "references": {"tracking.uri": None, "tracking.experiment": "--experiment"},
+    "doctor": {"framework": "--frameworks"},
+}
+_SETTING = re.compile(r"[A-Za-z_][\w.]*=")
+
+
+def run_subcommand(name: str, argv: list[str]) -> int:
+    """A subcommand with the main command's key=value settings turned into its own flags; its --help ends with
+    which settings it takes."""
+    try:
+        argv = settings_as_flags(name, argv)
+    except ValueError as error:
+        return fail(str(error))
+    try:
+        status = SUBCOMMANDS[name](argv)
+    except SystemExit as ended:  # argparse ends --help (0) and its usage errors (2) this way
+        status = ended.code if isinstance(ended.code, int) else (0 if ended.code is None else 1)
+    if status == 0 and name in SUBCOMMAND_SETTINGS and any(a in HELP_FLAGS for a in argv):
+        print(settings_help(name))
+    return status
+
+
+def settings_help(name: str) -> str:
+    """What `trainbench SUBCOMMAND --help` adds: the key=value settings it takes, as the main command does."""
+    settings = SUBCOMMAND_SETTINGS.get(name, {})
+    if not settings:
+        return ""
+    lines = ["", "settings (key=value, as the main command takes them; the flags are aliases):"]
+    for setting, flag in settings.items():
+        alias = f"the same as {flag} VALUE" if flag else "the same as $MLFLOW_TRACKING_URI"
+        lines.append(f"  {setting + '=VALUE':<26}  {alias}")
+    return "\n".join(lines)
+
+
+def settings_as_flags(name: str, argv: list[str]) -> list[str]:
+    """`trainbench import runs.json tracking.uri=sqlite:///other.db` -> `... --uri sqlite:///other.db`. A word
+    that names an existing file stays a file. Raises ValueError for a setting this subcommand does not take."""
+    settings = SUBCOMMAND_SETTINGS.get(name)
+    if settings is None:
+        return argv
+    out: list[str] = []
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        if not _SETTING.match(word) or os.path.exists(word):
+            out.append(word)
+            continue
+        key, value = word.split("=", 1)
+        if key not in settings:
+            takes = ", ".join(f"{k}=..." for k in settings)
+            raise ValueError(f"`trainbench {name}` does not take {word}: its settings are {takes} (--help)")
+        flag = settings[key]
+        if flag is None:
+            os.environ["MLFLOW_TRACKING_URI"] = value
+        else:
+            out += [flag, value]
+    return out
 
 
 # The first word of a command line that is not a cell's override: each takes the rest of the line.

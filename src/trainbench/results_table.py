@@ -99,7 +99,7 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trainbench results", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="trainbench results", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument(
         "files", nargs="*", type=Path, metavar="EXPORT_FILE", help="export files (trainbench export) to list too"
     )

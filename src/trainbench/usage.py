@@ -30,8 +30,8 @@ LISTS = {
 
 SUBCOMMANDS = (
     ("[run] [OVERRIDES...]", "run one cell, or a sweep of cells (key=a,b,c); the default when no subcommand is given"),
-    ("list WHAT", f"what can be chosen, with a line on each: {', '.join(LISTS)}"),
-    ("results [--experiment E]", "the recorded cells of a store as a table in the terminal"),
+    ("list [WHAT]", f"what can be chosen, with a line on each: {', '.join(LISTS)}"),
+    ("results [tracking.uri=U]", "the recorded cells of a store as a table in the terminal"),
     ("report [--sweep RUN_ID]", "tables, plots and one HTML page comparing cells with published figures"),
     ("references [CSV]", "import published figures as reference runs (default: references/published-results.csv)"),
     ("download data=NAME", "fetch a dataset's files now (needs network)"),
@@ -106,6 +106,17 @@ def list_lines(group: str, width: int | None = None) -> list[str]:
     return [line for name in choices(group) for line in wrapped(name, description(group, name), 25, width)]
 
 
+def all_lists(width: int | None = None) -> list[str]:
+    """`trainbench list` alone: every list of `trainbench list WHAT`, each under a heading naming its group."""
+    width = width or terminal_width()
+    out: list[str] = []
+    for what, group in LISTS.items():
+        chosen = "+experiment=NAME" if group == "experiment" else f"{group}=NAME"
+        out += [*([""] if out else []), f"{what} ({chosen}):"]
+        out += [f"  {line}" for line in list_lines(group, width - 2)]
+    return out
+
+
 def help_page(width: int | None = None) -> str:
     from trainbench.config.catalogue import default_choice
     from trainbench.config.launchers import installed_launchers
@@ -119,6 +130,10 @@ def help_page(width: int | None = None) -> str:
     ]
     for usage, what in SUBCOMMANDS:
         out += wrapped(f"  trainbench {usage}", what, 40, width)
+    out += [
+        "Subcommands take the main command's settings too (tracking.uri=URI, tracking.experiment=NAME; their",
+        "--flags are aliases: `trainbench SUBCOMMAND --help`).",
+    ]
     out += ["", "Choose a cell with GROUP=OPTION (* the default; `trainbench list WHAT` describes each option):"]
     for group, what in GROUPS:
         default = default_choice(group)
@@ -140,5 +155,9 @@ def help_page(width: int | None = None) -> str:
     out += ["", "Examples:"]
     for command, what in EXAMPLES:
         out += [f"  {command}", f"      {what}"]
-    out += ["", "Hydra's own flags: trainbench --hydra-help. The README says more."]
+    out += [
+        "",
+        'Versions: trainbench --version. Tab completion: eval "$(trainbench -sc install=bash)" (or zsh, fish).',
+        "Hydra's own flags (--cfg, --info, -cp/-cn): trainbench --hydra-help. The README says more.",
+    ]
     return "\n".join(out)

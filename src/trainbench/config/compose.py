@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
@@ -106,6 +108,27 @@ def flags_first(argv: Sequence[str]) -> list[str]:
     return flags + overrides + last
 
 
+SHELLS = ("bash", "zsh", "fish")
+COMPLETION_ACTIONS = ("install", "uninstall", "query")
+
+
+def check_shell_completion(args: Any) -> None:
+    """`-sc install=bash` and the rest as one line each where Hydra would raise: one action, a shell it has a
+    script for, and for query the COMP_LINE the completion script sets. Raises ConfigError."""
+    import os
+
+    how = 'install tab completion with: eval "$(trainbench -sc install=bash)" (or zsh, fish)'
+    given = dict(o.split("=", 1) if "=" in o else (o, "") for o in args.overrides)
+    actions = [a for a in given if a in COMPLETION_ACTIONS]
+    if len(actions) != 1 or len(given) != 1:
+        raise PlainError("-sc", f"-sc takes one of {', '.join(f'{a}=SHELL' for a in COMPLETION_ACTIONS)}: {how}")
+    action, shell = actions[0], given[actions[0]]
+    if shell not in SHELLS:
+        raise PlainError("-sc", f"-sc {action}={shell}: the shells are {', '.join(SHELLS)}; {how}")
+    if action == "query" and "COMP_LINE" not in os.environ:
+        raise PlainError("-sc", f"-sc query={shell} is what the completion script runs, with COMP_LINE set; {how}")
+
+
 def is_informational(args: Any) -> bool:
     return any(getattr(args, flag, None) for flag in INFO_FLAGS)
 
@@ -147,7 +170,14 @@ def check_command_line(args: Any) -> None:
             "key, or list a sweep's cells with sweep.dry_run=true",
         )
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
-    config_dir = str(CONF_DIR if args.config_dir is None else args.config_dir)
+    config_dir = str(primary_config_dir(args))
+    if not Path(config_dir).is_dir():
+        flag = "-cd" if args.config_dir is not None else "-cp"
+        raise PlainError(
+            flag,
+            f"{flag} {config_dir}: no such folder (a relative -cp is relative to src/run.py, or to the current "
+            "folder for the trainbench command)",
+        )
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
@@ -180,6 +210,36 @@ def refuse_repeated_keys(parsed: list[Any]) -> None:
                 f"(several values as a sweep: -m {key}=a,b)",
             )
         seen[key] = override.input_line
+
+
+def primary_config_dir(args: Any) -> Path:
+    """Where Hydra will look for the primary config: -cd/--config-dir is searched before -cp/--config-path, which
+    replaces the entry point's own (conf/). A relative -cp is relative to the script declaring @hydra.main
+    (src/run.py), as Hydra documents; the installed command has none, so there it is relative to the current
+    folder (the command line is rewritten to match, in `absolute_config_path`)."""
+    if args.config_dir is not None:
+        return Path(args.config_dir)
+    if args.config_path is None:
+        return CONF_DIR
+    path = Path(args.config_path)
+    if path.is_absolute():
+        return path
+    script = Path(sys.argv[0])
+    return ((script.resolve().parent if script.suffix == ".py" else Path.cwd()) / path).resolve()
+
+
+def absolute_config_path(argv: list[str]) -> list[str]:
+    """The installed `trainbench` command's -cp made absolute: Hydra would resolve a relative one against the
+    installed package, where no user keeps configs."""
+    if Path(sys.argv[0]).suffix == ".py":
+        return argv
+    out = list(argv)
+    for i, word in enumerate(out):
+        if word in ("-cp", "--config-path") and i + 1 < len(out) and not Path(out[i + 1]).is_absolute():
+            out[i + 1] = str(Path.cwd() / out[i + 1])
+        elif word.startswith("--config-path=") and not Path(word.split("=", 1)[1]).is_absolute():
+            out[i] = f"--config-path={Path.cwd() / word.split('=', 1)[1]}"
+    return out
 
 
 def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:

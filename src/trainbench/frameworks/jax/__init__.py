@@ -23,7 +23,6 @@ class JaxConfig(KerasConfig):
         install='pip install -e ".[jax]" -c locks/constraints.txt',
         gpu_install={"nvidia": "pip install 'jax[cuda12]'"},
         rank=3,
-        by_default=False,
     )
     preallocate: bool = False  # false: take GPU memory as needed (XLA_PYTHON_CLIENT_PREALLOCATE), not 75% up front
 
