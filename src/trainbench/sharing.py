@@ -434,7 +434,7 @@ MAX_STORED_INT = 2**63 - 1
 # The figures trainbench reports and compares (docs/mlflow-schema.md): rates, times, FLOPs, ratios. A run that
 # measured one measured a finite, non-negative number, and none reaches 1e15 (a quadrillion samples a second, or
 # 31 million years); a larger one is a damaged or forged file, which would top every table it is shown in.
-FIGURE_SUFFIXES = ("_per_s", "_per_device", "_tflops", "tflops", "_s", "_ms", "mfu", "_efficiency", "_pct")
+FIGURE_SUFFIXES = ("_per_s", "_per_device", "_tflops", "tflops", "_s", "_ms", "mfu", "_efficiency")
 MAX_FIGURE = 1e15
 # Any other metric (a loss that diverged to NaN, a user's own) may be non-finite, but not beyond a double.
 MAX_METRIC = 1e300
