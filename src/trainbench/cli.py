@@ -186,9 +186,21 @@ def import_runs(argv: list[str]) -> int:
 
 
 def suite(argv: list[str]) -> int:
+    """`trainbench suite [OVERRIDES...]`: run the standard suite for this machine's class, as one sweep."""
     from trainbench import suite
 
-    return suite.main(argv)
+    argv = [f"+{a}" if a.startswith("suite_cell=") else a for a in argv]
+    problem = suite.refusal(argv, suite.device_class(argv))
+    if problem:
+        return fail(problem)
+    os.environ[suite.ENV] = suite.tag_value()
+    line = suite.command_line(argv)
+    print(
+        f"trainbench suite: {suite.SUITE_NAME} v{suite.SUITE_VERSION}, {line[0].split('=', 1)[1]}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return main(hydra_entry(), line)
 
 
 def doctor(argv: list[str]) -> int:

@@ -21,7 +21,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterable
 
 SUITE_NAME = "standard"
@@ -119,17 +118,3 @@ def refusal(argv: list[str], device_class: str) -> str | None:
                     f"choose from {', '.join(known)}"
                 )
     return None
-
-
-def main(argv: list[str]) -> int:
-    """`trainbench suite [OVERRIDES...]`: run the standard suite for this machine's class, as one sweep."""
-    from trainbench import cli
-
-    argv = [f"+{a}" if a.startswith("suite_cell=") else a for a in argv]
-    problem = refusal(argv, device_class(argv))
-    if problem:
-        return cli.fail(problem)
-    os.environ[ENV] = tag_value()
-    line = command_line(argv)
-    print(f"trainbench suite: {SUITE_NAME} v{SUITE_VERSION}, {line[0].split('=', 1)[1]}", file=sys.stderr, flush=True)
-    return cli.main(cli.hydra_entry(), line)
