@@ -279,7 +279,6 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
     sweep, uri = start_sweep(
         tmp_path,
         "batch_size=8,16,32",
-        *TINY[:-2],
         "task.epochs=1",
         "tracking.system_metrics_interval_s=0",
         "device=cpu",

@@ -45,9 +45,14 @@ def two_sweeps(tmp_path_factory) -> dict:
 
 def figure_of(run) -> str:
     """The run's samples/s as the screens quote it: its value and the steady epochs that made it."""
-    value = run.data.metrics["samples_per_s"]
+    from trainbench import figures
+
+    metrics, tags = run.data.metrics, run.data.tags
+    value = metrics["samples_per_s"]
     text = f"{value:,.0f}" if value >= 1000 else f"{value:.1f}" if value >= 100 else f"{value:.2f}"
-    return f"{text} (2 repeats)"  # 3 epochs, the first left out
+    assert figures.quoted(value, figures.ci95(metrics, "samples_per_s"), 2, figures.noisy(tags)).startswith(text)
+    # 3 epochs, the first left out: two repeats, and their interval where the run recorded one
+    return figures.quoted(value, figures.ci95(metrics, "samples_per_s"), 2, figures.noisy(tags))
 
 
 def test_the_second_sweeps_first_screen_shows_its_own_figure_and_the_first_as_history(two_sweeps) -> None:
@@ -56,7 +61,7 @@ def test_the_second_sweeps_first_screen_shows_its_own_figure_and_the_first_as_hi
     assert f": {figure_of(two_sweeps['second'])} samples/s here" in line, (line, two_sweeps["second"].data.metrics)
     (history,) = [line for line in out.splitlines() if "earlier here (history" in line]
     earlier = two_sweeps["first"].data.metrics["samples_per_s"]
-    assert f"median {figure_of(two_sweeps['first']).split()[0]} samples/s of 1 run(s)" in history, (history, earlier)
+    assert f"median {figure_of(two_sweeps['first']).split()[0]} " in history and "of 1 run(s)" in history, (history, earlier)
 
 
 def test_one_run_reads_the_same_in_the_summary_the_first_screen_results_and_the_report(two_sweeps, tmp_path) -> None:

@@ -573,7 +573,7 @@ def print_suite_summary(store: Any, uri: str, experiment_id: str, mine: set[str]
         sys.stderr.write(f"trainbench: no suite summary: {tracking.private(str(error)).splitlines()[0][:200]}\n")
         return
     for line in lines:
-        print(line, flush=True)
+        print(untrusted.shown(line), flush=True)  # machine names from other machines' files
 
 
 def bring_other_machines(store: Any, uri: str) -> None:
