@@ -61,7 +61,10 @@ def test_the_second_sweeps_first_screen_shows_its_own_figure_and_the_first_as_hi
     assert f": {figure_of(two_sweeps['second'])} samples/s here" in line, (line, two_sweeps["second"].data.metrics)
     (history,) = [line for line in out.splitlines() if "earlier here (history" in line]
     earlier = two_sweeps["first"].data.metrics["samples_per_s"]
-    assert f"median {figure_of(two_sweeps['first']).split()[0]} " in history and "of 1 run(s)" in history, (history, earlier)
+    assert f"median {figure_of(two_sweeps['first']).split()[0]} " in history and "of 1 run(s)" in history, (
+        history,
+        earlier,
+    )
 
 
 def test_one_run_reads_the_same_in_the_summary_the_first_screen_results_and_the_report(two_sweeps, tmp_path) -> None:
