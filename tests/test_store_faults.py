@@ -289,3 +289,18 @@ def test_a_read_only_store_folder_is_reported_read_only_not_removed(tmp_path) ->
         cannot_open = sqlite3.OperationalError("unable to open database file")
         assert tracking.store_fault(cannot_open, uri) == "it is read-only"
     assert tracking.store_fault(cannot_open, uri) == "its files were removed"  # unmounted: the database is gone
+
+
+def test_a_run_id_that_holds_429_is_not_a_busy_store() -> None:
+    """HTTP 429 is waited out; the digits 429 inside a run id that an error quotes are not a 429 (a missing run
+    once read as a busy store made an import wait for tracking.outage_s)."""
+    from mlflow.exceptions import MlflowException
+
+    from trainbench.tracking import busy
+
+    missing = MlflowException(
+        "Run with id=3f4295e0c1d84a2bb1e5d7a0429c11aa not found", error_code="RESOURCE_DOES_NOT_EXIST"
+    )
+    assert not busy(missing)
+    assert busy(MlflowException("API request failed with error code 429 != 200: Too Many Requests"))
+    assert busy(MlflowException("(sqlite3.OperationalError) database is locked"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -225,7 +226,6 @@ _BUSY = (
     "database is locked",
     "database table is locked",
     "too many requests",
-    "429",
     "lock timeout",
     "lock_not_available",
     "could not obtain lock",
@@ -233,9 +233,13 @@ _BUSY = (
 )
 
 
+# HTTP 429 as a status, not the digits inside a run id that an error message quotes (a hex id holds "429" often).
+_STATUS_429 = re.compile(r"(?<![0-9a-f])429(?![0-9a-f])")
+
+
 def busy(error: BaseException) -> bool:
     text = f"{type(error).__name__} {error}".lower()
-    return any(needle in text for needle in _BUSY)
+    return any(needle in text for needle in _BUSY) or bool(_STATUS_429.search(text))
 
 
 class OutageWatch:
