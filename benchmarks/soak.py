@@ -12,6 +12,7 @@ an invariant fails. tests/test_soak.py runs a short one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -35,6 +36,7 @@ CELL = ["model=mlp", "data=digits", "device=cpu", f"task.epochs={EPOCHS}", "trac
 LOCK_S = 2.0  # a write transaction held this long, every LOCK_EVERY_S or so
 LOCK_EVERY_S = 8.0
 KILL_EVERY_S = 25.0  # a cell SIGKILLed this often
+STOP_BOUND_S = 120  # the sweep ends this soon after Ctrl-C, or the soak fails and lists its processes
 SHELL = "import sys; from trainbench.sharing import {0}; sys.exit({0}(sys.argv[1:]))"
 
 
@@ -131,7 +133,10 @@ class Soak:
             time.sleep(0.5)
         time.sleep(self.seconds)
         os.killpg(sweep.pid, signal.SIGINT)  # Ctrl-C: the sweep records the running cell and ends
-        _, err = sweep.communicate(timeout=300)
+        try:
+            _, err = sweep.communicate(timeout=STOP_BOUND_S)
+        except subprocess.TimeoutExpired as late:
+            err = still_running(sweep, late)
         self.stop.set()
         for thread in threads:
             thread.join(timeout=600)
@@ -171,16 +176,41 @@ class Soak:
         (self.folder / "sweep-stderr.txt").write_text(sweep_stderr)
         tracebacks = sweep_stderr.count("Traceback")
         print(f"tracebacks on the sweep's stderr: {tracebacks}")
+        if "NOT ENDED" in sweep_stderr:
+            print(sweep_stderr[-4000:])
         failures = {
             "a run left RUNNING": statuses.get("RUNNING", 0),
             "a run imported twice": len(duplicated),
             "an import reported but absent": len(missing),
             "a finished cell missing a point": len(short),
             "a traceback": tracebacks,
+            "the sweep not ended after Ctrl-C": sweep_stderr.count("NOT ENDED"),
         }
         broken = {what: n for what, n in failures.items() if n}
         print("soak: " + ("held" if not broken else "FAILED: " + ", ".join(f"{w} ({n})" for w, n in broken.items())))
         return 1 if broken else 0
+
+
+def still_running(sweep: subprocess.Popen[str], late: subprocess.TimeoutExpired) -> str:
+    """The sweep did not end STOP_BOUND_S after Ctrl-C: what each of its processes was doing, then SIGKILL. The
+    returned text (its stderr so far and that list) goes to the verdict, which counts the sweep as not ended."""
+    lines = [f"the sweep had not ended {STOP_BOUND_S} s after Ctrl-C; its processes:"]
+    try:
+        tree = [psutil.Process(sweep.pid), *psutil.Process(sweep.pid).children(recursive=True)]
+    except psutil.Error:
+        tree = []
+    for process in tree:
+        try:
+            times = process.cpu_times()
+            lines.append(f"  {process.pid} {process.status()} cpu {times.user + times.system:.1f} s: "
+                         f"{' '.join(process.cmdline())[:300]}")  # fmt: skip
+        except psutil.Error:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(sweep.pid, signal.SIGKILL)
+    _, err = sweep.communicate()
+    so_far = late.stderr.decode(errors="replace") if isinstance(late.stderr, bytes) else (late.stderr or "")
+    return so_far + (err or "") + "\n" + "\n".join(lines) + "\nNOT ENDED\n"
 
 
 def running_cells(sweep_pid: int) -> list[psutil.Process]:

@@ -59,3 +59,24 @@ def test_a_stop_swallowed_before_the_sweep_takes_over_stops_stops_the_sweep_befo
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["stopped before any cell", "answered once: the next block runs"]
+
+
+
+def test_a_stop_swallowed_between_cells_starts_no_further_cell() -> None:
+    """The sweep's block spans every cell: a stop that a library swallowed after one cell must keep the next from
+    starting (a sweep of 300 cells would otherwise run them all before its block ends)."""
+    done = run(
+        """
+        from trainbench.runner.cell import Stopped, run_cell
+
+        try:
+            with raising_on_stop(Stopped):
+                print("cell 1 ran", flush=True)
+                optional_import()  # between the first cell and the second
+                run_cell(None, None, [])  # cell 2: refused at its first line, before its run is created
+                print("cell 2 started", flush=True)
+        except Stopped as stop:
+            print(stop.reason, flush=True)
+        """
+    )
+    assert done.stdout.splitlines() == ["cell 1 ran", "the sweep was stopped by Ctrl-C (SIGINT)"], done.stderr

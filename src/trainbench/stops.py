@@ -40,6 +40,12 @@ def raising_on_stop(error: Callable[[int], BaseException]) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def unanswered() -> int | None:
+    """The signal of a stop that a library swallowed within a raising_on_stop block still running, or None: a
+    long block (a sweep's) asks at each step, so that the stop ends it there rather than at the block's end."""
+    return _unanswered[-1] if _unanswered else None
+
+
 def exit_quietly_on_stop() -> AbstractContextManager[None]:
     """A stop raises SystemExit(128 + signal), which Python ends on without a word."""
     return raising_on_stop(lambda signum: SystemExit(128 + signum))

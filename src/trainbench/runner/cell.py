@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from trainbench import hardware, progress, suite, tracking
+from trainbench import hardware, progress, stops, suite, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
 from trainbench.runner import batch_probes, batch_search, liveness, names, scaling, slots
@@ -95,6 +95,9 @@ class Stopped(KeyboardInterrupt):
 
 def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult:
     """Create the cell's run, run the cell in its own process, close the run with the outcome."""
+    swallowed = stops.unanswered()
+    if swallowed is not None:  # a stop that a library's bare except took: no further cell starts
+        raise Stopped(swallowed)
     task = task_of(cell)
     cell = task.prepared(cell)
     index, suffix = cell.launch.index, cell.launch.name_suffix
