@@ -61,7 +61,6 @@ def test_a_stop_swallowed_before_the_sweep_takes_over_stops_stops_the_sweep_befo
     assert done.stdout.splitlines() == ["stopped before any cell", "answered once: the next block runs"]
 
 
-
 def test_a_stop_swallowed_between_cells_starts_no_further_cell() -> None:
     """The sweep's block spans every cell: a stop that a library swallowed after one cell must keep the next from
     starting (a sweep of 300 cells would otherwise run them all before its block ends)."""
