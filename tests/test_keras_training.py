@@ -84,6 +84,12 @@ def test_tensorflow_learns_digits_and_is_recorded_like_pytorch(torch_and_tensorf
     assert tags["trainbench.framework_version"] == tags["sw.tensorflow"]
     assert tags["trainbench.compile"] == "false" and tags["trainbench.tf32"] == "false"
     assert tags["mlflow.runName"] == "tensorflow-mlp-cpu-bs32"
+    # the thread counts each framework chose, as it reports them (TensorFlow: 0, its own choice)
+    assert tags["trainbench.intra_op_threads"] == "auto" and tags["trainbench.inter_op_threads"] == "auto"
+    import torch
+
+    assert torch_run.data.tags["trainbench.intra_op_threads"] == str(torch.get_num_threads())
+    assert torch_run.data.tags["trainbench.inter_op_threads"] == str(torch.get_num_interop_threads())
 
 
 @pytest.fixture(scope="module")
