@@ -10,7 +10,9 @@ still on record; keeps the run's heartbeat while the cell runs; and always close
   killed       the sweep was stopped (Ctrl-C, SIGTERM, SIGHUP), or the launching process died
 A cell that did not finish prints one line as it ends (outcome_line). Running out of memory, a missing device,
 a timeout or a stop is expected, and prints no traceback. The run's stderr_tail.txt keeps the traceback of an
-out-of-memory error.
+out-of-memory error. The frameworks' own log lines (TensorFlow's, XLA's, absl's) go to the run's framework_log.txt,
+not to the terminal (trainbench.runner.framework_log); the run's description leads with its figures
+(trainbench.run_description).
 """
 
 from __future__ import annotations
