@@ -1,10 +1,11 @@
 """Bounds the docs state, held with real processes and signals (issue 39): a cell ends within a second of its
-launcher's SIGKILL and leaves no scratch folder; Ctrl-C in a cell's first instant prints no traceback; data-parallel
+launcher's SIGKILL and leaves no scratch folder; a sweep SIGKILLed whole leaves nothing in /dev/shm; Ctrl-C in a cell's first instant prints no traceback; data-parallel
 ranks on a CPU are cut to its cores and memory with one line."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import owner_kill  # noqa: E402
 
 from trainbench.runner.launchers import bound_cpu_ranks  # noqa: E402
-from trainbench.runner.orphan import remove_abandoned_scratch, scratch_prefix  # noqa: E402
+from trainbench.runner.orphan import (  # noqa: E402
+    remove_abandoned_scratch,
+    remove_abandoned_shared_memory,
+    scratch_prefix,
+)
 
 DIGITS = ["model=mlp", "data=digits", "device=cpu", "tracking.system_metrics_interval_s=0"]
 
@@ -90,3 +95,74 @@ def test_more_ranks_than_cores_run_as_many_as_cores_with_one_line(trainbench) ->
     assert cut == [f"trainbench: device.count={asked} cut to {cores} data-parallel ranks on the CPU ({cores} cores)"]
     (cell,) = [r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"]
     assert cell.data.metrics["num_devices"] == cores
+
+
+def shared_memory_of(pids: set[int]) -> list[str]:
+    """The entries of /dev/shm whose names carry one of `pids` (loky's semaphores and memmapping folders, torch's
+    segments and Python's named semaphores are named for the process that made them)."""
+    found = []
+    for path in Path("/dev/shm").iterdir():
+        numbers = {int(n) for n in re.findall(r"(?<![0-9a-z])\d+(?![0-9])", path.name)}
+        if numbers & pids:
+            found.append(path.name)
+    return sorted(found)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm on this system")
+def test_no_shared_memory_file_outlives_a_sweep_sigkilled_with_its_cells_and_their_loader_workers(
+    tmp_path: Path,
+) -> None:
+    """A joblib sweep whose cells feed their model through DataLoader worker processes, SIGKILLed as a whole (the
+    OOM killer taking a container's processes, `kill -9 -- -PGID`): nothing of it may stay in /dev/shm once the next
+    cell has been launched on the machine."""
+    uri = f"sqlite:///{tmp_path}/m.db"
+    sweep = subprocess.Popen(
+        [sys.executable, str(ROOT / "src" / "run.py"), "-m", *DIGITS, "task.epochs=100000", "cell.timeout_s=300",
+         "data.pipeline=loader", "data.loader_workers=2", "batch_size=16", "hydra/launcher=joblib",
+         f"tracking.uri={uri}"],
+        cwd=tmp_path, env=child_env({"PYTHONPATH": str(ROOT / "src")}),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        owner = psutil.Process(sweep.pid)
+        deadline = time.monotonic() + 180
+        while True:  # until a cell's loader workers are up: every kind of file is made by then
+            tree = owner.children(recursive=True)
+            cells = [p for p in tree if "trainbench.runner.worker" in " ".join(p.cmdline())]
+            if any(cell.children() for cell in cells):
+                break
+            assert sweep.poll() is None and time.monotonic() < deadline, "no cell started its loader workers"
+            time.sleep(0.2)
+        pids = {sweep.pid} | {p.pid for p in owner.children(recursive=True)}
+    finally:
+        os.killpg(sweep.pid, signal.SIGKILL)
+        sweep.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(psutil.pid_exists(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = shared_memory_of(pids)
+    assert left, "the kill left nothing in /dev/shm: this test no longer tests what it is named for"
+
+    next_cell = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "run.py"), *DIGITS, *TINY, f"tracking.uri={uri}"],
+        cwd=tmp_path, env=child_env({"PYTHONPATH": str(ROOT / "src")}), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert next_cell.returncode == 0, next_cell.stderr[-3000:]
+    assert shared_memory_of(pids) == [], f"left by the killed sweep: {left}"
+
+
+def test_shared_memory_of_dead_processes_is_swept_up_and_that_of_live_ones_and_other_programs_kept(
+    tmp_path: Path,
+) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead = [tmp_path / f"sem.loky-{ended.pid}-ab12cd", tmp_path / f"joblib_memmapping_folder_{ended.pid}_ab_cd"]
+    kept = [tmp_path / f"sem.loky-{os.getpid()}-ab12cd", tmp_path / f"torch_{ended.pid}_123", tmp_path / "psm_x"]
+    dead[0].write_bytes(b"\0" * 32)
+    dead[1].mkdir()
+    (dead[1] / "array.pkl").write_bytes(b"x")
+    for path in kept:
+        path.write_bytes(b"\0")
+    assert sorted(remove_abandoned_shared_memory(str(tmp_path))) == sorted(dead)
+    assert all(path.exists() for path in kept) and not any(path.exists() for path in dead)

@@ -43,7 +43,7 @@ from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.framework_log import FrameworkLog
 from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.oom_evidence import OomEvidence
-from trainbench.runner.orphan import remove_abandoned_scratch, scratch_prefix
+from trainbench.runner.orphan import remove_abandoned_scratch, remove_abandoned_shared_memory, scratch_prefix
 from trainbench.runner.worker import UNBLOCK_STOPS_ENV, traceback_path
 from trainbench.runs import tag_setting_name
 from trainbench.tasks.base import task_of
@@ -328,6 +328,7 @@ def _run_in_child(
     batch_size=max search's limit and the probes so far (the process probes and records nothing; the probes
     it made before dying are in the result's `progress`). `chatter` keeps the frameworks' own log records."""
     remove_abandoned_scratch()  # those of launchers killed with their cells
+    remove_abandoned_shared_memory()  # what joblib's launcher left in /dev/shm when it was killed
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
     with (
         slots.take("gpu", gpus_wanted, slots.visible_gpus()) as gpus,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,36 @@ def remove_abandoned_scratch(folder: str | None = None) -> list[Path]:
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
             removed.append(path)
+    return removed
+
+
+# What joblib's launcher (loky) leaves in shared memory when the sweep is SIGKILLed together with loky's resource
+# tracker, which would have removed them: named semaphores and memmapping folders, named for the process that made
+# them. No process can use them once that process is gone (loky's workers end with it).
+_SHARED_MEMORY_LEFTOVERS = (
+    re.compile(r"sem\.loky-(\d+)-\w+"),
+    re.compile(r"joblib_memmapping_folder_(\d+)_\w+"),
+)
+
+
+def remove_abandoned_shared_memory(folder: str = "/dev/shm") -> list[Path]:
+    """Remove joblib's semaphores and memmapping folders in `folder` whose maker process is gone; return them. What
+    a live process made, or other programs' files, are left alone."""
+    import psutil
+
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in Path(folder).iterdir():
+            match = next((m for pattern in _SHARED_MEMORY_LEFTOVERS if (m := pattern.fullmatch(path.name))), None)
+            if match is None or psutil.pid_exists(int(match.group(1))):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            if not path.exists():
+                removed.append(path)
     return removed
 
 
