@@ -182,6 +182,118 @@ class MlflowServer:
         self.stop()
 
 
+# ------------------------------------------------------------------------------------------ a busy gateway
+
+
+class BusyProxy:
+    """A real HTTP proxy process on a free loopback port in front of `target` (a server's URI), as a gateway or a
+    rate limiter is: it forwards every request, except during a window that `busy(seconds)` opens, when it
+    answers 429 Too Many Requests (with Retry-After) for the first half and 503 Service Unavailable for the
+    rest, without passing the request on."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> BusyProxy:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "busy-proxy", str(self.port), self.target],
+            env=_server_env({}),
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        _running[id(self)] = self
+        deadline = time.monotonic() + 30
+        while http_status(f"{self.uri}/health") != 200:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the proxy on {self.uri} did not forward /health to {self.target}")
+            time.sleep(0.1)
+        return self
+
+    def busy(self, seconds: float) -> None:
+        """From now on, for `seconds`: 429, then 503."""
+        if http_status(f"{self.uri}{_BUSY_PATH}?seconds={seconds}") != 204:
+            raise RuntimeError(f"the proxy on {self.uri} did not take the busy window")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process is not None:
+            kill_group(self.process, signal.SIGKILL if kill else signal.SIGTERM)
+        _running.pop(id(self), None)
+
+    def __enter__(self) -> BusyProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_BUSY_PATH = "/__busy_proxy__/busy"
+
+
+def _serve_busy_proxy(port: int, target: str) -> None:
+    """The proxy's process (BusyProxy)."""
+    import http.client
+    import http.server
+    import urllib.parse
+
+    busy_until = [0.0, 0.0]  # [when the 429s end, when the 503s end], monotonic
+    upstream = urllib.parse.urlsplit(target)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            return
+
+        def _answer(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _handle(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            url = urllib.parse.urlsplit(self.path)
+            if url.path == _BUSY_PATH:
+                seconds = float(urllib.parse.parse_qs(url.query)["seconds"][0])
+                now = time.monotonic()
+                busy_until[:] = [now + seconds / 2, now + seconds]
+                self._answer(204, {})
+                return
+            now = time.monotonic()
+            if now < busy_until[0]:
+                self._answer(429, {"Retry-After": "1", "Content-Type": "text/plain"}, b"Too Many Requests")
+                return
+            if now < busy_until[1]:
+                self._answer(503, {"Content-Type": "text/plain"}, b"Service Unavailable")
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+            try:
+                connection.request(self.command, self.path, body=body, headers=headers)
+                response = connection.getresponse()
+                payload = response.read()
+                passed = {k: v for k, v in response.getheaders()
+                          if k.lower() not in ("content-length", "transfer-encoding", "connection")}  # fmt: skip
+                self._answer(response.status, passed, payload)
+            except OSError:
+                self._answer(502, {"Content-Type": "text/plain"}, b"Bad Gateway")
+            finally:
+                connection.close()
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
 # ------------------------------------------------------------------------------------------------ PostgreSQL
 
 
@@ -305,4 +417,8 @@ def _stop_everything() -> None:
     """Last resort for servers a test forgot: nothing outlives the test session."""
     for thing in list(_running.values()):
         with contextlib.suppress(Exception):
-            thing.stop(kill=True) if isinstance(thing, MlflowServer) else thing.stop()
+            thing.stop(kill=True) if isinstance(thing, (MlflowServer, BusyProxy)) else thing.stop()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["busy-proxy"]:
+    _serve_busy_proxy(int(sys.argv[2]), sys.argv[3])

@@ -137,7 +137,10 @@ def test_a_server_that_never_returns_ends_the_sweep_soon_after_the_bound(tmp_pat
         out, err = sweep.communicate(timeout=300)
         waiter.join()
     took = ended[0] - gone
-    assert took < outage_s + 10 + 5, f"the sweep ended {took:.0f} s after the server went"  # 5: detecting the outage
+    print(f"the sweep ended {took:.1f} s after the server went, tracking.outage_s={outage_s}")
+    # The bound: within 10 s of outage_s. The outage begins at the first write that fails, up to a
+    # heartbeat or an epoch after the kill, so this measures from the kill, a little more than the bound needs.
+    assert took <= outage_s + 10, f"the sweep ended {took:.1f} s after the server went"
     assert sweep.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     gave_up = [line for line in err.splitlines() if "has not answered for" in line]

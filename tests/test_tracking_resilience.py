@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import runs_in, start_multirun
-from servers import MlflowServer
+from servers import BusyProxy, MlflowServer
 
 pytestmark = pytest.mark.slow
 
@@ -163,3 +163,32 @@ def test_a_server_gone_for_good_ends_the_sweep_once_tracking_outage_s_has_passed
     assert "failed" in row and "stopped: the tracking server" in row and "(tracking.outage_s)" in row
     assert "waiting for it up to 15 s (tracking.outage_s)" in err and "has not answered for" in err
     assert "Traceback" not in err
+
+
+def test_a_server_answering_429_then_503_beyond_mlflows_retries_costs_no_metric_point_and_no_cell(tmp_path) -> None:
+    """A rate limiter, then a gateway that lost its backend, for 14 s: longer than MLflow's own retries (two, a few
+    seconds in all, Retry-After honoured), so it is trainbench's waiting that carries the sweep through: the end
+    of the first cell and the start of the second."""
+    with MlflowServer(tmp_path / "server") as server, BusyProxy(server.uri) as proxy:
+        running = start_multirun(proxy.uri, tmp_path / "busy", "seed=0,1", *SMALL_CELL)
+        deadline = time.monotonic() + 300
+        while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:  # the first cell is in its epoch
+            assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
+            time.sleep(0.1)
+        proxy.busy(14)
+        out, err = running.communicate(timeout=600)
+
+        assert running.returncode == 0, err[-3000:]
+        assert "Traceback" not in err, err[-3000:]
+        client = MlflowClient(server.uri)
+        runs = runs_in(server.uri)
+        cells, (parent,) = kind(runs, "cell"), kind(runs, "sweep")
+        assert sorted(c.data.tags["trainbench.outcome"] for c in cells) == ["finished"] * 2
+        assert not [r for r in runs if r.info.status == "RUNNING"]
+        for cell in cells:  # every point, once
+            assert points_per_key(client, cell) == SMALL_CELL_METRICS, cell.info.run_name
+        assert points_per_key(client, parent) == SWEEP_RUN_METRICS
+    waited = [line for line in err.splitlines() if "(tracking.outage_s)" in line]
+    assert len(waited) == 1, err[-3000:]
+    assert "the tracking store is busy (HTTP 429 Too Many Requests, after MLflow's retries)" in waited[0], waited
+    assert len([line for line in err.splitlines() if "answers again" in line]) == 1, err[-3000:]

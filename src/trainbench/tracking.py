@@ -242,6 +242,21 @@ def busy(error: BaseException) -> bool:
     return any(needle in text for needle in _BUSY) or bool(_STATUS_429.search(text))
 
 
+# urllib3's words once MLflow's retries of an HTTP status are spent: the status is what the user needs to know, and
+# it comes at the end of a long line that names the endpoint and the connection pool.
+_HTTP_STATUS_RETRIED = re.compile(r"too many (\d{3}) error responses")
+_HTTP_STATUS_NAMES = {429: "Too Many Requests", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+
+def _outage_reason(error: BaseException) -> str:
+    """What the store answered, in a few words: the HTTP status when MLflow's retries of one were spent."""
+    status = _HTTP_STATUS_RETRIED.search(str(error))
+    if status is not None:
+        code = int(status.group(1))
+        return f"HTTP {code} {_HTTP_STATUS_NAMES.get(code, '')}".rstrip() + ", after MLflow's retries"
+    return _reason(error)[:120]
+
+
 class OutageWatch:
     """One outage of the tracking server at a time, as every thread of this process sees it: when it began,
     whether it has outlasted its bound; one line when it begins, ends or is given up on."""
@@ -275,7 +290,7 @@ class OutageWatch:
                 self.began, self.given_up = now, False
                 state = "is busy" if busy(error) else "does not answer"
                 sys.stderr.write(
-                    f"trainbench: the tracking {self._what(error)} {state} ({_reason(error)[:120]}): waiting for it up "
+                    f"trainbench: the tracking {self._what(error)} {state} ({_outage_reason(error)}): waiting for it up "
                     f"to {outage_s:g} s (tracking.outage_s); what the cells record meanwhile is kept\n"
                 )
                 self.what = self._what(error)
