@@ -148,3 +148,54 @@ def test_a_server_that_never_returns_ends_the_sweep_soon_after_the_bound(tmp_pat
     assert out.count("not started") == 2, out[-3000:]
     (row,) = [line for line in out.splitlines() if line.startswith("pytorch-mlp-cpu-bs16 ")]
     assert "failed" in row and "stopped: the tracking server" in row, row
+
+
+def postgres_points(cluster, key: str) -> int:
+    """Points of `key` in the cluster's MLflow database, read directly."""
+    import psycopg
+
+    with psycopg.connect(
+        host="127.0.0.1", port=cluster.port, user="postgres", dbname=cluster.database, options="-c lock_timeout=0"
+    ) as connection:
+        try:
+            return connection.execute("select count(*) from metrics where key = %s", (key,)).fetchone()[0]
+        except psycopg.errors.UndefinedTable:  # the schema is not there yet
+            return 0
+
+
+@pytest.mark.slow
+def test_a_postgresql_lock_timeout_mid_sweep_is_waited_out_losing_nothing(postgres_cluster, tmp_path: Path) -> None:
+    """A database whose lock_timeout (1 s) is far shorter than a lock another session holds on the metrics table
+    (a migration, a VACUUM FULL, a long report): every write of the cells' figures is refused with "canceling
+    statement due to lock timeout" for 12 s. The sweep waits, says so once, and loses nothing."""
+    import psycopg
+
+    with psycopg.connect(host="127.0.0.1", port=postgres_cluster.port, user="postgres", autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE \"{postgres_cluster.database}\" SET lock_timeout = '1s'")
+    uri = postgres_cluster.uri
+    sweep = start_multirun(uri, tmp_path / "sweep", *tiny_but("task.epochs"), "task.epochs=2", "seed=0,1", fresh=True)
+    deadline = time.monotonic() + 300
+    while postgres_points(postgres_cluster, "epoch_time_s") < 1:  # the first cell is in its epochs
+        assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()[1][-3000:]
+        time.sleep(0.1)
+    with psycopg.connect(
+        host="127.0.0.1", port=postgres_cluster.port, user="postgres", dbname=postgres_cluster.database
+    ) as holder:
+        holder.execute("LOCK TABLE metrics IN ACCESS EXCLUSIVE MODE")
+        time.sleep(12)
+        holder.rollback()
+    out, err = sweep.communicate(timeout=300)
+
+    assert sweep.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert sorted(c.data.tags["trainbench.outcome"] for c in cells) == ["finished"] * 2, err[-3000:]
+    client = MlflowClient(uri)
+    for cell in cells:
+        assert len(client.get_metric_history(cell.info.run_id, "epoch_samples_per_s")) == 2
+        assert len(client.get_metric_history(cell.info.run_id, "samples_per_s")) == 1
+    waited = [line for line in err.splitlines() if "(tracking.outage_s)" in line]
+    assert len(waited) == 1, err[-3000:]
+    assert "the tracking store is busy (canceling statement due to lock timeout)" in waited[0], waited

@@ -254,7 +254,14 @@ def _outage_reason(error: BaseException) -> str:
     if status is not None:
         code = int(status.group(1))
         return f"HTTP {code} {_HTTP_STATUS_NAMES.get(code, '')}".rstrip() + ", after MLflow's retries"
+    # SQLAlchemy puts the database's own words on a later line, after hints about its session and before the SQL.
+    for line in str(error).splitlines():
+        if any(needle in line.lower() for needle in _BUSY):
+            return redact_paths(redact(_DRIVER_ERROR_PREFIX.sub("", line.strip())))[:120]
     return _reason(error)[:120]
+
+
+_DRIVER_ERROR_PREFIX = re.compile(r"^\([\w.]+\)\s*")  # "(psycopg.errors.LockNotAvailable) "
 
 
 class OutageWatch:
