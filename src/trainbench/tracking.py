@@ -169,12 +169,14 @@ class _GuardedClient:
             return attribute
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if OUTAGE.given_up and not OUTAGE.stopping:  # past the bound: no request, each would wait for retries
+            if OUTAGE.overdue() and not OUTAGE.stopping:  # past the bound: no request, each would wait for retries
                 raise OUTAGE.fault(self._uri)
             while True:
+                token = OUTAGE.request_started(self._outage_s)
                 try:
                     result = attribute(*args, **kwargs)
                 except Exception as error:
+                    OUTAGE.request_ended(token)
                     if busy(error) or (self._server and unanswered(error)):
                         wait_s = OUTAGE.failed(error, self._outage_s)
                         if wait_s is not None:
@@ -189,6 +191,7 @@ class _GuardedClient:
                             f"({_reason(error)[:160]})"
                         ) from error
                     raise
+                OUTAGE.request_ended(token)
                 OUTAGE.answered()
                 return result
 
@@ -277,6 +280,9 @@ class OutageWatch:
         self.stopping = False  # the sweep was stopped: its last writes try once, they wait for nobody
         self.what = "server"  # what the lines name: a server that does not answer, or a store that is busy
         self.outage_s = DEFAULT_OUTAGE_S  # the bound of the outage under way
+        # Requests under way, by when they were sent: a server that takes connections and never answers (a frozen
+        # host, a black-holing network) fails none of them until their timeouts and retries run out, minutes on.
+        self._in_flight: dict[object, tuple[float, float]] = {}  # token -> (sent at, that call's outage_s)
 
     @staticmethod
     def _what(error: BaseException) -> str:
@@ -310,16 +316,34 @@ class OutageWatch:
                 return None
             return min(self.POLL_S, left)
 
+    def request_started(self, outage_s: float) -> object:
+        token = object()
+        self._in_flight[token] = (time.monotonic(), outage_s)
+        return token
+
+    def request_ended(self, token: object) -> None:
+        self._in_flight.pop(token, None)
+
+    def _silent_since(self) -> float | None:
+        """Since when the store has not answered: the outage's start, or the oldest request still waiting."""
+        waiting = [sent for sent, _ in list(self._in_flight.values())]
+        starts = [t for t in (self.began, min(waiting, default=None)) if t is not None]
+        return min(starts, default=None)
+
     def overdue(self) -> bool:
-        """Whether an outage has outlasted its bound, though no call has noticed yet (one may hang in a request)."""
-        began = self.began
-        return self.given_up or (began is not None and time.monotonic() - began > self.outage_s)
+        """Whether the store has been silent for longer than the bound, though no call has noticed yet: one may
+        hang in a request, its timeout and retries still to come."""
+        now, began = time.monotonic(), self.began
+        if self.given_up or (began is not None and now - began > self.outage_s):
+            return True
+        return any(now - sent > outage_s for sent, outage_s in list(self._in_flight.values()))
 
     def fault(self, uri: str) -> StoreFailed:
         """What ends the sweep once the outage has outlasted tracking.outage_s: the running cell is stopped, no
         other starts; what could not be closed, the next invocation closes as `lost`."""
         self.given_up = True
-        lasted = time.monotonic() - self.began if self.began is not None else self.outage_s
+        silent_since = self._silent_since()
+        lasted = time.monotonic() - silent_since if silent_since is not None else self.outage_s
         return StoreFailed(
             f"the tracking {self.what} {private(uri)} has not answered for {lasted:.0f} s (tracking.outage_s): "
             "giving up on it"

@@ -15,6 +15,7 @@ import json
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, TypedDict
@@ -114,7 +115,13 @@ class RunWriter:
         """After the cell's process ended: read what is left, then log it all (or give up after timeout_s)."""
         self._reader.join(timeout=10)
         self.events.put(None)
-        self._writer.join(timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while self._writer.is_alive() and time.monotonic() < deadline:
+            # A store silent past tracking.outage_s: the writer may hang in a request whose timeout and retries
+            # take minutes more; what it still holds is lost either way, and the sweep must end near the bound.
+            if self.tracking.OUTAGE.overdue():
+                return
+            self._writer.join(timeout=0.5)
 
     def lost(self) -> int:
         """Events that did not reach the store: failed after MLflow's retries, or still queued at the end."""
