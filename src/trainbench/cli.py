@@ -107,9 +107,11 @@ def _export_sources() -> None:
 
 
 def fail(message: str) -> int:
+    from trainbench.runner import handoff
     from trainbench.tracking import private
 
     print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
+    handoff.write_refusal(private(message))  # for trainbench.run(), which raises it as trainbench.BadInput
     _discard_adopted_run()
     return EXIT_BAD_INPUT
 

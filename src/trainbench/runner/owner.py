@@ -26,7 +26,7 @@ from typing import Any
 
 from trainbench import hardware, suite, tracking, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
-from trainbench.runner import liveness, names, resume
+from trainbench.runner import handoff, liveness, names, resume
 from trainbench.runner.cell import CellResult, Stopped
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.tasks.base import task_of
@@ -67,6 +67,7 @@ class Sweep:
                 )
             except BrokenPipeError:  # `... sweep.dry_run=true | head`: the reader has what it wanted
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
+            self._hand_over_plan(ids, plans)
             return EXIT_OK
         first = self.cells[0]
         uri = tracking.resolve_tracking_uri(first.tracking.uri)
@@ -161,10 +162,52 @@ class Sweep:
                 if parent:
                     self._close_parent(store, parent, rows, table, stopped, adopted, page, broken)
         mark("parent: summary printed")
+        self._hand_over(rows, uri, experiment_id, sweep_id, parent)
         if stopped is not None:
             return 128 + stopped.signum
         finished = all(r.outcome in ("finished", "skipped") for r in rows) and broken is None
         return EXIT_OK if finished else EXIT_CELLS_DID_NOT_FINISH
+
+    def _hand_over(
+        self, rows: list[CellResult], uri: str, experiment_id: str, sweep_id: str, parent: str | None
+    ) -> None:
+        """The cells as the summary has them, for the Python API that started this sweep (runner.handoff)."""
+        if not handoff.wanted():
+            return
+        cells = [{**row.to_dict(), "setting_id": cell_setting_id(cell)} for row, cell in zip(rows, self.cells, strict=True)]
+        handoff.write_sweep(
+            tracking_uri=uri,
+            experiment_id=experiment_id,
+            sweep_id=sweep_id,
+            sweep_run_id=parent,
+            dry_run=False,
+            cells=cells,
+        )
+
+    def _hand_over_plan(self, setting_ids: list[str], plans: list[resume.Decision] | None) -> None:
+        """The dry run's list, for the Python API: each cell's name and setting; with sweep.resume, its plan."""
+        if not handoff.wanted():
+            return
+        cells = []
+        for i, (name, setting_id) in enumerate(zip(self.names, setting_ids, strict=True)):
+            plan = plans[i] if plans is not None else None
+            skipped = plan is not None and not plan.run
+            reason = _plan_text(plan) if plan is not None and skipped else None
+            prior = plan.prior_run.info.run_id if plan is not None and plan.prior_run is not None else None
+            cells.append(
+                {
+                    "index": i + 1,
+                    "name": name,
+                    "outcome": "would be skipped" if skipped else "would run",
+                    "samples_per_s": None,
+                    "reason": reason,
+                    "run_id": prior,
+                    "setting_id": setting_id,
+                }
+            )
+        handoff.write_sweep(
+            tracking_uri=None, experiment_id=None, sweep_id=None, sweep_run_id=None, dry_run=True, cells=cells
+        )
 
     def _resume_plans(self) -> list[resume.Decision]:
         """What sweep.resume would decide for each cell, read from the store without writing to it (a store
