@@ -17,6 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in, start_multirun, with_schema
+from trainbench import api
 
 pytestmark = pytest.mark.slow
 EPOCH_METRICS = {"epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"}
@@ -199,13 +200,17 @@ def seconds_of(clock: str) -> int:
     return sum(int(part) * 60**power for power, part in enumerate(reversed(clock.split(":"))))
 
 
-def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(trainbench) -> None:
-    result = trainbench("-m", "debug.inject_fault=abort,null", "device=cpu", *TINY)
-    assert result.returncode == 1
-    crashed, healthy = sorted(cells_of(result.uri), key=lambda r: r.data.tags["trainbench.cell_index"])
-    assert crashed.data.tags["trainbench.outcome"] == "failed" and crashed.info.status == "FAILED"
-    assert "SIGABRT" in crashed.data.tags["trainbench.reason"]
-    client = MlflowClient(result.uri)
+def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(tmp_path) -> None:
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    result = api.run(
+        ["debug.inject_fault=abort,null", "device=cpu", *TINY], tracking_uri=uri, output="quiet", cwd=tmp_path
+    )
+    assert (result.exit_status, result.outcome) == (1, "failed")
+    assert [c.outcome for c in result.cells] == ["failed", "finished"] and "SIGABRT" in str(result.cells[0].reason)
+    crashed, healthy = sorted(cells_of(uri), key=lambda r: r.data.tags["trainbench.cell_index"])
+    assert crashed.info.run_id == result.cells[0].run_id and crashed.info.status == "FAILED"
+    assert crashed.data.tags["trainbench.reason"] == result.cells[0].reason
+    client = MlflowClient(uri)
     artifacts = {a.path for a in client.list_artifacts(crashed.info.run_id)}
     assert {"stderr_tail.txt", "config.yaml", "overrides.txt", "requirements-freeze.txt"} <= artifacts
     assert "os.abort()" in Path(client.download_artifacts(crashed.info.run_id, "stderr_tail.txt")).read_text()
@@ -297,11 +302,8 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
     sweep.communicate(timeout=120)
     first = {c.data.tags["trainbench.cell_index"]: c.data.tags["trainbench.outcome"] for c in cells_of(uri)}
     assert first == {"1": "finished", "2": "killed"}
-    resumed = subprocess.run(
+    resumed = api.run(  # the Python API: the command line's process, its cells handed back typed
         [
-            sys.executable,
-            str(RUN_PY),
-            "-m",
             "batch_size=8,16,32",
             "task.epochs=1",
             "device=cpu",
@@ -310,28 +312,22 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
             "tracking.system_metrics_interval_s=0",
             "sweep.resume=failed",
         ],
+        tracking_uri=uri,
+        output="quiet",
         cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        capture_output=True,
-        text=True,
-        timeout=900,
     )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    newest = max(sweeps_of(uri), key=lambda r: r.info.start_time).info.run_id
-    children = {
-        c.data.tags["trainbench.cell_index"]: c
-        for c in cells_of(uri)
-        if c.data.tags.get("mlflow.parentRunId") == newest
-    }
-    assert {i: c.data.tags["trainbench.outcome"] for i, c in children.items()} == {
-        "1": "skipped",
-        "2": "finished",
-        "3": "finished",
-    }
-    skipped = children["1"]
-    assert skipped.data.tags["trainbench.result_run_id"] in {c.info.run_id for c in cells_of(uri)}
-    row = next(line for line in resumed.stdout.splitlines() if line.startswith("pytorch-mlp-cpu-bs8"))
-    assert "skipped" in row and "already finished" in row
+    assert resumed.exit_status == 0
+    recorded = {c.info.run_id: c for c in cells_of(uri)}
+    assert [c.outcome for c in resumed.cells] == ["skipped", "finished", "finished"]
+    for cell in resumed.cells:
+        assert recorded[str(cell.run_id)].data.tags["mlflow.parentRunId"] == resumed.sweep_run_id
+        assert recorded[str(cell.run_id)].data.tags["trainbench.outcome"] == cell.outcome
+    skipped = resumed.cells[0]
+    assert skipped.name == "pytorch-mlp-cpu-bs8" and "already finished" in str(skipped.reason)
+    # Its figures are the earlier run's, which the skip's record points to.
+    earlier = recorded[str(skipped.result_run_id)]
+    assert recorded[str(skipped.run_id)].data.tags["trainbench.result_run_id"] == earlier.info.run_id
+    assert skipped.samples_per_s == earlier.data.metrics["samples_per_s"] and earlier.info.run_id != skipped.run_id
 
 
 def test_joblib_runs_cells_side_by_side_under_one_parent(trainbench) -> None:

@@ -22,6 +22,7 @@ Light on purpose: `import trainbench` loads this module, and nothing here import
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 DEFAULT_EXPERIMENT = "trainbench"  # tracking.experiment's default (conf/config.yaml)
-Output = Literal["show", "quiet"]
+Output = Literal["show", "quiet"] | IO[Any]
 
 
 class BadInput(ValueError):
@@ -164,15 +165,17 @@ def run(
     """Run the cells `overrides` make (the command line's key=value overrides, sweep syntax included), each in its
     own process, recorded in MLflow; return when the sweep has ended.
 
-    tracking_uri / experiment: tracking.uri / tracking.experiment (else $MLFLOW_TRACKING_URI, the project's store).
-    output: "show" prints the sweep's lines as the command line does; "quiet" prints nothing.
+    tracking_uri: the store, for this call (as $MLFLOW_TRACKING_URI; else that variable, else the project's store;
+    a tracking.uri=... override comes first). experiment: tracking.experiment.
+    output: "show" prints the sweep's lines as the command line does; "quiet" prints nothing; an open file takes
+    them all (its stdout and stderr, in order).
     cwd: where the sweep runs (outputs/compare/ and Hydra's multirun/ are written there); the caller's by default.
     Raises BadInput for bad overrides (nothing recorded), SweepError when the sweep's process ended without
     handing back its cells. Ctrl-C stops the sweep as on the command line, then raises KeyboardInterrupt."""
-    argv = _command_line(overrides, tracking_uri, experiment)
+    argv = _command_line(overrides, experiment)
     with tempfile.TemporaryDirectory(prefix="trainbench-run-") as folder:
         handed = Path(folder) / "result.json"
-        status = _run_command_line(argv, handed, output, cwd)
+        status = _run_command_line(argv, handed, output, cwd, tracking_uri)
         from trainbench.runner import handoff
 
         payload = handoff.read(handed)
@@ -185,7 +188,7 @@ def run(
     return _sweep_result(status, payload)
 
 
-def _command_line(overrides: Sequence[str], tracking_uri: str | None, experiment: str | None) -> list[str]:
+def _command_line(overrides: Sequence[str], experiment: str | None) -> list[str]:
     if isinstance(overrides, str):
         raise TypeError('overrides is a list of key=value strings, e.g. ["model=mlp", "batch_size=32,64"]')
     argv = [str(o) for o in overrides]
@@ -195,42 +198,43 @@ def _command_line(overrides: Sequence[str], tracking_uri: str | None, experiment
             f"trainbench.run() takes key=value overrides, not {flags[0]}: the command line's flags "
             "(--help, --cfg, -sc ...) are for `trainbench` itself"
         )
-    if tracking_uri is not None:
-        argv.append(f"tracking.uri={_hydra_string(tracking_uri)}")
     if experiment is not None:
         argv.append(f"tracking.experiment={_hydra_string(experiment)}")
     return argv
 
 
 def _hydra_string(value: str) -> str:
-    """Quoted, so that a URI's `:`, `=` or `,` stays one value (a comma would otherwise make a sweep)."""
+    """Quoted, so that `:`, `=` or `,` in a name stays one value (a comma would otherwise make a sweep)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _run_command_line(argv: list[str], handed: Path, output: Output, cwd: Any) -> int:
+def _run_command_line(argv: list[str], handed: Path, output: Output, cwd: Any, tracking_uri: str | None) -> int:
     """`python -m trainbench.cli run ARGV...` with this interpreter and this trainbench; its exit status."""
     from trainbench.runner import handoff
 
     sources = str(Path(__file__).resolve().parents[1])  # holds trainbench and its Hydra plugin (hydra_plugins)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != sources]
     env = {**os.environ, handoff.ENV: str(handed), "PYTHONPATH": os.pathsep.join([sources, *paths])}
+    # The run `mlflow run` made is for the command line it started; a sweep started from Python has its own.
+    env.pop("MLFLOW_RUN_ID", None)
+    if tracking_uri is not None:  # as $MLFLOW_TRACKING_URI: the store is no override, and no record lists it
+        env["MLFLOW_TRACKING_URI"] = tracking_uri
     command = [sys.executable, "-m", "trainbench.cli", "run", *argv]
+    start = functools.partial(subprocess.Popen, command, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
     if output == "quiet":
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return _wait(process, [])
+        return _wait(start(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    if not isinstance(output, str):  # a log file of the caller's
+        output.flush()
+        return _wait(start(stdout=output, stderr=subprocess.STDOUT))
     streams = [_fd_of(sys.stdout), _fd_of(sys.stderr)]
     if None not in streams:  # a terminal or a file: the sweep writes there itself, as on the command line
         sys.stdout.flush()
         sys.stderr.flush()
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=streams[0], stderr=streams[1])
-        return _wait(process, [])
+        return _wait(start(stdout=streams[0], stderr=streams[1]))
     # A notebook's sys.stdout is no file: the sweep's lines are passed on to it as they come.
-    process = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-    )
-    assert process.stdout is not None and process.stderr is not None
-    pumps = [_pump(process.stdout, sys.stdout), _pump(process.stderr, sys.stderr)]
-    return _wait(process, pumps)
+    piped = start(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert piped.stdout is not None and piped.stderr is not None
+    return _wait(piped, [_pump(piped.stdout, sys.stdout), _pump(piped.stderr, sys.stderr)])
 
 
 def _fd_of(stream: IO[str]) -> int | None:
@@ -251,7 +255,7 @@ def _pump(source: IO[str], target: IO[str]) -> threading.Thread:
     return thread
 
 
-def _wait(process: subprocess.Popen[Any], pumps: list[threading.Thread]) -> int:
+def _wait(process: subprocess.Popen[Any], pumps: Sequence[threading.Thread] = ()) -> int:
     """The sweep's exit status. Ctrl-C here stops the sweep (it records its cells as stopped, prints its summary)
     and is raised once the sweep has ended, so that nothing it started outlives the call."""
     interrupted = False

@@ -462,7 +462,9 @@ def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name:
     return found, path
 
 
-def compared(client: Any, uri: str, experiment: str, mine: set[str] | None, yours: set[str] | None = None) -> list[Standing]:
+def compared(
+    client: Any, uri: str, experiment: str, mine: set[str] | None, yours: set[str] | None = None
+) -> list[Standing]:
     """What the first screen shows: the user's runs (`mine`: run ids; else this machine's latest run of each
     setting, `yours`: its hw.labels) against every run of the same settings in the store's experiment, its
     shared experiment and results/contributed/ (trainbench.api.compare reads the same)."""

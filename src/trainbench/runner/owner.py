@@ -174,7 +174,9 @@ class Sweep:
         """The cells as the summary has them, for the Python API that started this sweep (runner.handoff)."""
         if not handoff.wanted():
             return
-        cells = [{**row.to_dict(), "setting_id": cell_setting_id(cell)} for row, cell in zip(rows, self.cells, strict=True)]
+        cells = [
+            {**row.to_dict(), "setting_id": cell_setting_id(cell)} for row, cell in zip(rows, self.cells, strict=True)
+        ]
         handoff.write_sweep(
             tracking_uri=uri,
             experiment_id=experiment_id,
