@@ -376,11 +376,9 @@ def compare(
     name = experiment or DEFAULT_EXPERIMENT
     if ids is not None:
         mine, name = _cell_runs(client, uri, ids, experiment)
-        found = standing.compared(client, uri, name, mine) if mine else []
     else:
-        from trainbench.report.cli import labels_of_this_machine
-
-        found = standing.compared(client, uri, name, None, yours=labels_of_this_machine())
+        mine = _latest_here(client, name)
+    found = standing.compared(client, uri, name, mine) if mine else []
     rows = tuple(_comparison(s, id_of(s.setting)) for s in found)
     return tuple(r for r in rows if setting is None or r.setting_id == setting)
 
@@ -410,6 +408,28 @@ def _cell_runs(client: Any, uri: str, ids: list[str], experiment: str | None) ->
         for cell in runs:
             mine.add(cell.data.tags.get("trainbench.result_run_id") or cell.info.run_id)
     return mine, name or DEFAULT_EXPERIMENT
+
+
+def _latest_here(client: Any, experiment: str) -> set[str]:
+    """This machine's latest finished run of each setting and framework in the store's experiment (a contributed
+    file from a machine of the same name is another machine's run, as on the first screen)."""
+    from trainbench.report.cli import labels_of_this_machine
+    from trainbench.runs import search_all
+    from trainbench.setting import setting, setting_id
+
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return set()
+    labels = labels_of_this_machine()
+    cells = "tags.`trainbench.kind` = 'cell' and tags.`trainbench.outcome` = 'finished'"
+    newest: dict[tuple[str, str | None], Any] = {}
+    for run in search_all(client, [found.experiment_id], cells):
+        if run.data.tags.get("hw.label") not in labels:
+            continue
+        key = (setting_id(setting(run.data.params, run.data.tags)), run.data.params.get("framework.name"))
+        if key not in newest or run.info.start_time > newest[key].info.start_time:
+            newest[key] = run
+    return {run.info.run_id for run in newest.values()}
 
 
 def _comparison(found: Any, setting_id: str) -> Comparison:

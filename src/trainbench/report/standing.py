@@ -462,12 +462,9 @@ def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name:
     return found, path
 
 
-def compared(
-    client: Any, uri: str, experiment: str, mine: set[str] | None, yours: set[str] | None = None
-) -> list[Standing]:
-    """What the first screen shows: the user's runs (`mine`: run ids; else this machine's latest run of each
-    setting, `yours`: its hw.labels) against every run of the same settings in the store's experiment, its
-    shared experiment and results/contributed/ (trainbench.api.compare reads the same)."""
+def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Standing]:
+    """What the first screen shows: the user's runs (`mine`: run ids) against every run of the same settings in
+    the store's experiment, its shared experiment and results/contributed/ (trainbench.api.compare reads the same)."""
     from trainbench import sources
     from trainbench.report.selection import Selection, select
     from trainbench.tracking import private
@@ -479,7 +476,7 @@ def compared(
             opened.append(sources.open_file(path, contributed=True))
         except sources.SourceError as error:  # a broken contributed file must not hide the comparison
             sys.stderr.write(f"trainbench: left out {path.name}: {error}\n")
-    entries, _ = select(opened, Selection(experiment), mine=yours, mine_runs=mine, histories=False)
+    entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
     return standings(entries, mine)
 
 
