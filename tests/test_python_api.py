@@ -14,6 +14,7 @@ import pytest
 
 import trainbench
 from conftest import ROOT, RUN_PY, child_env, runs_in, with_schema
+from trainbench import figures
 
 # Three epochs, the first left out: two timed repeats, so each figure has an interval.
 CELLS = [
@@ -48,7 +49,9 @@ def test_a_sweep_returns_each_cells_typed_result_as_mlflow_recorded_it(swept) ->
         assert cell.outcome == tags["trainbench.outcome"] == "finished" and cell.reason is None
         assert cell.samples_per_s == metrics["samples_per_s"]
         assert cell.ci95 == metrics["samples_per_s_ci95"] and cell.repeats == 2
-        assert cell.figure.startswith(f"{cell.samples_per_s:.2f} ± ") and cell.figure.endswith("(95%, 2 repeats)")
+        assert cell.noisy == (tags.get("trainbench.noisy") == "true")  # a loaded machine's cell may be
+        assert cell.figure == figures.quoted(metrics["samples_per_s"], metrics["samples_per_s_ci95"], 2, cell.noisy)
+        assert " (95%, 2 repeats)" in cell.figure
         assert tags["mlflow.parentRunId"] == result.sweep_run_id == tags["trainbench.sweep_id"] == result.sweep_id
         assert cell.result_run_id == cell.run_id
     with pytest.raises(dataclasses.FrozenInstanceError):

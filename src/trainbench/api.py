@@ -172,12 +172,12 @@ def run(
     cwd: where the sweep runs (outputs/compare/ and Hydra's multirun/ are written there); the caller's by default.
     Raises BadInput for bad overrides (nothing recorded), SweepError when the sweep's process ended without
     handing back its cells. Ctrl-C stops the sweep as on the command line, then raises KeyboardInterrupt."""
+    from trainbench.runner import handoff
+
     argv = _command_line(overrides, experiment)
     with tempfile.TemporaryDirectory(prefix="trainbench-run-") as folder:
         handed = Path(folder) / "result.json"
         status = _run_command_line(argv, handed, output, cwd, tracking_uri)
-        from trainbench.runner import handoff
-
         payload = handoff.read(handed)
     if payload is not None and "refused" in payload:
         raise BadInput(payload["refused"])
