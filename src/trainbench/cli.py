@@ -18,6 +18,9 @@ tracking.experiment=...), turned into its own flags here (SUBCOMMAND_SETTINGS).
 Before Hydra sees the command line it is checked here, so that bad input gets one line and exit 2, never
 Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, which owns the cells and
 ends the process with the sweep's exit status (trainbench.runner.owner).
+
+The Python API (trainbench.run) runs this same command line in a process of its own; the sweep, or the refusal
+of its input, is handed back to it typed (trainbench.runner.handoff).
 """
 
 from __future__ import annotations
