@@ -445,6 +445,30 @@ def test_a_bad_override_under_mlflow_run_records_nothing_and_says_why_on_its_run
     assert "`batch_size`=0 is not valid" in named.data.tags["trainbench.reason"]
 
 
+def test_mlflow_run_without_conda_is_explained_where_the_command_is_shown(tmp_path) -> None:
+    """`mlflow run .` with MLflow's default env manager (conda) fails before trainbench starts on a machine without
+    conda: what MLflow prints there is what the docs quote, and the README's `mlflow run` line says so."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = child_env(
+        {"MLFLOW_TRACKING_URI": uri, "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])}
+    )
+    env.pop("MLFLOW_CONDA_HOME", None)
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "mlflow"), "run", str(ROOT), "-P", "overrides=device=cpu"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 1
+    assert "=== Could not find Conda executable at conda." in completed.stderr  # as docs/sweeps.md quotes it
+    assert "[cell" not in completed.stdout  # trainbench never started: nothing of ours can say more there
+    assert "Could not find Conda executable at conda." in (ROOT / "docs" / "sweeps.md").read_text()
+    readme = [line for line in (ROOT / "README.md").read_text().splitlines() if "mlflow run ." in line]
+    assert any("--env-manager local" in line and "conda" in line for line in readme), readme
+
+
 def test_the_parent_process_never_imports_a_framework(tmp_path) -> None:
     probe = (
         "import atexit, runpy, sys\n"
