@@ -40,7 +40,14 @@ def describe(client: Any, project_run: str, outcome: str, reason: str | None, de
 
 def record_refusal(message: str) -> None:
     """Bad input under `mlflow run`: trainbench records nothing of its own; the run `mlflow run` made, which it
-    ends FAILED and names, says why. Best effort: the line on stderr has been printed already."""
+    ends FAILED and names, says why."""
+    line = f"refused: {message}"
+    note("failed", line, f"trainbench {line}\n\nNothing was run or recorded.")
+
+
+def note(outcome: str, reason: str | None, description: str) -> None:
+    """When our command records nothing of its own (bad input, a dry run), the run `mlflow run` made says so.
+    Best effort, on the store `mlflow run` has just written to: what happened has been printed already."""
     project_run = run_id()
     if project_run is None:
         return
@@ -49,8 +56,7 @@ def record_refusal(message: str) -> None:
     try:
         client = MlflowClient(tracking_uri=tracking.resolve_tracking_uri(None))
         if client.get_run(project_run).data.tags.get("trainbench.kind"):
-            return  # already the sweep's run: it has its outcome
-        line = f"refused: {message}"
-        describe(client, project_run, "failed", line, f"trainbench {line}\n\nNothing was run or recorded.")
-    except Exception:  # noqa: S110  (the refusal itself is said on stderr; this run is a courtesy)
+            return  # already the sweep's or the report's run: it has its outcome
+        describe(client, project_run, outcome, reason, description)
+    except Exception:  # noqa: S110  (what happened is on the terminal; this run is a courtesy)
         pass

@@ -63,9 +63,9 @@ class Sweep:
             resumed = f", {skipped} would be skipped (sweep.resume)" if plans is not None else ""
             try:
                 print(plan_table(self.names, self.jobs, ids, plans), flush=True)
-                print(
-                    f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)", flush=True
-                )
+                done = f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)"
+                print(done, flush=True)
+                mlflow_project.note("finished", None, f"trainbench listed {done}.")
             except BrokenPipeError:  # `... sweep.dry_run=true | head`: the reader has what it wanted
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
             return EXIT_OK
@@ -722,7 +722,8 @@ def _adopted_project_run(store: Any, experiment: str) -> str | None:
     print(
         f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
         f"(tracking.experiment); the run {run_id} it made in {DEFAULT_EXPERIMENT} gets the sweep's outcome and "
-        "its run id (trainbench.sweep_run_id). `mlflow run --experiment-name NAME` makes that run the sweep's",
+        "a link to the sweep's run (trainbench.sweep_run_id). With `mlflow run --experiment-name NAME` it is the "
+        "sweep's run",
         flush=True,
     )
     return None
