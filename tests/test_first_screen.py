@@ -47,9 +47,12 @@ def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> 
         "no other machine has the default cell's setting: regenerate results/contributed/ (its README says how)"
     )
     (line,) = [line for line in out.splitlines() if line.startswith("  mlp (train):")]
+    # the fastest contributed figure with its interval, then a ratio or, where the intervals overlap, the words
     assert re.search(
-        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ \(2 repeats\), [\d.]+x", line
-    )
+        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ .*\), "
+        r"([\d.]+x \((faster|slower) than yours\)|within noise of yours)$",
+        line,
+    ), line
     (printed,) = re.findall(r"^Compare: (\S+)", out, flags=re.MULTILINE)
     (page,) = (folder / "outputs" / "compare").glob("*.html")
     assert Path(printed) == page and mine in page.read_text()
@@ -131,7 +134,10 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
         "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64, fp32, timed: epoch"
     )
     line = standing.terminal_lines([found[default_cell]])[0]
-    assert re.search(r"\(contributed\) [\d,]+ \(2 repeats\), [\d.]+x \((faster|slower) than your pytorch\)", line), line
+    assert re.search(
+        r"\(contributed\) [\d,]+ .*\), ([\d.]+x \((faster|slower) than your pytorch\)|within noise of your pytorch)",
+        line,
+    ), line
     inference = [title for title in found if "(inference)" in title]
     assert inference and not [title for title in inference if "epochs" in title], inference
 
