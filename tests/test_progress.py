@@ -12,21 +12,39 @@ import sys
 import pytest
 
 from trainbench import progress
-from trainbench.runner.sweep_clock import estimate
+from trainbench.runner.sweep_clock import ABSENT, estimate
+
+
+CPU, GPU = "train/resnet50/cpu", "train/resnet50/gpu"
 
 
 def test_before_any_cell_ends_the_sweep_says_an_estimate_comes_after_the_first() -> None:
-    assert estimate(5.2, 3, 0, [], 0) == "sweep: 5 s elapsed, 0 of 3 cells done; estimate after the first cell"
+    assert estimate(5.2, 3, 0, [], [CPU] * 3, 0) == (
+        "sweep: 5 s elapsed, 0 of 3 cells done; estimate after the first cell"
+    )
     # cells skipped by sweep.resume are done, but say nothing of how long a cell takes
-    assert estimate(3, 4, 2, [], 0).endswith("2 of 4 cells done; estimate after the first cell")
+    assert estimate(3, 4, 2, [], [CPU, CPU], 0).endswith("2 of 4 cells done; estimate after the first cell")
 
 
 def test_the_estimate_shares_the_cells_left_among_those_running_side_by_side() -> None:
-    one_at_a_time = estimate(70, 5, 1, [50.0, 70.0], 0)
-    assert one_at_a_time == "sweep: 1:10 elapsed, 1 of 5 cells done; about 4:00 left (1:00 a cell)"
-    two_at_a_time = estimate(70, 5, 1, [60.0], 1)
-    assert two_at_a_time == "sweep: 1:10 elapsed, 1 of 5 cells done; about 2:00 left (1:00 a cell, 2 at a time)"
-    assert estimate(4000, 2, 1, [3700.0], 0).endswith("about 1:01:40 left (1:01:40 a cell)")
+    one_at_a_time = estimate(70, 5, 1, [(CPU, 50.0), (CPU, 70.0)], [CPU] * 4, 0)
+    assert one_at_a_time == "sweep: 1:10 elapsed, 1 of 5 cells done; about 4:00 left"
+    two_at_a_time = estimate(70, 5, 1, [(CPU, 60.0)], [CPU] * 4, 1)
+    assert two_at_a_time == "sweep: 1:10 elapsed, 1 of 5 cells done; about 2:00 left (2 at a time)"
+    assert estimate(4000, 2, 1, [(CPU, 3700.0)], [CPU], 0).endswith("about 1:01:40 left")
+
+
+def test_the_estimate_of_each_cell_left_comes_from_cells_of_its_kind() -> None:
+    # the headline on a machine without a GPU: a slow CPU cell says nothing of a GPU cell recorded at once
+    assert estimate(1440, 2, 1, [(CPU, 1438.0)], [ABSENT], 0).endswith("1 of 2 cells done; about 0 s left")
+    # ...nor of a GPU cell that will run: that one waits for a GPU cell to end
+    assert estimate(1440, 2, 1, [(CPU, 1438.0)], [GPU], 0).endswith(
+        "1 of 2 cells done; estimate after the first cell like train/resnet50/gpu (task/model/device)"
+    )
+    mixed = estimate(1500, 4, 2, [(CPU, 1400.0), (GPU, 20.0)], [GPU, CPU, "train/mlp/cpu"], 0)
+    assert mixed.endswith(
+        "about 23:40 left, and 1 cell estimated after the first like train/mlp/cpu (task/model/device)"
+    )
 
 
 def test_off_a_terminal_a_bar_is_plain_lines_at_most_every_n_seconds(capsys: pytest.CaptureFixture[str]) -> None:

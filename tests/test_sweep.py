@@ -138,6 +138,21 @@ def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
         "trainbench: pytorch-resnet18-gpu-bs8",
     ]
     assert all("no CUDA device" in line for line in said)
+
+
+def test_a_gpu_this_machine_cannot_have_is_named_before_the_first_cell_and_starts_no_process(cpu_gpu_sweep) -> None:
+    from trainbench.device_probe import absent
+
+    if absent("gpu") is None:
+        pytest.skip("this machine has a GPU driver: the GPU cells' frameworks look for themselves")
+    completed, uri = cpu_gpu_sweep
+    said = completed.stderr.splitlines()
+    named = [line for line in said if line.startswith("trainbench: device=gpu: no CUDA device on this machine")]
+    assert named == said[:1], said[:5]  # the first thing the sweep says, before any cell's line
+    assert "its 2 cells will be recorded `unavailable` without starting, the other 2 run" in named[0]
+    for run in [r for r in cells_of(uri) if r.data.tags["trainbench.device"] == "gpu"]:
+        assert "sw.torch" not in run.data.tags  # no process imported PyTorch for it
+        assert run.data.params["device.name"] == "gpu" and run.info.status == "FAILED"
     assert "Traceback" not in completed.stderr + completed.stdout
 
 
