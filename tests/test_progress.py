@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import sys
 
 import pytest
 
 from trainbench import progress
 from trainbench.runner.sweep_clock import ABSENT, estimate
-
 
 CPU, GPU = "train/resnet50/cpu", "train/resnet50/gpu"
 
@@ -80,3 +80,39 @@ def test_where_cells_share_an_output_every_line_carries_the_cells_name_and_no_ba
 )
 def test_durations_read_as_a_clock(seconds: float, shown: str) -> None:
     assert progress.duration(seconds) == shown
+
+
+def test_off_a_terminal_a_long_epoch_says_how_far_it_got_between_steps_at_most_every_n_seconds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import time
+
+    from trainbench.timing import time_block
+
+    ran: list[int] = []
+    printed_at: list[int] = []  # how many steps had run when each line came: always a whole number of steps
+
+    def step(index: int) -> None:
+        time.sleep(0.02)
+        ran.append(index)
+
+    with progress.EpochsBar(2, "train") as bar:
+        stepped = bar.steps_with_lines(step, 40, "epoch 1/2", every_s=0.2)
+        original_line = progress.line
+
+        def noted(text: str) -> None:
+            printed_at.append(len(ran))
+            original_line(text)
+
+        progress.line = noted  # type: ignore[assignment]
+        try:
+            block = time_block(stepped, 40, lambda: None)
+        finally:
+            progress.line = original_line  # type: ignore[assignment]
+    lines = capsys.readouterr().out.splitlines()
+    assert ran == list(range(40)) and block.steps == 40
+    # 0.8 s of steps: a line about every 0.2 s, never more often
+    assert 2 <= len(lines) <= 4, lines
+    assert all(re.fullmatch(r"  epoch 1/2: \d+ of 40 steps, \d s", line) for line in lines), lines
+    counts = [int(line.split(": ")[1].split()[0]) for line in lines]
+    assert counts == printed_at and all(b - a >= 0.2 / 0.02 - 1 for a, b in zip(counts, counts[1:], strict=False))
