@@ -84,6 +84,12 @@ def test_tensorflow_learns_digits_and_is_recorded_like_pytorch(torch_and_tensorf
     assert tags["trainbench.framework_version"] == tags["sw.tensorflow"]
     assert tags["trainbench.compile"] == "false" and tags["trainbench.tf32"] == "false"
     assert tags["mlflow.runName"] == "tensorflow-mlp-cpu-bs32"
+    # the thread counts each framework chose, as it reports them (TensorFlow: 0, its own choice)
+    assert tags["trainbench.intra_op_threads"] == "auto" and tags["trainbench.inter_op_threads"] == "auto"
+    import torch
+
+    assert torch_run.data.tags["trainbench.intra_op_threads"] == str(torch.get_num_threads())
+    assert torch_run.data.tags["trainbench.inter_op_threads"] == str(torch.get_num_interop_threads())
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +164,30 @@ def test_benchmark_logs_step_times_in_mixed_precision(keras_benchmarks: Invocati
     assert tags["trainbench.autocast"] == "bfloat16" and tags["keras.dtype_policy"] == "mixed_bfloat16"
     assert tags["trainbench.tf32"] == "false"  # TF32 is an NVIDIA mode: not in force on a CPU
     assert tags["trainbench.compile"] == "true" and "trainbench.compile_reason" not in tags  # XLA on both
+
+
+def test_a_compiled_cell_of_one_epoch_compiles_before_its_timed_epoch(tmp_path) -> None:
+    """Keras on JAX always compiles (XLA): with one epoch there is no later epoch to take samples_per_s from, so its
+    first and last steps run once before the timed epoch and the compilation is recorded apart (compile_time_s).
+    PyTorch eager in the same sweep: one epoch timed whole, as a study of one epoch timed it, no compile steps."""
+    result = invoke(
+        tmp_path,
+        "-m",
+        "framework=jax,pytorch",
+        "model=mlp",
+        "device=cpu",
+        "task.epochs=1",
+        "batch_size=16",
+        "data.num_samples=80",  # 5 steps, the last of 16 too
+        "data.num_val_samples=16",
+        QUIET,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = {key[0]: run for key, run in cells(result).items()}
+    jax, torch = runs["jax"], runs["pytorch"]
+    assert jax.data.tags["trainbench.compile"] == "true" and jax.data.tags["trainbench.compile_steps"] == "2"
+    epoch_s = jax.data.metrics["epoch_time_s"]
+    assert jax.data.metrics["compile_time_s"] > epoch_s  # XLA's compilation of a tiny MLP against 5 of its steps
+    assert jax.data.metrics["samples_per_s"] == pytest.approx(80 / epoch_s, rel=1e-6)
+    assert "compiled before the timed epoch" in result.stdout + result.stderr
+    assert "trainbench.compile_steps" not in torch.data.tags and "compile_time_s" not in torch.data.metrics

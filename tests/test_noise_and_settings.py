@@ -113,3 +113,18 @@ def test_rows_that_differ_within_one_choice_never_read_alike() -> None:
     texts = [describe(row, keys) for row in rows]
     assert len(set(texts)) == 3, texts
     assert "data.num_samples=256" in texts[0] and "data.image_size=16" in texts[1]
+
+
+@pytest.mark.slow
+def test_the_thread_count_a_variable_set_is_recorded_as_pytorch_reports_it(tmp_path: Path) -> None:
+    """OMP_NUM_THREADS=1: PyTorch's own count is 1 and the run says so beside the variable that set it (the
+    counts each framework chose by itself: tests/test_keras_training.py)."""
+    from conftest import invoke
+
+    tiny = ("model=mlp", "data=synthetic", "data.num_samples=64", "data.num_val_samples=16", "task.epochs=1",
+            "device=cpu", "tracking.system_metrics_interval_s=0")  # fmt: skip
+    one = invoke(tmp_path, *tiny, env={"OMP_NUM_THREADS": "1"})
+    assert one.returncode == 0, one.stderr[-2000:]
+    (run,) = one.runs()
+    assert run.data.tags["trainbench.intra_op_threads"] == "1"
+    assert run.data.params["threads.OMP_NUM_THREADS"] == "1"

@@ -24,7 +24,10 @@ take it as their one block (with fit's own set-up inside, as a timer around mode
 with the model's build and compile too).
 
 The first epoch pays for allocation, autotuning and compilation: it is reported on its own
-(first_epoch_time_s, compile_time_s) and left out of samples_per_s whenever a later epoch exists.
+(first_epoch_time_s, compile_time_s) and left out of samples_per_s whenever a later epoch exists. A compiled
+cell (trainbench.compile=true) of one epoch has none: its first and last steps run once before the timed epoch
+(compile_time_s, tag trainbench.compile_steps), so compilation is never inside samples_per_s; an eager cell of
+one epoch is timed whole, first-use costs included, as a study of one epoch timed it.
 
 Noise, as benchmark names it: over the epochs that make samples_per_s (two or more), epoch_time_cv_pct is
 the coefficient of variation of their times and samples_per_s_ci95 the half-width of the 95% CI (Student's t)
@@ -150,8 +153,13 @@ class TrainTask(Task):
             mark("cell: ready for the first step")
             return {}
         trainer = framework.trainer(model, data, cell)
-        mark("cell: ready for the first step")
         log.tags({"trainbench.samples_per_epoch": trainer.samples_per_epoch})
+        compiled_before: tuple[float, int] | None = None
+        if self.epochs == 1 and compiles(framework, cell):
+            progress.phase("compiling: the epoch's first and last steps, once, before the timed epoch")
+            compiled_before = compile_before_the_epoch(trainer, device.bound)
+            log.tags({"trainbench.compile_steps": compiled_before[1]})
+        mark("cell: ready for the first step")
         validation = f", then validation on {len(data.val):,} samples" if len(data.val) else ""
         progress.phase(f"training: {self.epochs} epoch(s) of {trainer.steps_per_epoch} steps, each timed{validation}")
         epochs: list[EpochStats] = []
@@ -181,6 +189,15 @@ class TrainTask(Task):
                 log.metrics(stats.metrics(), step=epoch)
                 bar.epoch_done(_epoch_line(stats, self.epochs))
         summary = self._summary(epochs, training_s, meter, log)
+        if compiled_before is not None:
+            compile_s, steps = compiled_before
+            step_s = epochs[0].seconds / trainer.steps_per_epoch
+            summary["compile_time_s"] = max(0.0, compile_s - steps * step_s)
+            progress.line(
+                f"train: compiled before the timed epoch ({summary['compile_time_s']:.1f} s, compile_time_s): "
+                f"its first and last steps ran once before it, so the model trained {steps} step(s) more than "
+                "task.epochs=1"
+            )
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
 
@@ -261,6 +278,28 @@ class TrainTask(Task):
             tags["trainbench.input_bound"] = str(share >= INPUT_BOUND_SHARE).lower()
         log.tags(tags)
         return summary
+
+
+def compiles(framework: Framework, cell: CellConfig) -> bool:
+    """Whether the cell's steps are compiled as it runs (torch.compile, XLA, mx.compile; Keras on JAX always):
+    the framework's own word, as its run records it (trainbench.compile), else the setting."""
+    said = framework.describe().tags.get("trainbench.compile")
+    return (said or str(cell.optimize.compile).lower()) == "true"
+
+
+def compile_before_the_epoch(trainer: Trainer, device: Device) -> tuple[float, int]:
+    """A compiled cell of one epoch has no later epoch to take samples_per_s from, so its compilation would be
+    inside the figure: the epoch's first step, and its last (a smaller last batch is another shape, compiled
+    again), run once before the timed epoch, their results dropped. Returns (seconds, steps run)."""
+    from trainbench.timing import Timer
+
+    steps = sorted({0, trainer.steps_per_epoch - 1})
+    with Timer(device.synchronize) as compiling:
+        trainer.begin_epoch(1)
+        for index in steps:
+            trainer.step(index)
+        trainer.end_epoch()
+    return compiling.seconds, len(steps)
 
 
 def epoch_noise(steady: list[EpochStats], epochs: int, summary: dict[str, Any]) -> dict[str, str]:

@@ -108,7 +108,12 @@ class Adapter(KerasAdapter):
         return tags
 
     def flags(self) -> dict[str, str]:
-        tags = {**super().flags(), "jax.matmul_precision": str(self.jax.config.jax_default_matmul_precision)}
+        tags = {
+            **super().flags(),
+            "jax.matmul_precision": str(self.jax.config.jax_default_matmul_precision),
+            # XLA reports no thread count: what XLA_FLAGS (threads.XLA_FLAGS) sets, else its own choice.
+            "trainbench.intra_op_threads": xla_intra_op_threads(os.environ.get("XLA_FLAGS", "")),
+        }
         if self.replicas > 1:
             tags.update(data_parallel.tags(self.devices))
         return tags
@@ -393,3 +398,12 @@ if TYPE_CHECKING:
         _device: base.Device = device
         _trainer: base.Trainer = trainer
         _loader_trainer: base.Trainer = loader_trainer
+
+
+def xla_intra_op_threads(xla_flags: str) -> str:
+    """XLA's CPU threads for one op as XLA_FLAGS sets them: 1 without Eigen's thread pool, the number given to
+    intra_op_parallelism_threads, else "auto" (one per core the process may use)."""
+    if "--xla_cpu_multi_thread_eigen=false" in xla_flags:
+        return "1"
+    match = re.search(r"intra_op_parallelism_threads=(\d+)", xla_flags)
+    return match.group(1) if match else "auto"

@@ -149,6 +149,10 @@ class Adapter:
             "torch.cudnn_benchmark": str(torch.backends.cudnn.benchmark).lower(),
             "torch.matmul_precision": torch.get_float32_matmul_precision(),
             "torch.mps_fallback": os.environ.get(_FALLBACK, ""),
+            # As PyTorch reports them in this process: what OMP_NUM_THREADS, MKL_NUM_THREADS (threads.* params)
+            # or a CPU affinity left it.
+            "trainbench.intra_op_threads": str(torch.get_num_threads()),
+            "trainbench.inter_op_threads": str(torch.get_num_interop_threads()),
         }
         if self.compiles():
             tags["torch.compile_mode"] = self.compile_mode()

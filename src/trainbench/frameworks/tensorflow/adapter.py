@@ -126,7 +126,13 @@ class Adapter(KerasAdapter):
         return bool(self.cell.optimize.compile) and self.backend != "metal" and not split_cpu
 
     def flags(self) -> dict[str, str]:
-        tags = super().flags()
+        threading = self.tf.config.threading
+        tags = {
+            **super().flags(),
+            # As TensorFlow reports them (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS): 0 is its own choice.
+            "trainbench.intra_op_threads": _threads(threading.get_intra_op_parallelism_threads()),
+            "trainbench.inter_op_threads": _threads(threading.get_inter_op_parallelism_threads()),
+        }
         if self.replicas > 1:
             tags.update(data_parallel.tags(self.replicas, self.backend))
         return tags
@@ -414,3 +420,8 @@ if TYPE_CHECKING:
         _device: base.Device = device
         _trainer: base.Trainer = trainer
         _loader_trainer: base.Trainer = loader_trainer
+
+
+def _threads(count: int) -> str:
+    """A thread count as TensorFlow reports it; 0 means TensorFlow chooses (one per core the process may use)."""
+    return str(count) if count else "auto"
