@@ -2,7 +2,8 @@
 
 Three kinds of output, all printed between units of work, never inside a timed region (a block of steps, an epoch,
 a warm-up whose time is recorded): host work there would be part of the figure, and a figure must not depend on
-where its output went.
+where its output went. One exception, the same work wherever the output goes: within a long epoch, a line between
+two steps at most every STEP_LINES_EVERY_S (EpochsBar.steps_with_lines).
 - `phase`: a line as a phase that may take seconds begins (loading the framework, building the model, counting its
   FLOPs, the warm-up, the timed blocks, a memory probe, the batch_size=max probes).
 - `Bar`: a count of epochs or blocks, moved as each ends: a tqdm bar on a terminal; elsewhere (a log file, CI, a
