@@ -4,11 +4,14 @@ it says why a GPU cell cannot run, and it benchmarks. CPU only, real MLflow stor
 from __future__ import annotations
 
 import platform
+import re
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from conftest import Invocation, invoke, metric_history
 
@@ -90,6 +93,21 @@ def test_tensorflow_learns_digits_and_is_recorded_like_pytorch(torch_and_tensorf
 
     assert torch_run.data.tags["trainbench.intra_op_threads"] == str(torch.get_num_threads())
     assert torch_run.data.tags["trainbench.inter_op_threads"] == str(torch.get_num_interop_threads())
+
+
+def test_tensorflows_own_log_is_in_the_cells_run_not_in_the_terminal(torch_and_tensorflow: Invocation) -> None:
+    """TensorFlow's C++ log (absl records such as `I0000 00:00:... port.cc:153] oneDNN custom operations are on`)
+    says nothing a user acts on: the run keeps it as framework_log.txt, the terminal does not show it."""
+    result = torch_and_tensorflow
+    record = re.compile(r"^(\[[^]]*\] )?([IWEF]\d{4} \d\d:\d\d:|\d{4}-\d\d-\d\d [\d:.]+: [IWEF] )")
+    printed = (result.stdout + result.stderr).splitlines()
+    assert not [line for line in printed if record.match(line) or "oneDNN" in line or "absl::" in line]
+    tf_run = cells(result)[("tensorflow", "cpu")]
+    kept = Path(MlflowClient(result.uri).download_artifacts(tf_run.info.run_id, "framework_log.txt")).read_text()
+    unprefixed = ("WARNING: All log messages before absl::InitializeLog()", "To enable the following instructions: ")
+    assert kept.splitlines() and all(record.match(line) or line.startswith(unprefixed) for line in kept.splitlines())
+    if sys.platform == "linux" and platform.machine() == "x86_64":  # TensorFlow's oneDNN build
+        assert "oneDNN custom operations are on" in kept
 
 
 @pytest.fixture(scope="module")

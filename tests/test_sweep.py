@@ -123,6 +123,27 @@ def test_cpu_cells_finish_with_per_epoch_metrics_and_only_their_own_params(cpu_g
             assert tags.get(tag), tag
 
 
+def test_each_cells_run_page_leads_with_its_figures_in_its_description(cpu_gpu_sweep) -> None:
+    """The run's description (mlflow.note.content: the top of its page in the MLflow UI) quotes the figure as the
+    sweep's table did, with the outcome, the setting in words and what ran it; a cell that did not run says why."""
+    from trainbench.figures import number
+
+    completed, uri = cpu_gpu_sweep
+    for run in cells_of(uri):
+        tags, metrics = run.data.tags, run.data.metrics
+        headline, setting, ran = tags["mlflow.note.content"].split("  \n")
+        assert setting == tags["trainbench.setting_name"]
+        if tags["trainbench.device"] == "cpu":
+            figure = number(metrics["samples_per_s"])
+            assert headline == f"**{figure} samples/s** (1 repeat) · finished"  # task.epochs=2: one steady epoch
+            row = next(line for line in completed.stdout.splitlines() if line.startswith(run.info.run_name + " "))
+            assert f"{figure} (1 repeat)" in row  # the sweep's table said the same
+            assert ran.startswith(f"pytorch {tags['trainbench.framework_version']} on {tags['hw.label']} · ")
+            assert f"compile {number(metrics['compile_time_s'])} s" in ran
+        else:
+            assert headline == f"**unavailable**: {tags['trainbench.reason']}"
+
+
 def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
     completed, uri = cpu_gpu_sweep
     for run in [r for r in cells_of(uri) if r.data.tags["trainbench.device"] == "gpu"]:

@@ -27,6 +27,7 @@ import pytest
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
 from test_team_server import mlflow_server
 from trainbench import shared_runs, tracking
+from trainbench.figures import number
 from trainbench.runs import LOCAL_UI, ui_url
 
 pytestmark = pytest.mark.slow  # real servers, sweeps and a browser
@@ -191,12 +192,12 @@ def test_runs_columns_and_compare_view_as_a_person_sees_them(store, tmp_path) ->
         finally:
             context.close()
 
-    for name in ("runs-table.png", "compare-view.png"):
+    for name in ("runs-table.png", "compare-view.png", "run-page.png"):
         assert (tmp_path / name).stat().st_size > 10_000
     if os.environ.get("TRAINBENCH_UI_SHOTS"):
         target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
         target.mkdir(parents=True, exist_ok=True)
-        for name in ("runs-table.png", "compare-view.png"):
+        for name in ("runs-table.png", "compare-view.png", "run-page.png"):
             shutil.copyfile(tmp_path / name, target / name)
 
 
@@ -277,6 +278,18 @@ def check_views(
     expect(labels.get_by_role("cell")).to_have_text([run.data.tags["hw.label"] for run in compared])
     expect(labels).to_be_visible()
     page.screenshot(path=str(tmp_path / "compare-view.png"))
+
+    # A cell's own page leads with its description: its figure as the sweep quoted it, and its setting in words.
+    local = compared[0]
+    page.goto(f"{server}/#/experiments/{experiment}/runs/{local.info.run_id}")
+    figure = f"{number(local.data.metrics['samples_per_s'])} samples/s"
+    headline = page.get_by_text(figure, exact=True)  # bold, first in the description
+    expect(headline).to_be_visible()
+    description = headline.locator("xpath=..")
+    expect(description).to_contain_text(f"{figure} (1 repeat) · finished")
+    expect(description).to_contain_text(local.data.tags["trainbench.setting_name"])
+    expect(description).to_contain_text(local.data.tags["hw.label"])
+    page.screenshot(path=str(tmp_path / "run-page.png"))
 
 
 def row(page: Any, header: str) -> Any:

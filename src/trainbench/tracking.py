@@ -544,14 +544,14 @@ def verbose() -> bool:
 
 
 def quiet_logs() -> None:
-    """MLflow's INFO lines and TensorFlow's C++ log (oneDNN notes, a `failed call to cuInit` on machines
-    without a GPU) say nothing a user must act on: off unless hydra.verbose is given. Whatever is printed,
+    """MLflow's INFO lines say nothing a user must act on: off unless hydra.verbose is given. TensorFlow's C++
+    log (oneDNN notes, a `failed call to cuInit` on machines without a GPU) is left on: the cell's launcher keeps
+    it out of the terminal and in the cell's run (trainbench.runner.framework_log). Whatever is printed,
     verbose or not, names no password (redact_output)."""
     redact_output()
     if verbose():
         return
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read by MLflow when it configures its loggers
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read by TensorFlow's C++ logging when it loads
     for name in ("mlflow", "alembic", "absl", "jax._src.xla_bridge"):
         logging.getLogger(name).setLevel(logging.WARNING)
 

@@ -11,7 +11,9 @@ still on record; keeps the run's heartbeat while the cell runs; and always close
   killed       the sweep was stopped (Ctrl-C, SIGTERM, SIGHUP), or the launching process died
 A cell that did not finish prints one line as it ends (outcome_line). Running out of memory, a missing device,
 a timeout or a stop is expected, and prints no traceback. The run's stderr_tail.txt keeps the traceback of an
-out-of-memory error.
+out-of-memory error. The frameworks' own log lines (TensorFlow's, XLA's, absl's) go to the run's framework_log.txt,
+not to the terminal (trainbench.runner.framework_log); the run's description leads with its figures
+(trainbench.run_description).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import collections
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -34,12 +35,13 @@ from typing import Any
 
 import yaml
 
-from trainbench import device_probe, hardware, progress, stops, suite, tracking
+from trainbench import device_probe, hardware, progress, run_description, stops, suite, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
-from trainbench.runner import batch_probes, batch_search, liveness, names, scaling, slots
+from trainbench.runner import batch_probes, batch_search, framework_log, liveness, names, scaling, slots
 from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
+from trainbench.runner.framework_log import FrameworkLog
 from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.oom_evidence import OomEvidence
 from trainbench.runner.orphan import remove_abandoned_scratch, scratch_prefix
@@ -110,6 +112,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     outcome: str = "failed"
     reason: str | None = "the cell's launcher stopped unexpectedly"
     result: ProcessResult = {}
+    chatter = FrameworkLog()
     try:
         absent = device_probe.absent(cell.device.name)
         if absent is not None:  # this machine cannot have the device: no process need import a framework to see it
@@ -117,9 +120,9 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         else:
             with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
                 if cell.batch_size == "max":
-                    cell = _with_max_batch(cell, store, run_id)
+                    cell = _with_max_batch(cell, store, run_id, chatter)
                 with _system_metrics(store, run_id, cell.tracking.system_metrics_interval_s):
-                    result, stderr_tail = _run_in_child(cell, store, run_id, suffix)
+                    result, stderr_tail = _run_in_child(cell, store, run_id, suffix, chatter=chatter)
         outcome, reason = str(result["outcome"]), result.get("reason")
         if outcome == "finished":
             scaling.record(store.client, run_id, cell, result)
@@ -146,7 +149,10 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         reason = f"the cell's launcher failed: {type(error).__name__}: {error}"
         raise
     finally:
+        if kept := chatter.text():
+            _attempt(lambda: store.client.log_text(run_id, tracking.private(kept), framework_log.ARTIFACT))
         _attempt(lambda: tag_setting_name(store.client, run_id))
+        _attempt(lambda: run_description.write(store.client, run_id, outcome, reason))
         _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
     if result.get("backend"):
         name = task.run_name(cell, result["backend"]) + suffix
@@ -223,7 +229,7 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
     return run_id
 
 
-def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
+def _with_max_batch(cell: CellConfig, store: Store, run_id: str, chatter: FrameworkLog) -> CellConfig:
     """Search the largest batch that fits (trainbench.runner.batch_search), record it and the search, return
     the cell with that batch size. Raises SearchFailed when a probe fails for another reason or nothing fits.
 
@@ -242,7 +248,7 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str) -> CellConfig:
     )
     while not found:
         processes += 1
-        result, _ = _run_in_child(cell, store, None, "", search={"limit": limit, "known": probes})
+        result, _ = _run_in_child(cell, store, None, "", {"limit": limit, "known": probes}, chatter)
         finished = result["outcome"] == "finished"
         made = [Probe(**fields) for fields in (result["search"]["probes"] if finished else result.get("progress", []))]
         new = [p for p in made if p.batch_size not in {k.batch_size for k in probes}]
@@ -315,12 +321,17 @@ def _memory_of(cell: CellConfig) -> str:
 
 
 def _run_in_child(
-    cell: CellConfig, store: Store, run_id: str | None, name_suffix: str, search: dict[str, Any] | None = None
+    cell: CellConfig,
+    store: Store,
+    run_id: str | None,
+    name_suffix: str,
+    search: dict[str, Any] | None = None,
+    chatter: FrameworkLog | None = None,
 ) -> tuple[ProcessResult, str]:
     """Run `cell` in a worker process (recording into run_id; None: records nothing), on the GPUs and cores it
     may use; return (its result, its stderr tail with the traceback of an expected failure). `search`: the
     batch_size=max search's limit and the probes so far (the process probes and records nothing; the probes
-    it made before dying are in the result's `progress`)."""
+    it made before dying are in the result's `progress`). `chatter` keeps the frameworks' own log records."""
     remove_abandoned_scratch()  # those of launchers killed with their cells
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
     with (
@@ -358,7 +369,7 @@ def _run_in_child(
             writer = RunWriter(store.client, run_id, events, on_event=activity.touch, on_fault=activity.failed)
             writer.start()
         try:
-            returncode, stderr_tail = _run_child(spec_path, cell.cell, env, events_write, activity)
+            returncode, stderr_tail = _run_child(spec_path, cell.cell, env, events_write, activity, chatter)
         finally:
             if writer is not None:  # a server down at the cell's end is waited for (tracking.outage_s), then some
                 writer.finish(timeout_s=cell.tracking.outage_s + DRAIN_MARGIN_S)
@@ -400,7 +411,12 @@ class Activity:
 
 
 def _run_child(
-    spec_path: Path, limits: CellLimits, extra_env: dict[str, str], events_fd: int | None, activity: Activity
+    spec_path: Path,
+    limits: CellLimits,
+    extra_env: dict[str, str],
+    events_fd: int | None,
+    activity: Activity,
+    chatter: FrameworkLog | None = None,
 ) -> tuple[int, str]:
     """Start the cell's process, echo its stderr while keeping the tail; return (exit status, tail)."""
     env = {**os.environ, **extra_env}
@@ -432,7 +448,7 @@ def _run_child(
     if events_fd is not None:
         os.close(events_fd)  # the child holds the only writing end: its exit ends the stream
     try:
-        reader = threading.Thread(target=_pump, args=(child.stderr, tail, activity), daemon=True)
+        reader = threading.Thread(target=_pump, args=(child.stderr, tail, activity, chatter), daemon=True)
         reader.start()
         returncode = _wait(child, limits, activity)
         if returncode in (TIMED_OUT, STORE_FAILED):
@@ -546,16 +562,6 @@ class _CapWatch:
         return used > 0.1 * ticks and (kernel - first[2]) >= self.KERNEL_SHARE * used  # busy, not asleep
 
 
-# Lines TensorFlow's C++ runtime prints before its logging is set up (so TF_CPP_MIN_LOG_LEVEL cannot
-# silence them): not echoed unless hydra.verbose is given; a failed cell's stderr_tail.txt still has them.
-_NOISE = re.compile(
-    r"^(WARNING: All log messages before absl::InitializeLog\(\)|"
-    r"[IW]\d{4} [\d:.]+ +\d+ cudart_stub\.cc|"
-    r"[IW]\d{4} [\d:.]+ +\d+ cpu_feature_guard\.cc|"
-    r"To enable the following instructions: |oneDNN custom operations are on)"
-)
-
-
 @contextlib.contextmanager
 def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[None]:
     """MLflow's own system metrics (CPU, memory, GPU via NVML) sampled from here into the cell's run while
@@ -580,13 +586,17 @@ def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[No
                 monitor.finish()
 
 
-def _pump(stream: Any, tail: collections.deque[str], activity: Activity) -> None:
-    """Echo the cell's stderr (credentials redacted: MLflow's errors quote the store's URI) and keep its tail."""
+def _pump(stream: Any, tail: collections.deque[str], activity: Activity, chatter: FrameworkLog | None) -> None:
+    """Echo the cell's stderr (credentials redacted: MLflow's errors quote the store's URI) and keep its tail;
+    the frameworks' own log records go to `chatter` instead (trainbench.runner.framework_log says which)."""
     quiet = not tracking.verbose()
     label = progress.label()
     for line in stream:
         activity.touch()
-        if not (quiet and _NOISE.match(line)):
+        own = framework_log.is_chatter(line)
+        if own and chatter is not None:
+            chatter.keep(line)
+        if not (quiet and own and not framework_log.is_fatal(line)):
             sys.stderr.write(f"[{label}] {tracking.redact(line)}" if label else tracking.redact(line))
         tail.append(line)
 

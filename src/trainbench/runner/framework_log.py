@@ -1,0 +1,72 @@
+"""The frameworks' own log on a cell's error output: kept in the cell's run, not shown in the terminal.
+
+TensorFlow, XLA and absl log from C++ in absl's record format (absl-py, from Python, in the same one):
+
+    I1128 09:01:33.978206   31062 port.cc:153] oneDNN custom operations are on. ...
+    W0000 00:00:1795856492.978206   31062 cuda_executor.cc:1309] ...   (before absl is set up: 0000 00:00:<epoch s>)
+    2024-01-02 10:11:12.345678: I tensorflow/core/util/port.cc:113] ...  (TensorFlow before 2.16)
+
+Those lines are the frameworks talking about themselves (oneDNN is on, no CUDA driver, cuDNN factories registered
+twice, XLA services started): nothing a user of trainbench acts on, and several per cell. The cell's process
+(trainbench.runner.cell._pump) keeps them in FrameworkLog, which the cell's run records as framework_log.txt
+whatever its outcome, and does not echo them; everything else it prints (trainbench's lines, warnings,
+tracebacks) still reaches the terminal. Two exceptions reach the terminal too: a fatal record (F), which the
+framework prints just before it aborts the process, and every line under hydra.verbose. A failed cell's
+stderr_tail.txt keeps its last lines in order, these included: an error record (E) just before a crash sits
+there next to the crash.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+ARTIFACT = "framework_log.txt"
+MAX_CHARS = 2_000_000  # a framework asked to log verbosely (TF_CPP_VMODULE) writes without end: the start is kept
+
+_ABSL_RECORD = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+(\.\d+)? +\d+ [^\s\]]+:\d+\] ")
+_TF_OLD_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] [^\s\]]+:\d+\] ")
+_FATAL = re.compile(r"^(F\d{4} |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: F )")
+# Lines of the same chatter without a record's prefix: absl's notice as it starts logging, and the second
+# line of TensorFlow's cpu_feature_guard notice.
+_UNPREFIXED = (
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "To enable the following instructions: ",
+)
+
+
+def is_chatter(line: str) -> bool:
+    """Whether `line` is a framework's own log record (or one of its known unprefixed lines)."""
+    return bool(_ABSL_RECORD.match(line) or _TF_OLD_RECORD.match(line)) or line.startswith(_UNPREFIXED)
+
+
+def is_fatal(line: str) -> bool:
+    """A fatal record: the framework aborts the process right after it, and this line says why."""
+    return bool(_FATAL.match(line))
+
+
+class FrameworkLog:
+    """The framework chatter of one cell's processes (the cell's own and, for batch_size=max, its probes'), in
+    the order it came, up to MAX_CHARS. Written by the thread reading a process's error output."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._chars = 0
+        self._left_out = 0
+        self._lock = threading.Lock()
+
+    def keep(self, line: str) -> None:
+        with self._lock:
+            if self._chars + len(line) > MAX_CHARS:
+                self._left_out += 1
+                return
+            self._lines.append(line if line.endswith("\n") else line + "\n")
+            self._chars += len(line)
+
+    def text(self) -> str:
+        """What was kept; empty when the frameworks said nothing."""
+        with self._lock:
+            text = "".join(self._lines)
+            if self._left_out:
+                text += f"[trainbench: {self._left_out} more lines left out past {MAX_CHARS:,} characters]\n"
+            return text
