@@ -51,10 +51,9 @@ class Sweep:
         self.cells, self.jobs, self.launch = cells, jobs, launch
         self.cells_run_here = cells_run_here  # False: a launcher runs them on other machines, with other devices
         # Each cell's kind for the sweep's estimate; `-` for one recorded `unavailable` without starting.
-        self.kinds = [
-            sweep_clock.ABSENT if cells_run_here and device_probe.absent(cell.device.name) else sweep_clock.kind(cell)
-            for cell in cells
-        ]
+        devices = {cell.device.name for cell in cells}
+        absent = {device for device in devices if cells_run_here and device_probe.absent(device)}
+        self.kinds = [sweep_clock.ABSENT if cell.device.name in absent else sweep_clock.kind(cell) for cell in cells]
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
         base = [
