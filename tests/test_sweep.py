@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -419,77 +420,97 @@ def test_submitit_local_runs_every_cell_under_one_parent(trainbench) -> None:
     assert {c.data.tags["mlflow.parentRunId"] for c in cells} == {parent.info.run_id}
 
 
-def test_mlflow_run_nests_cells_under_the_project_run(tmp_path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    completed = subprocess.run(
-        [
-            "mlflow",
-            "run",
-            str(ROOT),
-            "--env-manager",
-            "local",
-            "--experiment-name",
-            "trainbench",
-            "-P",
-            f"overrides=model=mlp device=cpu,gpu {' '.join(TINY)}",
-        ],
-        cwd=tmp_path,
+def mlflow_run(folder: Path, uri: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`mlflow run` on this checkout, as a user types it, against the store at `uri`."""
+    return subprocess.run(
+        ["mlflow", "run", str(ROOT), "--env-manager", "local", *args],
+        cwd=folder,
         env=child_env({"MLFLOW_TRACKING_URI": uri}),
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=600,
     )
+
+
+def run_mlflow_named(uri: str, completed: subprocess.CompletedProcess[str], verb: str) -> Any:
+    """The run `mlflow run` named in its last line ("Run (ID '...') succeeded" / "failed"), as the store has it."""
+    found = re.search(rf"Run \(ID '([0-9a-f]+)'\) {verb}", completed.stderr)
+    assert found, completed.stderr[-2000:]
+    return MlflowClient(tracking_uri=uri).get_run(found.group(1))
+
+
+def test_mlflow_run_nests_cells_under_the_project_run(tmp_path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = f"overrides=model=mlp device=cpu,gpu {' '.join(TINY)}"
+    completed = mlflow_run(tmp_path, uri, "--experiment-name", "trainbench", "-P", overrides)
     projects = [r for r in runs_in(uri) if r.data.tags.get("mlflow.source.type") == "PROJECT"]
     assert len(projects) == 1, completed.stderr[-2000:]
     assert projects[0].data.tags["trainbench.kind"] == "sweep"
     cells = cells_of(uri)
     assert {c.data.tags["mlflow.parentRunId"] for c in cells} == {projects[0].info.run_id}
     assert {c.data.tags["trainbench.outcome"] for c in cells} == {"finished", "unavailable"}
+    # The run `mlflow run` names is the sweep's, ended as the sweep ended.
+    named = run_mlflow_named(uri, completed, "failed")
+    assert named.info.run_id == projects[0].info.run_id
+    assert (named.info.status, named.data.tags["trainbench.outcome"]) == ("FAILED", "failed")
 
 
-def test_mlflow_run_without_an_experiment_records_in_trainbenchs(tmp_path) -> None:
+def test_mlflow_run_without_an_experiment_keeps_the_run_it_names(tmp_path) -> None:
     """`mlflow run .` names no experiment by default, and its run lands in "Default", where `trainbench results`
-    and the report never look: the cells go to experiment trainbench, and the empty Default run is deleted."""
+    and the report never look: the cell goes to experiment trainbench under a sweep's run, and the run `mlflow run`
+    names in its last line stays, FINISHED, with the sweep's outcome and the way to its run."""
     uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    completed = subprocess.run(
-        ["mlflow", "run", str(ROOT), "--env-manager", "local", "-P", f"overrides=device=cpu {' '.join(TINY)}"],
-        cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    completed = mlflow_run(tmp_path, uri, "-P", f"overrides=device=cpu {' '.join(TINY)}")
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "`mlflow run` named no experiment, so the sweep is recorded in experiment trainbench" in completed.stdout
+    (sweep,) = sweeps_of(uri)
     (cell,) = cells_of(uri)
     assert cell.data.tags["trainbench.outcome"] == "finished"
-    wait_for(lambda: runs_in(uri, "Default") == [], timeout=120, what="the empty Default run to be deleted")
+    assert cell.data.tags["mlflow.parentRunId"] == sweep.info.run_id
+    named = run_mlflow_named(uri, completed, "succeeded")
+    assert [r.info.run_id for r in runs_in(uri, "Default")] == [named.info.run_id]
+    assert (named.info.status, named.info.lifecycle_stage) == ("FINISHED", "active")
+    tags = named.data.tags
+    assert (tags["trainbench.kind"], tags["trainbench.outcome"]) == ("mlflow_run", "finished")
+    assert tags["trainbench.sweep_run_id"] == sweep.info.run_id
+    assert sweep.info.run_id in tags["mlflow.note.content"] and cell.info.run_name in tags["mlflow.note.content"]
+    assert named.info.run_id in completed.stdout  # the line above says where that run leads
 
 
-def test_a_bad_override_under_mlflow_run_leaves_no_run(tmp_path) -> None:
+def test_a_bad_override_under_mlflow_run_records_nothing_and_says_why_on_its_run(tmp_path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    completed = subprocess.run(
-        [
-            "mlflow",
-            "run",
-            str(ROOT),
-            "--env-manager",
-            "local",
-            "--experiment-name",
-            "trainbench",
-            "-P",
-            "overrides=batch_size=0",
-        ],
-        cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    completed = mlflow_run(tmp_path, uri, "-P", "overrides=batch_size=0")
     assert completed.returncode != 0
     assert "`batch_size`=0 is not valid" in completed.stderr
-    # `mlflow run` ends its run after our command exits; a detached process then deletes it, seconds later
-    wait_for(lambda: runs_in(uri) == [], timeout=120, what="the empty run to be deleted")
+    assert runs_in(uri) == []  # no sweep, no cell
+    named = run_mlflow_named(uri, completed, "failed")
+    assert (named.info.status, named.info.lifecycle_stage) == ("FAILED", "active")
+    assert named.data.tags["trainbench.kind"] == "mlflow_run"
+    assert "`batch_size`=0 is not valid" in named.data.tags["trainbench.reason"]
+
+
+def test_mlflow_run_without_conda_is_explained_where_the_command_is_shown(tmp_path) -> None:
+    """`mlflow run .` with MLflow's default env manager (conda) fails before trainbench starts on a machine without
+    conda: what MLflow prints there is what the docs quote, and the README's `mlflow run` line says so."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = child_env(
+        {"MLFLOW_TRACKING_URI": uri, "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])}
+    )
+    env.pop("MLFLOW_CONDA_HOME", None)
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "mlflow"), "run", str(ROOT), "-P", "overrides=device=cpu"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 1
+    assert "=== Could not find Conda executable at conda." in completed.stderr  # as docs/sweeps.md quotes it
+    assert "[cell" not in completed.stdout  # trainbench never started: nothing of ours can say more there
+    assert "Could not find Conda executable at conda." in (ROOT / "docs" / "sweeps.md").read_text()
+    readme = [line for line in (ROOT / "README.md").read_text().splitlines() if "mlflow run ." in line]
+    assert any("--env-manager local" in line and "conda" in line for line in readme), readme
 
 
 def test_the_parent_process_never_imports_a_framework(tmp_path) -> None:

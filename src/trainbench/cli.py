@@ -107,22 +107,12 @@ def _export_sources() -> None:
 
 
 def fail(message: str) -> int:
+    from trainbench.mlflow_project import record_refusal
     from trainbench.tracking import private
 
     print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
-    _discard_adopted_run()
+    record_refusal(message)  # under `mlflow run`: the run it names says why it failed
     return EXIT_BAD_INPUT
-
-
-def _discard_adopted_run() -> None:
-    """Under `mlflow run`, the run it created before our command started holds nothing when the input is bad:
-    deleted once `mlflow run` has ended it (trainbench.runner.discard)."""
-    run_id = os.environ.get("MLFLOW_RUN_ID")
-    if run_id:
-        from trainbench.runner.discard import discard_when_ended
-        from trainbench.tracking import resolve_tracking_uri
-
-        discard_when_ended(resolve_tracking_uri(None), run_id)
 
 
 def console(hydra_main: Callable[[], Any] | None = None) -> None:

@@ -24,7 +24,11 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+<<<<<<< HEAD
 from trainbench import device_probe, hardware, suite, tracking, untrusted
+=======
+from trainbench import hardware, mlflow_project, suite, tracking, untrusted
+>>>>>>> main
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume, sweep_clock
 from trainbench.runner.cell import CellResult, Stopped
@@ -63,6 +67,7 @@ class Sweep:
         self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
         self.started = time.time()
         self.sweep_name = ""
+        self.linked_run: str | None = None  # `mlflow run`'s run in another experiment, leading to the sweep's
 
     def run(self) -> int:
         self._name_absent_devices()
@@ -73,9 +78,9 @@ class Sweep:
             resumed = f", {skipped} would be skipped (sweep.resume)" if plans is not None else ""
             try:
                 print(plan_table(self.names, self.jobs, ids, plans), flush=True)
-                print(
-                    f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)", flush=True
-                )
+                done = f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)"
+                print(done, flush=True)
+                mlflow_project.note("finished", None, f"trainbench listed {done}.")
             except BrokenPipeError:  # `... sweep.dry_run=true | head`: the reader has what it wanted
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
             return EXIT_OK
@@ -89,16 +94,21 @@ class Sweep:
             print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
         mark("parent: lost runs closed")
         fetch_or_refuse_missing_files(self.cells)
-        adopted = _adopted_project_run(store, uri, first.tracking.experiment)
+        adopted = _adopted_project_run(store, first.tracking.experiment)
         if adopted:
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
             experiment_id = tracking.experiment_id(store, first.tracking.experiment, uri)
+            self.linked_run = mlflow_project.run_id()
         decisions = resume.decide(self.cells, store, experiment_id, self.settings.resume)
         sweep_name = self.sweep_name = names.sweep_name()
-        parent = adopted or (self._create_parent(store, experiment_id, sweep_name) if len(self.cells) > 1 else None)
+        # Under `mlflow run`, even one cell has a sweep's run: the run `mlflow run` names is it, or leads to it.
+        wants_parent = len(self.cells) > 1 or self.linked_run is not None
+        parent = adopted or (self._create_parent(store, experiment_id, sweep_name) if wants_parent else None)
         if parent:
             tracking.set_tags(store, parent, self._parent_tags(sweep_name))
+        if self.linked_run and parent:
+            self._describe_linked_run(store, "", experiment_id, parent, "running", None, "")
         sweep_id = parent or sweep_name
         return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
 
@@ -168,9 +178,13 @@ class Sweep:
                     + f")  -- {browse_hint(uri)}",
                     flush=True,
                 )
-                print(f"Browse: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
+                link = comparison_link(store, uri, experiment_id, parent)
+                print(f"Browse: {link}", flush=True)
                 if parent:
                     self._close_parent(store, parent, rows, table, stopped, adopted, page, broken)
+                if self.linked_run and parent:
+                    outcome, reason = sweep_outcome(rows, stopped, broken)
+                    self._describe_linked_run(store, link, experiment_id, parent, outcome, reason, table)
         mark("parent: summary printed")
         if stopped is not None:
             return 128 + stopped.signum
@@ -194,7 +208,7 @@ class Sweep:
         if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?", 1)[0]).exists():
             return [resume.Decision(True) for _ in self.cells]
         store = tracking.open_store(uri, outage_s=first.tracking.outage_s)
-        adopted = os.environ.get("MLFLOW_RUN_ID")
+        adopted = mlflow_project.run_id()
         if adopted and _adoptable(store, adopted, first.tracking.experiment):
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
@@ -373,6 +387,41 @@ class Sweep:
             **liveness.alive_tags(),
         }
 
+    def _describe_linked_run(
+        self,
+        store: Any,
+        link: str,
+        experiment_id: str,
+        parent: str,
+        outcome: str,
+        reason: str | None,
+        table: str,
+    ) -> None:
+        """The run `mlflow run` made in an experiment where trainbench's tools never look (MLflow's Default):
+        kept, with the sweep's outcome and the way to its run and cells (`mlflow run` ends it from our exit
+        status). A store that fails here costs this run's tags only."""
+        assert self.linked_run is not None
+        experiment = store.get_experiment(experiment_id).name
+        lines = [
+            f"trainbench recorded this sweep in experiment `{experiment}` (id {experiment_id}) as run `{parent}`; "
+            "its cells are that run's children.",
+        ]
+        if link.startswith("http"):
+            lines.append(f"[The sweep's cells]({link})")
+        if table:
+            lines.append("```\n" + untrusted.shown(table, keep_newlines=True) + "\n```")
+        try:
+            mlflow_project.describe(
+                store,
+                self.linked_run,
+                outcome,
+                reason,
+                "\n\n".join(lines),
+                **{"trainbench.sweep_run_id": parent},
+            )
+        except (Exception, tracking.StoreFailed) as error:
+            sys.stderr.write(f"trainbench: could not tag `mlflow run`'s run: {tracking.private(str(error))[:200]}\n")
+
     def _close_parent(
         self,
         store: Any,
@@ -385,16 +434,7 @@ class Sweep:
         broken: BaseException | None = None,
     ) -> None:
         done = [r for r in rows if r.outcome in ("finished", "skipped")]
-        outcome = "killed" if stopped else "finished" if len(done) == len(rows) and not broken else "failed"
-        reason = (
-            stopped.reason
-            if stopped
-            else str(broken)
-            if broken
-            else None
-            if outcome == "finished"
-            else f"{len(rows) - len(done)} of {len(rows)} cells did not finish"
-        )
+        outcome, reason = sweep_outcome(rows, stopped, broken)
         try:
             tracking.log_metrics(
                 store,
@@ -693,26 +733,38 @@ def cell_setting_id(cell: CellConfig) -> str:
     return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))
 
 
-def _adopted_project_run(store: Any, uri: str, experiment: str) -> str | None:
+def _adopted_project_run(store: Any, experiment: str) -> str | None:
     """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
     `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
     "Default", where `trainbench results`, the report and the comparison view never look: the sweep is then
-    recorded in tracking.experiment as any other, and that empty run is deleted once `mlflow run` has ended it."""
-    run_id = os.environ.get("MLFLOW_RUN_ID")
+    recorded in tracking.experiment as any other, and that run is kept, leading to the sweep's
+    (Sweep._describe_linked_run)."""
+    run_id = mlflow_project.run_id()
     if not run_id:
         return None
     if _adoptable(store, run_id, experiment):
         return run_id
-    from trainbench.runner.discard import discard_when_ended
-
     print(
         f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
-        f"(tracking.experiment); the empty run {run_id} it made in {DEFAULT_EXPERIMENT} is deleted when it ends "
-        "(`mlflow run --experiment-name NAME` records the sweep under that run instead)",
+        f"(tracking.experiment); the run {run_id} it made in {DEFAULT_EXPERIMENT} gets the sweep's outcome and "
+        "a link to the sweep's run (trainbench.sweep_run_id). With `mlflow run --experiment-name NAME` it is the "
+        "sweep's run",
         flush=True,
     )
-    discard_when_ended(uri, run_id)
     return None
+
+
+def sweep_outcome(
+    rows: list[CellResult], stopped: Stopped | None, broken: BaseException | None
+) -> tuple[str, str | None]:
+    """The sweep's outcome and, when it is not finished, why."""
+    done = sum(r.outcome in ("finished", "skipped") for r in rows)
+    outcome = "killed" if stopped else "finished" if done == len(rows) and not broken else "failed"
+    if stopped:
+        return outcome, stopped.reason
+    if broken:
+        return outcome, str(broken)
+    return outcome, None if outcome == "finished" else f"{len(rows) - done} of {len(rows)} cells did not finish"
 
 
 def _adoptable(store: Any, run_id: str, experiment: str) -> bool:
