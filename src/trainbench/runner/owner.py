@@ -24,11 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-<<<<<<< HEAD
-from trainbench import device_probe, hardware, suite, tracking, untrusted
-=======
-from trainbench import hardware, mlflow_project, suite, tracking, untrusted
->>>>>>> main
+from trainbench import device_probe, hardware, mlflow_project, suite, tracking, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
 from trainbench.runner import liveness, names, resume, sweep_clock
 from trainbench.runner.cell import CellResult, Stopped
