@@ -161,6 +161,21 @@ def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
         "trainbench: pytorch-resnet18-gpu-bs8",
     ]
     assert all("no CUDA device" in line for line in said)
+
+
+def test_a_gpu_this_machine_cannot_have_is_named_before_the_first_cell_and_starts_no_process(cpu_gpu_sweep) -> None:
+    from trainbench.device_probe import absent
+
+    if absent("gpu") is None:
+        pytest.skip("this machine has a GPU driver: the GPU cells' frameworks look for themselves")
+    completed, uri = cpu_gpu_sweep
+    said = completed.stderr.splitlines()
+    named = [line for line in said if line.startswith("trainbench: device=gpu: no CUDA device on this machine")]
+    assert named == said[:1], said[:5]  # the first thing the sweep says, before any cell's line
+    assert "its 2 cells will be recorded `unavailable` without starting, the other 2 run" in named[0]
+    for run in [r for r in cells_of(uri) if r.data.tags["trainbench.device"] == "gpu"]:
+        assert "sw.torch" not in run.data.tags  # no process imported PyTorch for it
+        assert run.data.params["device.name"] == "gpu" and run.info.status == "FAILED"
     assert "Traceback" not in completed.stderr + completed.stdout
 
 
@@ -205,8 +220,16 @@ def test_a_sweep_says_its_elapsed_time_and_an_estimate_of_what_is_left(cpu_gpu_s
     clocks = re.findall(r"^  sweep: (\S+)(?: s)? elapsed, (\d) of 4 cells done; (.+)$", completed.stdout, re.MULTILINE)
     assert [int(done) for _, done, _ in clocks] == [0, 1, 2, 3], completed.stdout[-3000:]
     assert clocks[0][2] == "estimate after the first cell"
+    from trainbench.device_probe import absent
+
+    if absent("gpu"):  # each cell left is estimated from ended cells of its kind: the MLP's time says nothing of
+        # ResNet-18's, and a GPU cell recorded `unavailable` without starting takes none
+        resnet18 = "estimate after the first cell like train/resnet18/cpu (task/model/device)"
+        assert [estimate for _, _, estimate in clocks[1:]] == [resnet18, resnet18, "about 0 s left"]
     for _, _, estimate in clocks[1:]:
-        assert re.fullmatch(r"about \S+( s)? left \(\S+( s)? a cell\)", estimate), estimate
+        assert re.fullmatch(
+            r"about \S+( s)? left|estimate after the first cell like \S+ \(task/model/device\)", estimate
+        )
     elapsed = [seconds_of(clock) for clock, _, _ in clocks]
     assert elapsed == sorted(elapsed)
     ended = re.findall(r"^\[cell (\d)/4\] (\S+): (\w+) in \S+", completed.stdout, re.MULTILINE)

@@ -24,9 +24,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, mlflow_project, suite, tracking, untrusted
+from trainbench import device_probe, hardware, mlflow_project, suite, tracking, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
-from trainbench.runner import handoff, liveness, names, resume
+from trainbench.runner import handoff, liveness, names, resume, sweep_clock
 from trainbench.runner.cell import CellResult, Stopped
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.tasks.base import task_of
@@ -41,9 +41,19 @@ Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
 
 class Sweep:
     def __init__(
-        self, cells: list[CellConfig], jobs: list[list[str]], launch: Launch, command_line: list[str] | None = None
+        self,
+        cells: list[CellConfig],
+        jobs: list[list[str]],
+        launch: Launch,
+        command_line: list[str] | None = None,
+        cells_run_here: bool = True,
     ) -> None:
         self.cells, self.jobs, self.launch = cells, jobs, launch
+        self.cells_run_here = cells_run_here  # False: a launcher runs them on other machines, with other devices
+        # Each cell's kind for the sweep's estimate; `-` for one recorded `unavailable` without starting.
+        devices = {cell.device.name for cell in cells}
+        absent = {device for device in devices if cells_run_here and device_probe.absent(device)}
+        self.kinds = [sweep_clock.ABSENT if cell.device.name in absent else sweep_clock.kind(cell) for cell in cells]
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
         base = [
@@ -56,6 +66,7 @@ class Sweep:
         self.linked_run: str | None = None  # `mlflow run`'s run in another experiment, leading to the sweep's
 
     def run(self) -> int:
+        self._name_absent_devices()
         if self.settings.dry_run:
             plans = self._resume_plans() if self.settings.resume is not False else None
             ids = [cell_setting_id(cell) for cell in self.cells]
@@ -221,6 +232,15 @@ class Sweep:
             tracking_uri=None, experiment_id=None, sweep_id=None, sweep_run_id=None, dry_run=True, cells=cells
         )
 
+    def _name_absent_devices(self) -> None:
+        """Before the first cell (and in a dry run): a device this machine cannot have, in one line, so that
+        nobody waits for the other cells to learn it."""
+        if not self.cells_run_here:
+            return
+        will = "would" if self.settings.dry_run else "will"
+        for line in device_probe.notice([cell.device.name for cell in self.cells], will):
+            print(line, file=sys.stderr, flush=True)
+
     def _resume_plans(self) -> list[resume.Decision]:
         """What sweep.resume would decide for each cell, read from the store without writing to it (a store
         that does not exist yet holds nothing to skip, and is not created)."""
@@ -261,6 +281,7 @@ class Sweep:
             "total": len(self.cells),
             "name_suffix": self.suffixes[i],
             "started_at": round(self.started, 3),
+            "kinds": ";".join(self.kinds),
         }
         return [f"++launch.{key}={_hydra_value(value)}" for key, value in values.items()]
 
