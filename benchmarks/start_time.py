@@ -153,7 +153,9 @@ def load() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--no-shared", action="store_true", help="TRAINBENCH_SHARED_RUNS=off: no import of others' runs")
+    parser.add_argument(
+        "--no-shared", action="store_true", help="TRAINBENCH_SHARED_RUNS=off: no import of others' runs"
+    )
     parser.add_argument("overrides", nargs="*", help="overrides for python src/run.py (none: the main job)")
     options = parser.parse_args()
     print(f"python src/run.py {' '.join(options.overrides)}".rstrip() + f", {options.runs} run(s), each on a new store")
