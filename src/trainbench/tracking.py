@@ -7,7 +7,8 @@ process-global "active run" (which `mlflow run` pre-sets through MLFLOW_RUN_ID).
 A tracking server may blink (a restart, a network hiccup): MLflow's own HTTP retries stay on, with a
 backoff bounded so that a server that is really gone fails a cell within about a minute. A fresh SQLite
 store is created once, under a file lock, so sweeps started at the same instant do not race its creation, as a
-copy of an empty migrated store (trainbench.store_template) rather than by MLflow's migrations. Names of params, tags and metrics follow docs/mlflow-schema.md.
+copy of an empty migrated store (trainbench.store_template) rather than by MLflow's migrations. Names of params,
+tags and metrics follow docs/mlflow-schema.md.
 """
 
 from __future__ import annotations
