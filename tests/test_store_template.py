@@ -65,3 +65,14 @@ def test_a_damaged_template_is_made_again(cache: Path, tmp_path: Path) -> None:
     client = tracking.open_store(f"sqlite:///{tmp_path / 'second.db'}")
     assert client.search_experiments()[0].name == "Default"
     assert alembic_version(tmp_path / "second.db") == alembic_version(template)
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_new_store_to_mlflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(not_a_folder))
+    client = tracking.open_store(f"sqlite:///{tmp_path / 'mine.db'}")
+    run = client.create_run(client.create_experiment("mine"))
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"
