@@ -174,3 +174,18 @@ def test_pytorchs_knobs_follow_optimize_fast_unless_set(overrides: list[str], on
     assert chosen.framework.wants("fused_optimizer", chosen.optimize) is fast
     assert chosen.framework.wants("capture", chosen.optimize) is fast
     assert chosen.framework.coordinate_descent_tuning is False  # minutes of compiling: never by itself
+
+
+def test_the_dry_run_names_a_device_this_machine_cannot_have(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainbench.device_probe import absent
+
+    if absent("gpu") is None:
+        pytest.skip("this machine has a GPU driver")
+    code, out, err = dry_run("device=cpu,gpu", "model=mlp")
+    assert code == 0 and "pytorch-mlp-gpu-bs64" in out
+    (line,) = err.splitlines()
+    assert line.startswith("trainbench: device=gpu: no CUDA device on this machine: no GPU driver")
+    assert "its cell would be recorded `unavailable` without starting, the other cell runs" in line
+    assert dry_run("device=cpu", "model=mlp")[2] == ""
+    monkeypatch.setenv("TRAINBENCH_DEVICE_PROBE", "off")  # the cell's framework looks, as in a cell process
+    assert dry_run("device=cpu,gpu", "model=mlp")[2] == ""

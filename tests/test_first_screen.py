@@ -47,12 +47,37 @@ def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> 
         "no other machine has the default cell's setting: regenerate results/contributed/ (its README says how)"
     )
     (line,) = [line for line in out.splitlines() if line.startswith("  mlp (train):")]
+    # the fastest contributed figure with its interval, then a ratio or, where the intervals overlap, the words
     assert re.search(
-        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ \(2 repeats\), [\d.]+x", line
-    )
+        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ .*\), "
+        r"([\d.]+x \((faster|slower) than yours\)|within noise of yours)$",
+        line,
+    ), line
     (printed,) = re.findall(r"^Compare: (\S+)", out, flags=re.MULTILINE)
     (page,) = (folder / "outputs" / "compare").glob("*.html")
     assert Path(printed) == page and mine in page.read_text()
+
+
+def test_compare_returns_the_first_screens_line_as_typed_rows(sweep) -> None:
+    """trainbench.compare on the sweep's store: this machine's run against the contributed H100's, as printed."""
+    import trainbench
+    from conftest import runs_in
+
+    folder, out = sweep
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    (cell,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    (row,) = trainbench.compare(cell.info.run_id, tracking_uri=uri)
+    assert row.lines[0] in out.splitlines()
+    (yours,) = row.yours
+    assert (yours.value, yours.ci95) == (cell.data.metrics["samples_per_s"], cell.data.metrics["samples_per_s_ci95"])
+    assert yours.machine == cell.data.tags["hw.label"] and row.unit == "samples/s"
+    contributed = [m for m in row.others if m.kind == "contributed" and m.machine == "NVIDIA H100 80GB HBM3"]
+    assert contributed and all(m.within_noise or m.speedup for m in contributed), row.others
+    fastest = max(row.others, key=lambda m: m.value)
+    assert f"{fastest.machine} ({fastest.kind}) {fastest.figure}" in row.lines[0]
+    # This machine's latest run of the setting, named by its id alone, reads the same.
+    assert trainbench.compare(setting=row.setting_id, tracking_uri=uri) == (row,)
+    assert trainbench.compare(setting="0" * 12, tracking_uri=uri) == ()
 
 
 def test_the_first_screen_shows_this_machine_next_to_another(sweep, tmp_path) -> None:
@@ -109,7 +134,10 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
         "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64, fp32, timed: epoch"
     )
     line = standing.terminal_lines([found[default_cell]])[0]
-    assert re.search(r"\(contributed\) [\d,]+ \(2 repeats\), [\d.]+x \((faster|slower) than your pytorch\)", line), line
+    assert re.search(
+        r"\(contributed\) [\d,]+ .*\), ([\d.]+x \((faster|slower) than your pytorch\)|within noise of your pytorch)",
+        line,
+    ), line
     inference = [title for title in found if "(inference)" in title]
     assert inference and not [title for title in inference if "epochs" in title], inference
 

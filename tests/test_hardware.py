@@ -498,3 +498,23 @@ def test_a_rocm_host_is_labelled_by_its_amd_gpu_whatever_the_backend_is_called()
 )
 def test_short_cpu_names(cpu, short):
     assert hardware.short_cpu_name(cpu) == short
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the device probe answers only on Linux")
+@pytest.mark.parametrize(
+    "driver_file", ["proc/driver/nvidia", "dev/nvidia0", "dev/nvidiactl", "dev/kfd", "dev/dxg", None]
+)
+def test_a_gpu_is_absent_only_where_no_driver_shows_one(tmp_path: Path, driver_file: str | None, monkeypatch) -> None:
+    from trainbench.device_probe import PROBE_ENV, absent
+
+    monkeypatch.delenv(PROBE_ENV, raising=False)
+    (tmp_path / "dev").mkdir()
+    if driver_file:
+        (tmp_path / driver_file).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / driver_file).touch()
+        assert absent("gpu", str(tmp_path)) is None
+    else:
+        assert "no /dev/kfd for AMD ROCm" in (absent("gpu", str(tmp_path)) or "")
+        monkeypatch.setenv(PROBE_ENV, "off")
+        assert absent("gpu", str(tmp_path)) is None
+    assert absent("cpu", str(tmp_path)) is None and absent("auto", str(tmp_path)) is None

@@ -7,6 +7,7 @@ import contextlib
 import csv
 import functools
 import io
+import re
 import shlex
 import sqlite3
 import subprocess
@@ -399,6 +400,33 @@ def test_the_entry_point_says_one_line_and_exits_2_on_a_bad_file(tmp_path) -> No
     assert line.startswith(f"trainbench: {bad} line 1: missing column(s) reference, system, device_kind, ")
     assert f"the header must be {','.join(COLUMNS)} (optionally followed by {','.join(OPTIONAL_COLUMNS)})" in line
     assert not (tmp_path / "m.db").exists()  # validated before the store is even opened
+
+
+@pytest.mark.slow
+def test_mlflow_run_of_the_references_entry_point_keeps_the_run_it_names(tmp_path) -> None:
+    """`mlflow run . -e references` names a run of its own in its last line: it stays, FINISHED, and says what
+    was imported where (the reference runs are in experiment trainbench, where the comparisons read them)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mine = write_csv(tmp_path / "mine.csv", GOOD_ROWS)
+    completed = subprocess.run(
+        ["mlflow", "run", str(ROOT), "-e", "references", "--env-manager", "local", "-P", f"csv={mine}"],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    named = re.search(r"Run \(ID '([0-9a-f]+)'\) succeeded", completed.stderr)
+    assert named, completed.stderr[-2000:]
+    run = MlflowClient(tracking_uri=uri).get_run(named.group(1))
+    assert (run.info.status, run.info.lifecycle_stage) == ("FINISHED", "active")
+    assert (run.data.tags["trainbench.kind"], run.data.tags["trainbench.outcome"]) == ("mlflow_run", "finished")
+    assert "2 created" in run.data.tags["mlflow.note.content"]
+    assert "(experiment trainbench)" in run.data.tags["mlflow.note.content"]
+    assert len(runs_in(uri)) == 2  # the reference runs, where the comparisons look
 
 
 def test_an_unreachable_store_is_one_line(tmp_path, monkeypatch, capsys) -> None:

@@ -338,14 +338,18 @@ def test_the_report_is_logged_as_a_run(store, report) -> None:
 
 
 @pytest.mark.slow
-def test_under_mlflow_run_the_report_goes_into_its_run(store, tmp_path) -> None:
+def test_under_mlflow_run_the_report_goes_into_its_run(store, tmp_path, capsys) -> None:
+    """The run `mlflow run -e report` names holds the report, in the experiment `mlflow run` put it in (Default
+    when it names none)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(store["uri"])
-    outer = client.create_run(store["experiment_id"], run_name="mlflow-run").info.run_id
+    default = client.get_experiment_by_name("Default").experiment_id
+    outer = client.create_run(default, run_name="mlflow-run").info.run_id
     try:
         code, _ = make_report(store, tmp_path / "adopted", "--model", "vgg16", env={"MLFLOW_RUN_ID": outer})
         assert code == 0
+        assert f"logged as run {outer} (trainbench.kind=report) in experiment Default of" in capsys.readouterr().out
         run = client.get_run(outer)
         assert run.data.tags["trainbench.kind"] == "report" and run.data.tags["trainbench.outcome"] == "finished"
         assert "report.html" in {a.path for a in client.list_artifacts(outer)}

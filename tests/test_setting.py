@@ -288,7 +288,8 @@ def test_a_pytorch_knob_set_by_hand_before_and_now_shows_in_the_column_not_the_r
     """optimize.channels_last=true with optimize=none was a row of its own; it is now the framework setting
     framework.channels_last=true: a column's knob, the same for the old run as for the new one."""
     old = setting_of(BEFORE["pytorch resnet50 benchmark bf16 channels_last"]["params"])
-    plain = setting_of(recorded_params("model=resnet50", "task=benchmark", "precision=mixed_bf16", "batch_size=8"))
+    old_cell = ("model=resnet50", "data=synthetic", "task=benchmark", "precision=mixed_bf16", "batch_size=8")
+    plain = setting_of(recorded_params(*old_cell))
     assert old == plain  # the row: the same setting
     knobs = framework_knobs(BEFORE["pytorch resnet50 benchmark bf16 channels_last"]["params"])
     assert knobs["channels_last"] == "true" and knobs["compile_mode"] == "auto"

@@ -11,12 +11,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in, start_multirun, with_schema
+from trainbench import api
 
 pytestmark = pytest.mark.slow
 EPOCH_METRICS = {"epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"}
@@ -159,6 +161,21 @@ def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
         "trainbench: pytorch-resnet18-gpu-bs8",
     ]
     assert all("no CUDA device" in line for line in said)
+
+
+def test_a_gpu_this_machine_cannot_have_is_named_before_the_first_cell_and_starts_no_process(cpu_gpu_sweep) -> None:
+    from trainbench.device_probe import absent
+
+    if absent("gpu") is None:
+        pytest.skip("this machine has a GPU driver: the GPU cells' frameworks look for themselves")
+    completed, uri = cpu_gpu_sweep
+    said = completed.stderr.splitlines()
+    named = [line for line in said if line.startswith("trainbench: device=gpu: no CUDA device on this machine")]
+    assert named == said[:1], said[:5]  # the first thing the sweep says, before any cell's line
+    assert "its 2 cells will be recorded `unavailable` without starting, the other 2 run" in named[0]
+    for run in [r for r in cells_of(uri) if r.data.tags["trainbench.device"] == "gpu"]:
+        assert "sw.torch" not in run.data.tags  # no process imported PyTorch for it
+        assert run.data.params["device.name"] == "gpu" and run.info.status == "FAILED"
     assert "Traceback" not in completed.stderr + completed.stdout
 
 
@@ -203,8 +220,16 @@ def test_a_sweep_says_its_elapsed_time_and_an_estimate_of_what_is_left(cpu_gpu_s
     clocks = re.findall(r"^  sweep: (\S+)(?: s)? elapsed, (\d) of 4 cells done; (.+)$", completed.stdout, re.MULTILINE)
     assert [int(done) for _, done, _ in clocks] == [0, 1, 2, 3], completed.stdout[-3000:]
     assert clocks[0][2] == "estimate after the first cell"
+    from trainbench.device_probe import absent
+
+    if absent("gpu"):  # each cell left is estimated from ended cells of its kind: the MLP's time says nothing of
+        # ResNet-18's, and a GPU cell recorded `unavailable` without starting takes none
+        resnet18 = "estimate after the first cell like train/resnet18/cpu (task/model/device)"
+        assert [estimate for _, _, estimate in clocks[1:]] == [resnet18, resnet18, "about 0 s left"]
     for _, _, estimate in clocks[1:]:
-        assert re.fullmatch(r"about \S+( s)? left \(\S+( s)? a cell\)", estimate), estimate
+        assert re.fullmatch(
+            r"about \S+( s)? left|estimate after the first cell like \S+ \(task/model/device\)", estimate
+        )
     elapsed = [seconds_of(clock) for clock, _, _ in clocks]
     assert elapsed == sorted(elapsed)
     ended = re.findall(r"^\[cell (\d)/4\] (\S+): (\w+) in \S+", completed.stdout, re.MULTILINE)
@@ -220,13 +245,17 @@ def seconds_of(clock: str) -> int:
     return sum(int(part) * 60**power for power, part in enumerate(reversed(clock.split(":"))))
 
 
-def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(trainbench) -> None:
-    result = trainbench("-m", "debug.inject_fault=abort,null", "device=cpu", *TINY)
-    assert result.returncode == 1
-    crashed, healthy = sorted(cells_of(result.uri), key=lambda r: r.data.tags["trainbench.cell_index"])
-    assert crashed.data.tags["trainbench.outcome"] == "failed" and crashed.info.status == "FAILED"
-    assert "SIGABRT" in crashed.data.tags["trainbench.reason"]
-    client = MlflowClient(result.uri)
+def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(tmp_path) -> None:
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    result = api.run(
+        ["debug.inject_fault=abort,null", "device=cpu", *TINY], tracking_uri=uri, output="quiet", cwd=tmp_path
+    )
+    assert (result.exit_status, result.outcome) == (1, "failed")
+    assert [c.outcome for c in result.cells] == ["failed", "finished"] and "SIGABRT" in str(result.cells[0].reason)
+    crashed, healthy = sorted(cells_of(uri), key=lambda r: r.data.tags["trainbench.cell_index"])
+    assert crashed.info.run_id == result.cells[0].run_id and crashed.info.status == "FAILED"
+    assert crashed.data.tags["trainbench.reason"] == result.cells[0].reason
+    client = MlflowClient(uri)
     artifacts = {a.path for a in client.list_artifacts(crashed.info.run_id)}
     assert {"stderr_tail.txt", "config.yaml", "overrides.txt", "requirements-freeze.txt"} <= artifacts
     assert "os.abort()" in Path(client.download_artifacts(crashed.info.run_id, "stderr_tail.txt")).read_text()
@@ -318,11 +347,8 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
     sweep.communicate(timeout=120)
     first = {c.data.tags["trainbench.cell_index"]: c.data.tags["trainbench.outcome"] for c in cells_of(uri)}
     assert first == {"1": "finished", "2": "killed"}
-    resumed = subprocess.run(
+    resumed = api.run(  # the Python API: the command line's process, its cells handed back typed
         [
-            sys.executable,
-            str(RUN_PY),
-            "-m",
             "batch_size=8,16,32",
             "task.epochs=1",
             "device=cpu",
@@ -331,28 +357,22 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
             "tracking.system_metrics_interval_s=0",
             "sweep.resume=failed",
         ],
+        tracking_uri=uri,
+        output="quiet",
         cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        capture_output=True,
-        text=True,
-        timeout=900,
     )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    newest = max(sweeps_of(uri), key=lambda r: r.info.start_time).info.run_id
-    children = {
-        c.data.tags["trainbench.cell_index"]: c
-        for c in cells_of(uri)
-        if c.data.tags.get("mlflow.parentRunId") == newest
-    }
-    assert {i: c.data.tags["trainbench.outcome"] for i, c in children.items()} == {
-        "1": "skipped",
-        "2": "finished",
-        "3": "finished",
-    }
-    skipped = children["1"]
-    assert skipped.data.tags["trainbench.result_run_id"] in {c.info.run_id for c in cells_of(uri)}
-    row = next(line for line in resumed.stdout.splitlines() if line.startswith("pytorch-mlp-cpu-bs8"))
-    assert "skipped" in row and "already finished" in row
+    assert resumed.exit_status == 0
+    recorded = {c.info.run_id: c for c in cells_of(uri)}
+    assert [c.outcome for c in resumed.cells] == ["skipped", "finished", "finished"]
+    for cell in resumed.cells:
+        assert recorded[str(cell.run_id)].data.tags["mlflow.parentRunId"] == resumed.sweep_run_id
+        assert recorded[str(cell.run_id)].data.tags["trainbench.outcome"] == cell.outcome
+    skipped = resumed.cells[0]
+    assert skipped.name == "pytorch-mlp-cpu-bs8" and "already finished" in str(skipped.reason)
+    # Its figures are the earlier run's, which the skip's record points to.
+    earlier = recorded[str(skipped.result_run_id)]
+    assert recorded[str(skipped.run_id)].data.tags["trainbench.result_run_id"] == earlier.info.run_id
+    assert skipped.samples_per_s == earlier.data.metrics["samples_per_s"] and earlier.info.run_id != skipped.run_id
 
 
 def test_joblib_runs_cells_side_by_side_under_one_parent(trainbench) -> None:
@@ -396,77 +416,97 @@ def test_submitit_local_runs_every_cell_under_one_parent(trainbench) -> None:
     assert {c.data.tags["mlflow.parentRunId"] for c in cells} == {parent.info.run_id}
 
 
-def test_mlflow_run_nests_cells_under_the_project_run(tmp_path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    completed = subprocess.run(
-        [
-            "mlflow",
-            "run",
-            str(ROOT),
-            "--env-manager",
-            "local",
-            "--experiment-name",
-            "trainbench",
-            "-P",
-            f"overrides=model=mlp device=cpu,gpu {' '.join(TINY)}",
-        ],
-        cwd=tmp_path,
+def mlflow_run(folder: Path, uri: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`mlflow run` on this checkout, as a user types it, against the store at `uri`."""
+    return subprocess.run(
+        ["mlflow", "run", str(ROOT), "--env-manager", "local", *args],
+        cwd=folder,
         env=child_env({"MLFLOW_TRACKING_URI": uri}),
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=600,
     )
+
+
+def run_mlflow_named(uri: str, completed: subprocess.CompletedProcess[str], verb: str) -> Any:
+    """The run `mlflow run` named in its last line ("Run (ID '...') succeeded" / "failed"), as the store has it."""
+    found = re.search(rf"Run \(ID '([0-9a-f]+)'\) {verb}", completed.stderr)
+    assert found, completed.stderr[-2000:]
+    return MlflowClient(tracking_uri=uri).get_run(found.group(1))
+
+
+def test_mlflow_run_nests_cells_under_the_project_run(tmp_path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = f"overrides=model=mlp device=cpu,gpu {' '.join(TINY)}"
+    completed = mlflow_run(tmp_path, uri, "--experiment-name", "trainbench", "-P", overrides)
     projects = [r for r in runs_in(uri) if r.data.tags.get("mlflow.source.type") == "PROJECT"]
     assert len(projects) == 1, completed.stderr[-2000:]
     assert projects[0].data.tags["trainbench.kind"] == "sweep"
     cells = cells_of(uri)
     assert {c.data.tags["mlflow.parentRunId"] for c in cells} == {projects[0].info.run_id}
     assert {c.data.tags["trainbench.outcome"] for c in cells} == {"finished", "unavailable"}
+    # The run `mlflow run` names is the sweep's, ended as the sweep ended.
+    named = run_mlflow_named(uri, completed, "failed")
+    assert named.info.run_id == projects[0].info.run_id
+    assert (named.info.status, named.data.tags["trainbench.outcome"]) == ("FAILED", "failed")
 
 
-def test_mlflow_run_without_an_experiment_records_in_trainbenchs(tmp_path) -> None:
+def test_mlflow_run_without_an_experiment_keeps_the_run_it_names(tmp_path) -> None:
     """`mlflow run .` names no experiment by default, and its run lands in "Default", where `trainbench results`
-    and the report never look: the cells go to experiment trainbench, and the empty Default run is deleted."""
+    and the report never look: the cell goes to experiment trainbench under a sweep's run, and the run `mlflow run`
+    names in its last line stays, FINISHED, with the sweep's outcome and the way to its run."""
     uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    completed = subprocess.run(
-        ["mlflow", "run", str(ROOT), "--env-manager", "local", "-P", f"overrides=device=cpu {' '.join(TINY)}"],
-        cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    completed = mlflow_run(tmp_path, uri, "-P", f"overrides=device=cpu {' '.join(TINY)}")
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "`mlflow run` named no experiment, so the sweep is recorded in experiment trainbench" in completed.stdout
+    (sweep,) = sweeps_of(uri)
     (cell,) = cells_of(uri)
     assert cell.data.tags["trainbench.outcome"] == "finished"
-    wait_for(lambda: runs_in(uri, "Default") == [], timeout=120, what="the empty Default run to be deleted")
+    assert cell.data.tags["mlflow.parentRunId"] == sweep.info.run_id
+    named = run_mlflow_named(uri, completed, "succeeded")
+    assert [r.info.run_id for r in runs_in(uri, "Default")] == [named.info.run_id]
+    assert (named.info.status, named.info.lifecycle_stage) == ("FINISHED", "active")
+    tags = named.data.tags
+    assert (tags["trainbench.kind"], tags["trainbench.outcome"]) == ("mlflow_run", "finished")
+    assert tags["trainbench.sweep_run_id"] == sweep.info.run_id
+    assert sweep.info.run_id in tags["mlflow.note.content"] and cell.info.run_name in tags["mlflow.note.content"]
+    assert named.info.run_id in completed.stdout  # the line above says where that run leads
 
 
-def test_a_bad_override_under_mlflow_run_leaves_no_run(tmp_path) -> None:
+def test_a_bad_override_under_mlflow_run_records_nothing_and_says_why_on_its_run(tmp_path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    completed = subprocess.run(
-        [
-            "mlflow",
-            "run",
-            str(ROOT),
-            "--env-manager",
-            "local",
-            "--experiment-name",
-            "trainbench",
-            "-P",
-            "overrides=batch_size=0",
-        ],
-        cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": uri}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    completed = mlflow_run(tmp_path, uri, "-P", "overrides=batch_size=0")
     assert completed.returncode != 0
     assert "`batch_size`=0 is not valid" in completed.stderr
-    # `mlflow run` ends its run after our command exits; a detached process then deletes it, seconds later
-    wait_for(lambda: runs_in(uri) == [], timeout=120, what="the empty run to be deleted")
+    assert runs_in(uri) == []  # no sweep, no cell
+    named = run_mlflow_named(uri, completed, "failed")
+    assert (named.info.status, named.info.lifecycle_stage) == ("FAILED", "active")
+    assert named.data.tags["trainbench.kind"] == "mlflow_run"
+    assert "`batch_size`=0 is not valid" in named.data.tags["trainbench.reason"]
+
+
+def test_mlflow_run_without_conda_is_explained_where_the_command_is_shown(tmp_path) -> None:
+    """`mlflow run .` with MLflow's default env manager (conda) fails before trainbench starts on a machine without
+    conda: what MLflow prints there is what the docs quote, and the README's `mlflow run` line says so."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = child_env(
+        {"MLFLOW_TRACKING_URI": uri, "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"])}
+    )
+    env.pop("MLFLOW_CONDA_HOME", None)
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "mlflow"), "run", str(ROOT), "-P", "overrides=device=cpu"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 1
+    assert "=== Could not find Conda executable at conda." in completed.stderr  # as docs/sweeps.md quotes it
+    assert "[cell" not in completed.stdout  # trainbench never started: nothing of ours can say more there
+    assert "Could not find Conda executable at conda." in (ROOT / "docs" / "sweeps.md").read_text()
+    readme = [line for line in (ROOT / "README.md").read_text().splitlines() if "mlflow run ." in line]
+    assert any("--env-manager local" in line and "conda" in line for line in readme), readme
 
 
 def test_the_parent_process_never_imports_a_framework(tmp_path) -> None:

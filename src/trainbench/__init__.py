@@ -1,0 +1,21 @@
+"""trainbench: how fast does training run on this machine? From Python: `trainbench.run([...])` runs a sweep and
+returns its typed results, `trainbench.compare(...)` where its runs stand (trainbench.api, docs/python-api.md).
+
+The API is loaded on first use: every process of a sweep imports this package, and only a caller needs it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainbench.api import BadInput, Cell, Comparison, Machine, SweepError, SweepResult, compare, run
+
+__all__ = ["BadInput", "Cell", "Comparison", "Machine", "SweepError", "SweepResult", "compare", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from trainbench import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'trainbench' has no attribute {name!r}")

@@ -18,6 +18,9 @@ tracking.experiment=...), turned into its own flags here (SUBCOMMAND_SETTINGS).
 Before Hydra sees the command line it is checked here, so that bad input gets one line and exit 2, never
 Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, which owns the cells and
 ends the process with the sweep's exit status (trainbench.runner.owner).
+
+The Python API (trainbench.run) runs this same command line in a process of its own; the sweep, or the refusal
+of its input, is handed back to it typed (trainbench.runner.handoff).
 """
 
 from __future__ import annotations
@@ -107,22 +110,14 @@ def _export_sources() -> None:
 
 
 def fail(message: str) -> int:
+    from trainbench.mlflow_project import record_refusal
+    from trainbench.runner import handoff
     from trainbench.tracking import private
 
     print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
-    _discard_adopted_run()
+    handoff.write_refusal(private(message))  # for trainbench.run(), which raises it as trainbench.BadInput
+    record_refusal(message)  # under `mlflow run`: the run it names says why it failed
     return EXIT_BAD_INPUT
-
-
-def _discard_adopted_run() -> None:
-    """Under `mlflow run`, the run it created before our command started holds nothing when the input is bad:
-    deleted once `mlflow run` has ended it (trainbench.runner.discard)."""
-    run_id = os.environ.get("MLFLOW_RUN_ID")
-    if run_id:
-        from trainbench.runner.discard import discard_when_ended
-        from trainbench.tracking import resolve_tracking_uri
-
-        discard_when_ended(resolve_tracking_uri(None), run_id)
 
 
 def console(hydra_main: Callable[[], Any] | None = None) -> None:

@@ -32,7 +32,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -522,28 +521,19 @@ def _doctor(selected: list[str], out: Path) -> int:
 
 
 def _run_sweep(sweep: Sweep, out: Path, uri: str, log: Path) -> int:
-    """One `python src/run.py -m ...` (the installed entry point outside a checkout), its output into `log`."""
-    from trainbench.config import PROJECT_ROOT
+    """The cells through the Python API (the command line's own process), its output into `log`; its exit status.
+    Its comparison page and Hydra's multirun/ land beside its store."""
+    from trainbench import api
 
-    run_py = PROJECT_ROOT / "src" / "run.py"
-    entry = [str(run_py)] if run_py.is_file() else ["-m", "trainbench.cli"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env.update(MLFLOW_TRACKING_URI=uri, TRAINBENCH_HYDRA_DIR=str(out / "multirun"))
-    with (
-        log.open("w") as output,
-        subprocess.Popen(
-            [sys.executable, *entry, "-m", *sweep.overrides()],
-            cwd=out,  # the sweep's own files (comparison page, multirun/) land beside its store
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        ) as sweep_process,
-    ):
+    with log.open("w") as output:
         try:
-            return sweep_process.wait()
-        except KeyboardInterrupt:  # the sweep got the Ctrl-C too: it stops its cells and closes their runs
-            return sweep_process.wait()
+            return api.run(sweep.overrides(), tracking_uri=uri, output=output, cwd=out).exit_status
+        except api.BadInput:  # its line is in the log, whose last line the verdict quotes
+            return EXIT_BAD_INPUT
+        except api.SweepError:
+            return EXIT_FAILED
+        except KeyboardInterrupt:  # the sweep got the Ctrl-C too, stopped its cells and closed their runs
+            return EXIT_CTRL_C
 
 
 def _recorded_cells(uri: str) -> list[Cell]:

@@ -2,7 +2,8 @@
 
 Three kinds of output, all printed between units of work, never inside a timed region (a block of steps, an epoch,
 a warm-up whose time is recorded): host work there would be part of the figure, and a figure must not depend on
-where its output went.
+where its output went. One exception, the same work wherever the output goes: within a long epoch, a line between
+two steps at most every STEP_LINES_EVERY_S (EpochsBar.steps_with_lines).
 - `phase`: a line as a phase that may take seconds begins (loading the framework, building the model, counting its
   FLOPs, the warm-up, the timed blocks, a memory probe, the batch_size=max probes).
 - `Bar`: a count of epochs or blocks, moved as each ends: a tqdm bar on a terminal; elsewhere (a log file, CI, a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, Self
 
 from trainbench import untrusted
@@ -108,13 +110,59 @@ class Bar:
 
 
 class EpochsBar(Bar):
-    """A bar over a cell's epochs: every epoch's line is shown (it is the epoch's result), with the bar below it."""
+    """A bar over a cell's epochs: every epoch's line is shown (it is the epoch's result), with the bar below it.
+
+    Within a long epoch (minutes on a CPU), `steps_with_lines` says how far it has got at most every
+    STEP_LINES_EVERY_S: off a terminal nothing else would show for the whole epoch."""
 
     def __init__(self, epochs: int, description: str) -> None:
         super().__init__(epochs, description, "epoch")
 
     def epoch_done(self, text: str) -> None:
         self.done(text)
+
+    def steps_with_lines(
+        self, step: Callable[[int], None], steps: int, what: str, every_s: float = 0.0
+    ) -> Callable[[int], None]:
+        """`step` as a timed block runs it, with a line (`  epoch 2/3: 120 of 512 steps, 0:31`) between two
+        steps once `every_s` (STEP_LINES_EVERY_S) has passed since the block began or the last such line.
+
+        Host work between steps is part of the block: the clock is read only every CHECK_CLOCK_EVERY_S of
+        steps (a step counter compared the rest of the time) and nothing waits for the device: a step on an
+        accelerator returns when its work is queued, so the count is of steps queued. The same on a terminal
+        as off one (the line goes above the bar), so that no figure depends on where the output went."""
+        every_s = every_s or STEP_LINES_EVERY_S
+        check_every_s = min(CHECK_CLOCK_EVERY_S, every_s / 4)
+        started = time.monotonic()
+        due = started + every_s
+        check_at = 0  # the step index after which the clock is read next
+
+        def stepped(index: int) -> None:
+            nonlocal check_at, due
+            step(index)
+            if index < check_at:
+                return
+            now = time.monotonic()
+            done = index + 1
+            # the next read about check_every_s of steps on, at the pace so far
+            check_at = index + max(1, int(check_every_s * done / max(now - started, 1e-9)))
+            if now >= due:
+                due = now + every_s
+                self.note(f"  {what}: {done} of {steps} steps, {duration(now - started)}")
+
+        return stepped
+
+    def note(self, text: str) -> None:
+        """A line within a unit: above the bar on a terminal, else on its own."""
+        if self._bar is not None:
+            self._bar.write(text, file=sys.stdout)
+        else:
+            line(text)
+
+
+# Within a long epoch, a line at most this often; the clock is read about this often between steps.
+STEP_LINES_EVERY_S = 30.0
+CHECK_CLOCK_EVERY_S = 1.0
 
 
 def duration(seconds: float) -> str:

@@ -245,7 +245,7 @@ UI_COLUMN_ORDER = ("attributes.`Run Name`", "runDateAndNestInfo", "duration", *U
 UI_COLUMN_WIDTHS = {"tags.`hw.label`": 210, "metrics.`samples_per_s`": 120, "attributes.`Run Name`": 240}
 COMPARED_RUNS = (
     "tags.`trainbench.outcome` = 'finished' AND tags.`trainbench.kind` != 'sweep' "
-    "AND tags.`trainbench.kind` != 'report'"
+    "AND tags.`trainbench.kind` != 'report' AND tags.`trainbench.kind` != 'mlflow_run'"
 )
 
 

@@ -6,8 +6,9 @@ process-global "active run" (which `mlflow run` pre-sets through MLFLOW_RUN_ID).
 
 A tracking server may blink (a restart, a network hiccup): MLflow's own HTTP retries stay on, with a
 backoff bounded so that a server that is really gone fails a cell within about a minute. A fresh SQLite
-store is created once, under a file lock, so sweeps started at the same instant do not race its schema
-migrations. Names of params, tags and metrics follow docs/mlflow-schema.md.
+store is created once, under a file lock, so sweeps started at the same instant do not race its creation, as a
+copy of an empty migrated store (trainbench.store_template) rather than by MLflow's migrations. Names of params,
+tags and metrics follow docs/mlflow-schema.md.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainbench import untrusted
+from trainbench import store_template, untrusted
 from trainbench.locations import PROJECT_ROOT
 
 # MLflow statuses for our outcomes. `unavailable` is FAILED: the cell produced no figures.
@@ -389,6 +390,8 @@ def open_store(uri: str, *, mid_sweep: bool = False, outage_s: float = DEFAULT_O
         _check_database_server(uri)
     try:
         with _creation_lock(uri):
+            if uri.startswith("sqlite:///") and not mid_sweep:
+                store_template.create_from_template(Path(uri[len("sqlite:///") :].split("?", 1)[0]))
             tracking = client(uri, outage_s)
             # Before a sweep, one plain request: a server that does not answer now is refused, not waited for.
             (tracking if mid_sweep else tracking._inner).search_experiments(max_results=1)

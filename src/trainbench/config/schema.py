@@ -731,6 +731,9 @@ class LaunchInfo:
     total: int = 1
     name_suffix: str = ""  # what tells this cell apart from its siblings (`precision=tf32`)
     started_at: float | None = None  # when the sweep began (seconds since the epoch): its elapsed time and estimate
+    # What each cell has in common with others, for the estimate (trainbench.runner.sweep_clock): `;`-separated,
+    # one `task/model/device` per cell in order, `-` for a cell on a device this machine cannot have
+    kinds: str = ""
 
 
 @dataclass

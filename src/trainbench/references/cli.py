@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trainbench import tracking
+from trainbench import mlflow_project, tracking
 from trainbench.config import choices
 from trainbench.references.mapping import EXTERNAL_MODELS, ReferenceRun, group, reference_run
 from trainbench.references.reading import DEFAULT_CSV, BadReferences, read_rows
@@ -83,11 +83,22 @@ def main(argv: list[str] | None = None) -> int:
         summary = write(runs, client, tracking.experiment_id(client, args.experiment, uri))
     except (BadReferences, tracking.TrackingUnavailable) as error:
         print(f"trainbench: {error}", file=sys.stderr)
+        mlflow_project.record_refusal(str(error))
         return EXIT_BAD_INPUT
-    print(
+    done = (
         f"{len(runs)} reference runs from {args.csv}: {summary.created} created, {summary.replaced} replaced, "
-        f"{summary.unchanged} unchanged, {summary.removed} removed (experiment {args.experiment}, {uri})"
+        f"{summary.unchanged} unchanged, {summary.removed} removed (experiment {args.experiment}"
     )
+    print(f"{done}, {uri})")
+    project_run = mlflow_project.run_id()
+    if project_run:  # the run `mlflow run -e references` names says what was imported, and where
+        mlflow_project.describe(
+            client,
+            project_run,
+            "finished",
+            None,
+            f"trainbench imported {done}), as runs tagged `trainbench.kind=reference`.",
+        )
     return EXIT_OK
 
 

@@ -8,14 +8,13 @@ Exit status: 0 written (and logged); 1 written, but logging it to MLflow failed;
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, sources, tracking, untrusted
+from trainbench import hardware, mlflow_project, sources, tracking, untrusted
 from trainbench.references.mapping import NOTES_SEPARATOR
 from trainbench.report import standing
 from trainbench.report.comparison import TABLE_METRICS, build_tables
@@ -85,7 +84,7 @@ def log_report(
         "report.selection": selection.describe()[:5000],
         "git.commit": tracking.git_commit(),
     }
-    adopted = os.environ.get("MLFLOW_RUN_ID")
+    adopted = mlflow_project.run_id()
     if adopted:
         run_id = adopted
         tracking.set_tags(client, run_id, tags)
@@ -220,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         files = write_report(entries, args.out, selection, args.baseline, names, notes)
     except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
         print(f"trainbench: {untrusted.shown(str(error))}", file=sys.stderr)
+        mlflow_project.record_refusal(str(error))
         return EXIT_BAD_INPUT
     for note in notes:
         print(f"note: {untrusted.shown(note)}", file=sys.stderr)
@@ -239,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_LOGGED
-    print(f"logged as run {run_id} (trainbench.kind=report) in experiment {args.experiment} of {store.name}")
+    # Under `mlflow run`, its run: in the experiment `mlflow run` chose, which need not be args.experiment.
+    logged_in = store.client.get_experiment(store.client.get_run(run_id).info.experiment_id).name
+    print(f"logged as run {run_id} (trainbench.kind=report) in experiment {logged_in} of {store.name}")
     return EXIT_OK
 
 

@@ -447,20 +447,10 @@ PAGES = Path("outputs") / "compare"  # relative to where the sweep runs, as Hydr
 def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name: str) -> tuple[list[Standing], Path]:
     """The first screen of a finished sweep: its cells (`mine`: their run ids) against every run of the same
     settings in the store and in results/contributed/, written to outputs/compare/<name>.html."""
-    from trainbench import sources
-    from trainbench.report.selection import Selection, select
     from trainbench.tracking import private
 
     experiment = client.get_experiment(experiment_id).name
-    opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
-    opened.append(shared_source(client, uri))
-    for path in sources.contributed_files():
-        try:
-            opened.append(sources.open_file(path, contributed=True))
-        except sources.SourceError as error:  # a broken contributed file must not hide the comparison
-            sys.stderr.write(f"trainbench: left out {path.name}: {error}\n")
-    entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
-    found = standings(entries, mine)
+    found = compared(client, uri, experiment, mine)
     PAGES.mkdir(parents=True, exist_ok=True)
     path = PAGES / f"{name}.html"
     subtitle = (
@@ -470,6 +460,24 @@ def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name:
     )
     path.write_text(page(found, "Where this machine stands", subtitle), encoding="utf-8")
     return found, path
+
+
+def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Standing]:
+    """What the first screen shows: the user's runs (`mine`: run ids) against every run of the same settings in
+    the store's experiment, its shared experiment and results/contributed/ (trainbench.api.compare reads the same)."""
+    from trainbench import sources
+    from trainbench.report.selection import Selection, select
+    from trainbench.tracking import private
+
+    opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
+    opened.append(shared_source(client, uri))
+    for path in sources.contributed_files():
+        try:
+            opened.append(sources.open_file(path, contributed=True))
+        except sources.SourceError as error:  # a broken contributed file must not hide the comparison
+            sys.stderr.write(f"trainbench: left out {path.name}: {error}\n")
+    entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
+    return standings(entries, mine)
 
 
 def shared_source(client: Any, uri: str) -> Any:

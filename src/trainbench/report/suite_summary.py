@@ -101,13 +101,27 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
         workloads.append(workload)
     workloads.sort(key=lambda w: w.title)
     ran = {m for w in workloads for m in w.values}
-    chosen = reference if reference in ran else THIS_MACHINE
+    chosen = reference_machine(workloads, reference)
     lines = []
     for machine in sorted(ran, key=lambda m: (m != THIS_MACHINE, m)):
         ratios = [r for w in workloads if (r := w.ratio(machine, chosen)) is not None]
         if ratios:
             lines.append(MachineLine(machine, geometric_mean(ratios), len(ratios)))
     return SuiteSummary(workloads, chosen, lines, this_machine)
+
+
+def reference_machine(workloads: list[Workload], preferred: str) -> str:
+    """The machine every line is set against: `preferred` where it ran as many of this sweep's workloads as any
+    other machine, else the one that ran the most (a mean over one shared workload says little), else this one."""
+    ran: dict[str, int] = defaultdict(int)
+    for w in workloads:
+        for machine in w.values:
+            if machine != THIS_MACHINE:
+                ran[machine] += 1
+    if not ran:
+        return THIS_MACHINE
+    most = max(ran.values())
+    return preferred if ran.get(preferred) == most else min(m for m, n in ran.items() if n == most)
 
 
 def geometric_mean(ratios: list[float]) -> float:

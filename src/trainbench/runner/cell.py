@@ -4,7 +4,8 @@ This runs inside a sweep's job (in the sweep's process, or a launcher's worker o
 It creates the cell's run first (params, tags, config artifacts), so a cell that dies at import time is
 still on record; keeps the run's heartbeat while the cell runs; and always closes the run with an outcome:
   finished     the cell's process wrote a result saying so
-  unavailable  the process found no such device here (reason says what was checked)
+  unavailable  no such device here (reason says what was checked): found by the cell's framework in its
+               process, or before starting one (trainbench.device_probe: no GPU driver at all)
   failed       the process raised (reason: exception class and message), or died without a result:
                abort, segfault, the OOM killer (reason: the signal), or a timeout; stderr tail attached
   killed       the sweep was stopped (Ctrl-C, SIGTERM, SIGHUP), or the launching process died
@@ -34,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from trainbench import hardware, progress, run_description, stops, suite, tracking
+from trainbench import device_probe, hardware, progress, run_description, stops, suite, tracking
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
 from trainbench.runner import batch_probes, batch_search, framework_log, liveness, names, scaling, slots
@@ -113,11 +114,15 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
     result: ProcessResult = {}
     chatter = FrameworkLog()
     try:
-        with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
-            if cell.batch_size == "max":
-                cell = _with_max_batch(cell, store, run_id, chatter)
-            with _system_metrics(store, run_id, cell.tracking.system_metrics_interval_s):
-                result, stderr_tail = _run_in_child(cell, store, run_id, suffix, chatter=chatter)
+        absent = device_probe.absent(cell.device.name)
+        if absent is not None:  # this machine cannot have the device: no process need import a framework to see it
+            result, stderr_tail = {"outcome": "unavailable", "reason": absent}, ""
+        else:
+            with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
+                if cell.batch_size == "max":
+                    cell = _with_max_batch(cell, store, run_id, chatter)
+                with _system_metrics(store, run_id, cell.tracking.system_metrics_interval_s):
+                    result, stderr_tail = _run_in_child(cell, store, run_id, suffix, chatter=chatter)
         outcome, reason = str(result["outcome"]), result.get("reason")
         if outcome == "finished":
             scaling.record(store.client, run_id, cell, result)

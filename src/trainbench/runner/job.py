@@ -54,7 +54,12 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         progress.line(
             "  "
             + sweep_clock.status_line(
-                store.client, launch.experiment_id, launch.sweep_id, launch.started_at, launch.total
+                store.client,
+                launch.experiment_id,
+                launch.sweep_id,
+                launch.started_at,
+                launch.total,
+                launch.kinds.split(";") if launch.kinds else None,
             )
         )
     started = time.monotonic()

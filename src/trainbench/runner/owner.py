@@ -24,9 +24,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, suite, tracking, untrusted
+from trainbench import device_probe, hardware, mlflow_project, suite, tracking, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
-from trainbench.runner import liveness, names, resume
+from trainbench.runner import handoff, liveness, names, resume, sweep_clock
 from trainbench.runner.cell import CellResult, Stopped
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.tasks.base import task_of
@@ -41,9 +41,19 @@ Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
 
 class Sweep:
     def __init__(
-        self, cells: list[CellConfig], jobs: list[list[str]], launch: Launch, command_line: list[str] | None = None
+        self,
+        cells: list[CellConfig],
+        jobs: list[list[str]],
+        launch: Launch,
+        command_line: list[str] | None = None,
+        cells_run_here: bool = True,
     ) -> None:
         self.cells, self.jobs, self.launch = cells, jobs, launch
+        self.cells_run_here = cells_run_here  # False: a launcher runs them on other machines, with other devices
+        # Each cell's kind for the sweep's estimate; `-` for one recorded `unavailable` without starting.
+        devices = {cell.device.name for cell in cells}
+        absent = {device for device in devices if cells_run_here and device_probe.absent(device)}
+        self.kinds = [sweep_clock.ABSENT if cell.device.name in absent else sweep_clock.kind(cell) for cell in cells]
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
         base = [
@@ -53,8 +63,10 @@ class Sweep:
         self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
         self.started = time.time()
         self.sweep_name = ""
+        self.linked_run: str | None = None  # `mlflow run`'s run in another experiment, leading to the sweep's
 
     def run(self) -> int:
+        self._name_absent_devices()
         if self.settings.dry_run:
             plans = self._resume_plans() if self.settings.resume is not False else None
             ids = [cell_setting_id(cell) for cell in self.cells]
@@ -62,11 +74,12 @@ class Sweep:
             resumed = f", {skipped} would be skipped (sweep.resume)" if plans is not None else ""
             try:
                 print(plan_table(self.names, self.jobs, ids, plans), flush=True)
-                print(
-                    f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)", flush=True
-                )
+                done = f"{len(self.cells)} cell(s){resumed}; nothing was run or recorded (sweep.dry_run=true)"
+                print(done, flush=True)
+                mlflow_project.note("finished", None, f"trainbench listed {done}.")
             except BrokenPipeError:  # `... sweep.dry_run=true | head`: the reader has what it wanted
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
+            self._hand_over_plan(ids, plans)
             return EXIT_OK
         first = self.cells[0]
         uri = tracking.resolve_tracking_uri(first.tracking.uri)
@@ -78,16 +91,21 @@ class Sweep:
             print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
         mark("parent: lost runs closed")
         fetch_or_refuse_missing_files(self.cells)
-        adopted = _adopted_project_run(store, uri, first.tracking.experiment)
+        adopted = _adopted_project_run(store, first.tracking.experiment)
         if adopted:
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
             experiment_id = tracking.experiment_id(store, first.tracking.experiment, uri)
+            self.linked_run = mlflow_project.run_id()
         decisions = resume.decide(self.cells, store, experiment_id, self.settings.resume)
         sweep_name = self.sweep_name = names.sweep_name()
-        parent = adopted or (self._create_parent(store, experiment_id, sweep_name) if len(self.cells) > 1 else None)
+        # Under `mlflow run`, even one cell has a sweep's run: the run `mlflow run` names is it, or leads to it.
+        wants_parent = len(self.cells) > 1 or self.linked_run is not None
+        parent = adopted or (self._create_parent(store, experiment_id, sweep_name) if wants_parent else None)
         if parent:
             tracking.set_tags(store, parent, self._parent_tags(sweep_name))
+        if self.linked_run and parent:
+            self._describe_linked_run(store, "", experiment_id, parent, "running", None, "")
         sweep_id = parent or sweep_name
         return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
 
@@ -157,14 +175,71 @@ class Sweep:
                     + f")  -- {browse_hint(uri)}",
                     flush=True,
                 )
-                print(f"Browse: {comparison_link(store, uri, experiment_id, parent)}", flush=True)
+                link = comparison_link(store, uri, experiment_id, parent)
+                print(f"Browse: {link}", flush=True)
                 if parent:
                     self._close_parent(store, parent, rows, table, stopped, adopted, page, broken)
+                if self.linked_run and parent:
+                    outcome, reason = sweep_outcome(rows, stopped, broken)
+                    self._describe_linked_run(store, link, experiment_id, parent, outcome, reason, table)
         mark("parent: summary printed")
+        self._hand_over(rows, uri, experiment_id, sweep_id, parent)
         if stopped is not None:
             return 128 + stopped.signum
         finished = all(r.outcome in ("finished", "skipped") for r in rows) and broken is None
         return EXIT_OK if finished else EXIT_CELLS_DID_NOT_FINISH
+
+    def _hand_over(
+        self, rows: list[CellResult], uri: str, experiment_id: str, sweep_id: str, parent: str | None
+    ) -> None:
+        """The cells as the summary has them, for the Python API that started this sweep (runner.handoff)."""
+        if not handoff.wanted():
+            return
+        cells = [
+            {**row.to_dict(), "setting_id": cell_setting_id(cell)} for row, cell in zip(rows, self.cells, strict=True)
+        ]
+        handoff.write_sweep(
+            tracking_uri=uri,
+            experiment_id=experiment_id,
+            sweep_id=sweep_id,
+            sweep_run_id=parent,
+            dry_run=False,
+            cells=cells,
+        )
+
+    def _hand_over_plan(self, setting_ids: list[str], plans: list[resume.Decision] | None) -> None:
+        """The dry run's list, for the Python API: each cell's name and setting; with sweep.resume, its plan."""
+        if not handoff.wanted():
+            return
+        cells = []
+        for i, (name, setting_id) in enumerate(zip(self.names, setting_ids, strict=True)):
+            plan = plans[i] if plans is not None else None
+            skipped = plan is not None and not plan.run
+            reason = _plan_text(plan) if plan is not None and skipped else None
+            prior = plan.prior_run.info.run_id if plan is not None and plan.prior_run is not None else None
+            cells.append(
+                {
+                    "index": i + 1,
+                    "name": name,
+                    "outcome": "would be skipped" if skipped else "would run",
+                    "samples_per_s": None,
+                    "reason": reason,
+                    "run_id": prior,
+                    "setting_id": setting_id,
+                }
+            )
+        handoff.write_sweep(
+            tracking_uri=None, experiment_id=None, sweep_id=None, sweep_run_id=None, dry_run=True, cells=cells
+        )
+
+    def _name_absent_devices(self) -> None:
+        """Before the first cell (and in a dry run): a device this machine cannot have, in one line, so that
+        nobody waits for the other cells to learn it."""
+        if not self.cells_run_here:
+            return
+        will = "would" if self.settings.dry_run else "will"
+        for line in device_probe.notice([cell.device.name for cell in self.cells], will):
+            print(line, file=sys.stderr, flush=True)
 
     def _resume_plans(self) -> list[resume.Decision]:
         """What sweep.resume would decide for each cell, read from the store without writing to it (a store
@@ -174,7 +249,7 @@ class Sweep:
         if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :].split("?", 1)[0]).exists():
             return [resume.Decision(True) for _ in self.cells]
         store = tracking.open_store(uri, outage_s=first.tracking.outage_s)
-        adopted = os.environ.get("MLFLOW_RUN_ID")
+        adopted = mlflow_project.run_id()
         if adopted and _adoptable(store, adopted, first.tracking.experiment):
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
@@ -206,6 +281,7 @@ class Sweep:
             "total": len(self.cells),
             "name_suffix": self.suffixes[i],
             "started_at": round(self.started, 3),
+            "kinds": ";".join(self.kinds),
         }
         return [f"++launch.{key}={_hydra_value(value)}" for key, value in values.items()]
 
@@ -352,6 +428,41 @@ class Sweep:
             **liveness.alive_tags(),
         }
 
+    def _describe_linked_run(
+        self,
+        store: Any,
+        link: str,
+        experiment_id: str,
+        parent: str,
+        outcome: str,
+        reason: str | None,
+        table: str,
+    ) -> None:
+        """The run `mlflow run` made in an experiment where trainbench's tools never look (MLflow's Default):
+        kept, with the sweep's outcome and the way to its run and cells (`mlflow run` ends it from our exit
+        status). A store that fails here costs this run's tags only."""
+        assert self.linked_run is not None
+        experiment = store.get_experiment(experiment_id).name
+        lines = [
+            f"trainbench recorded this sweep in experiment `{experiment}` (id {experiment_id}) as run `{parent}`; "
+            "its cells are that run's children.",
+        ]
+        if link.startswith("http"):
+            lines.append(f"[The sweep's cells]({link})")
+        if table:
+            lines.append("```\n" + untrusted.shown(table, keep_newlines=True) + "\n```")
+        try:
+            mlflow_project.describe(
+                store,
+                self.linked_run,
+                outcome,
+                reason,
+                "\n\n".join(lines),
+                **{"trainbench.sweep_run_id": parent},
+            )
+        except (Exception, tracking.StoreFailed) as error:
+            sys.stderr.write(f"trainbench: could not tag `mlflow run`'s run: {tracking.private(str(error))[:200]}\n")
+
     def _close_parent(
         self,
         store: Any,
@@ -364,16 +475,7 @@ class Sweep:
         broken: BaseException | None = None,
     ) -> None:
         done = [r for r in rows if r.outcome in ("finished", "skipped")]
-        outcome = "killed" if stopped else "finished" if len(done) == len(rows) and not broken else "failed"
-        reason = (
-            stopped.reason
-            if stopped
-            else str(broken)
-            if broken
-            else None
-            if outcome == "finished"
-            else f"{len(rows) - len(done)} of {len(rows)} cells did not finish"
-        )
+        outcome, reason = sweep_outcome(rows, stopped, broken)
         try:
             tracking.log_metrics(
                 store,
@@ -672,26 +774,38 @@ def cell_setting_id(cell: CellConfig) -> str:
     return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))
 
 
-def _adopted_project_run(store: Any, uri: str, experiment: str) -> str | None:
+def _adopted_project_run(store: Any, experiment: str) -> str | None:
     """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
     `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
     "Default", where `trainbench results`, the report and the comparison view never look: the sweep is then
-    recorded in tracking.experiment as any other, and that empty run is deleted once `mlflow run` has ended it."""
-    run_id = os.environ.get("MLFLOW_RUN_ID")
+    recorded in tracking.experiment as any other, and that run is kept, leading to the sweep's
+    (Sweep._describe_linked_run)."""
+    run_id = mlflow_project.run_id()
     if not run_id:
         return None
     if _adoptable(store, run_id, experiment):
         return run_id
-    from trainbench.runner.discard import discard_when_ended
-
     print(
         f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
-        f"(tracking.experiment); the empty run {run_id} it made in {DEFAULT_EXPERIMENT} is deleted when it ends "
-        "(`mlflow run --experiment-name NAME` records the sweep under that run instead)",
+        f"(tracking.experiment); the run {run_id} it made in {DEFAULT_EXPERIMENT} gets the sweep's outcome and "
+        "a link to the sweep's run (trainbench.sweep_run_id). With `mlflow run --experiment-name NAME` it is the "
+        "sweep's run",
         flush=True,
     )
-    discard_when_ended(uri, run_id)
     return None
+
+
+def sweep_outcome(
+    rows: list[CellResult], stopped: Stopped | None, broken: BaseException | None
+) -> tuple[str, str | None]:
+    """The sweep's outcome and, when it is not finished, why."""
+    done = sum(r.outcome in ("finished", "skipped") for r in rows)
+    outcome = "killed" if stopped else "finished" if done == len(rows) and not broken else "failed"
+    if stopped:
+        return outcome, stopped.reason
+    if broken:
+        return outcome, str(broken)
+    return outcome, None if outcome == "finished" else f"{len(rows) - done} of {len(rows)} cells did not finish"
 
 
 def _adoptable(store: Any, run_id: str, experiment: str) -> bool:

@@ -170,7 +170,8 @@ class TrainTask(Task):
             for epoch in range(1, self.epochs + 1):
                 with Timer(device.bound.synchronize) as training:
                     trainer.begin_epoch(epoch)
-                    block = time_block(trainer.step, trainer.steps_per_epoch, device.bound.synchronize)
+                    lined = bar.steps_with_lines(trainer.step, trainer.steps_per_epoch, f"epoch {epoch}/{self.epochs}")
+                    block = time_block(lined, trainer.steps_per_epoch, device.bound.synchronize)
                     result = trainer.end_epoch()
                 training_s += training.seconds
                 val_loss, val_accuracy = trainer.evaluate()

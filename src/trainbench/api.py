@@ -1,0 +1,466 @@
+"""trainbench from Python: run a sweep (or one cell) with the command line's overrides and get typed results back;
+read where a run stands against other machines, as the first screen shows it.
+
+    import trainbench
+
+    sweep = trainbench.run(["model=mlp", "batch_size=32,64"], tracking_uri="sqlite:///mlflow.db")
+    for cell in sweep.cells:
+        print(cell.name, cell.outcome, cell.figure, cell.run_id, cell.setting_id)
+    for row in trainbench.compare(sweep, tracking_uri="sqlite:///mlflow.db"):
+        print(row.title, [(m.machine, m.figure, m.speedup) for m in row.machines])
+
+`run` starts the command line's own process (`python -m trainbench.cli run OVERRIDES...`, the code behind
+`trainbench` and `python src/run.py`) and waits for it: the sweep installs signal handlers, sets environment
+variables for its cells and keeps Hydra's global state, none of which belongs in the caller's interpreter, and the
+caller may already have imported a deep-learning framework that must stay out of the sweep. The sweep hands its
+cells back through a file (trainbench.runner.handoff); figures, intervals and setting ids are then read from the
+MLflow store, as every screen reads them. Bad input raises BadInput with the line the command line prints, and
+nothing is recorded.
+
+Light on purpose: `import trainbench` loads this module, and nothing here imports MLflow or Hydra until called.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal
+
+DEFAULT_EXPERIMENT = "trainbench"  # tracking.experiment's default (conf/config.yaml)
+Output = Literal["show", "quiet"] | IO[Any]
+
+
+class BadInput(ValueError):
+    """The overrides were refused before anything ran (the command line's exit 2); nothing was recorded.
+    str() is the line `trainbench` prints after `trainbench: `."""
+
+
+class SweepError(RuntimeError):
+    """The sweep's process ended without handing back its cells (killed, or it crashed): a bug or a kill."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a sweep as its summary row and its MLflow run record it."""
+
+    index: int  # 1-based, in the sweep's order
+    name: str  # the run's name: {framework}-{model}-{backend}-bs{batch_size}
+    outcome: str  # finished, failed, oom, unavailable, timeout, killed, skipped, not started, ...
+    reason: str | None  # why it did not finish (or why it was skipped)
+    samples_per_s: float | None  # the headline throughput (None for a matmul cell or one that did not finish)
+    ci95: float | None  # its 95% half-width, where the run recorded one (samples_per_s_ci95)
+    repeats: int | None  # the timed repeats (steady epochs, blocks) that made samples_per_s
+    noisy: bool  # the run was tagged trainbench.noisy
+    peak_tflops: float | None  # a matmul cell's figure
+    run_id: str | None  # this cell's MLflow run in this sweep (a skipped cell's is a record of the skip)
+    result_run_id: str | None  # the run whose figures these are: run_id, or the earlier run a skip points to
+    setting_id: str | None  # the comparison setting (what `sweep.dry_run=true` lists; equal ids, same quantity)
+
+    @property
+    def figure(self) -> str:
+        """samples/s as every screen quotes it: `1,403 ± 41.2 (95%, 2 repeats)` ("" where there is none)."""
+        from trainbench.figures import quoted
+
+        if self.peak_tflops is not None:  # as the sweep's summary table quotes a matmul cell
+            return f"{self.peak_tflops:,.2f} TFLOPS peak"
+        if self.samples_per_s is None:
+            return ""
+        return quoted(self.samples_per_s, self.ci95, self.repeats, self.noisy)
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome in ("finished", "skipped")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one `trainbench.run` did."""
+
+    exit_status: int  # the command line's: 0 every cell finished, 1 some did not, 128 + signal when stopped
+    outcome: str  # finished, failed (some cell did not finish), killed (stopped), planned (sweep.dry_run)
+    cells: tuple[Cell, ...]
+    tracking_uri: str | None  # the store it recorded in (None for a dry run)
+    experiment_id: str | None
+    sweep_id: str | None  # trainbench.sweep_id on every cell's run
+    sweep_run_id: str | None  # the sweep's parent run (two or more cells; None for one cell or a dry run)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def cell(self) -> Cell:
+        """The one cell of a one-cell sweep."""
+        if len(self.cells) != 1:
+            raise ValueError(f"this sweep has {len(self.cells)} cells: read .cells")
+        return self.cells[0]
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """The runs holding the cells' figures (a skipped cell's earlier run), as compare() takes them."""
+        return tuple(c.result_run_id for c in self.cells if c.result_run_id and c.outcome in ("finished", "skipped"))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One bar of a comparison: a machine (and framework) that ran the setting, or this machine's own run."""
+
+    machine: str  # hw.label: "NVIDIA H100 80GB HBM3", "Intel Xeon CPU (2 vCPUs)"
+    software: str  # the framework at its major.minor release, with its settings that are not the defaults
+    backend: str
+    kind: str  # yours, this store, imported, contributed, published; history: this machine, earlier runs
+    origin: str  # the contributed file, import or publication it came from
+    value: float  # the metric (the median of `runs` runs)
+    ci95: float | None
+    repeats: int | None
+    runs: int
+    noisy: bool
+    speedup: float | None  # against your figure, higher = faster; None where within noise (or yours)
+    within_noise: bool
+    figure: str  # as the first screen quotes it
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One setting you ran, and every machine that ran exactly it: the first screen's line for that setting."""
+
+    setting_id: str
+    title: str  # the setting in words
+    metric: str  # samples_per_s, ...
+    unit: str
+    higher_is_better: bool
+    machines: tuple[Machine, ...]  # yours and the other machines, in the page's order
+    history: tuple[Machine, ...]  # this machine's earlier runs of the setting, apart from the figure
+    nearest: tuple[tuple[Machine, str], ...]  # where no other machine ran it: the closest that did, and how they differ
+    lines: tuple[str, ...]  # the first screen's text for this setting
+
+    @property
+    def yours(self) -> tuple[Machine, ...]:
+        return tuple(m for m in self.machines if m.kind == "yours")
+
+    @property
+    def others(self) -> tuple[Machine, ...]:
+        return tuple(m for m in self.machines if m.kind != "yours")
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+def run(
+    overrides: Sequence[str] = (),
+    *,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    output: Output = "show",
+    cwd: str | os.PathLike[str] | None = None,
+) -> SweepResult:
+    """Run the cells `overrides` make (the command line's key=value overrides, sweep syntax included), each in its
+    own process, recorded in MLflow; return when the sweep has ended.
+
+    tracking_uri: the store, for this call (as $MLFLOW_TRACKING_URI; else that variable, else the project's store;
+    a tracking.uri=... override comes first). experiment: tracking.experiment.
+    output: "show" prints the sweep's lines as the command line does; "quiet" prints nothing; an open file takes
+    them all (its stdout and stderr, in order).
+    cwd: where the sweep runs (outputs/compare/ and Hydra's multirun/ are written there); the caller's by default.
+    Raises BadInput for bad overrides (nothing recorded), SweepError when the sweep's process ended without
+    handing back its cells. Ctrl-C stops the sweep as on the command line, then raises KeyboardInterrupt."""
+    from trainbench.runner import handoff
+
+    argv = _command_line(overrides, experiment)
+    with tempfile.TemporaryDirectory(prefix="trainbench-run-") as folder:
+        handed = Path(folder) / "result.json"
+        status = _run_command_line(argv, handed, output, cwd, tracking_uri)
+        payload = handoff.read(handed)
+    if payload is not None and "refused" in payload:
+        raise BadInput(payload["refused"])
+    if payload is None:
+        if status == 2:
+            raise BadInput("the command line was refused (exit 2); its output says why")
+        raise SweepError(f"the sweep's process ended with exit status {status} before handing back its cells")
+    return _sweep_result(status, payload)
+
+
+def _command_line(overrides: Sequence[str], experiment: str | None) -> list[str]:
+    if isinstance(overrides, str):
+        raise TypeError('overrides is a list of key=value strings, e.g. ["model=mlp", "batch_size=32,64"]')
+    argv = [str(o) for o in overrides]
+    flags = [a for a in argv if a.startswith("-") and a not in ("-m", "--multirun")]
+    if flags:
+        raise BadInput(
+            f"trainbench.run() takes key=value overrides, not {flags[0]}: the command line's flags "
+            "(--help, --cfg, -sc ...) are for `trainbench` itself"
+        )
+    if experiment is not None:
+        argv.append(f"tracking.experiment={_hydra_string(experiment)}")
+    return argv
+
+
+def _hydra_string(value: str) -> str:
+    """Quoted, so that `:`, `=` or `,` in a name stays one value (a comma would otherwise make a sweep)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _run_command_line(argv: list[str], handed: Path, output: Output, cwd: Any, tracking_uri: str | None) -> int:
+    """`python -m trainbench.cli run ARGV...` with this interpreter and this trainbench; its exit status."""
+    from trainbench.runner import handoff
+
+    sources = str(Path(__file__).resolve().parents[1])  # holds trainbench and its Hydra plugin (hydra_plugins)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != sources]
+    env = {**os.environ, handoff.ENV: str(handed), "PYTHONPATH": os.pathsep.join([sources, *paths])}
+    # The run `mlflow run` made is for the command line it started; a sweep started from Python has its own.
+    env.pop("MLFLOW_RUN_ID", None)
+    if tracking_uri is not None:  # as $MLFLOW_TRACKING_URI: the store is no override, and no record lists it
+        env["MLFLOW_TRACKING_URI"] = tracking_uri
+    command = [sys.executable, "-m", "trainbench.cli", "run", *argv]
+    start = functools.partial(subprocess.Popen, command, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+    if output == "quiet":
+        return _wait(start(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    if not isinstance(output, str):  # a log file of the caller's
+        output.flush()
+        return _wait(start(stdout=output, stderr=subprocess.STDOUT))
+    streams = [_fd_of(sys.stdout), _fd_of(sys.stderr)]
+    if None not in streams:  # a terminal or a file: the sweep writes there itself, as on the command line
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return _wait(start(stdout=streams[0], stderr=streams[1]))
+    # A notebook's sys.stdout is no file: the sweep's lines are passed on to it as they come.
+    piped = start(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert piped.stdout is not None and piped.stderr is not None
+    return _wait(piped, [_pump(piped.stdout, sys.stdout), _pump(piped.stderr, sys.stderr)])
+
+
+def _fd_of(stream: IO[str]) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _pump(source: IO[str], target: IO[str]) -> threading.Thread:
+    def forward() -> None:
+        for line in source:
+            target.write(line)
+            target.flush()
+
+    thread = threading.Thread(target=forward, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait(process: subprocess.Popen[Any], pumps: Sequence[threading.Thread] = ()) -> int:
+    """The sweep's exit status. Ctrl-C here stops the sweep (it records its cells as stopped, prints its summary)
+    and is raised once the sweep has ended, so that nothing it started outlives the call."""
+    interrupted = False
+    while True:
+        try:
+            status = process.wait()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)  # (a terminal's Ctrl-C reached it already: a second is the same)
+    for pump in pumps:
+        pump.join()
+    if interrupted:
+        raise KeyboardInterrupt
+    return status
+
+
+def _sweep_result(status: int, payload: Mapping[str, Any]) -> SweepResult:
+    uri = payload.get("tracking_uri")
+    runs = _runs(uri, [c.get("run_id") for c in payload["cells"]]) if uri else {}
+    cells = tuple(_cell(c, runs) for c in payload["cells"])
+    if payload.get("dry_run"):
+        outcome = "planned"
+    else:
+        outcome = "finished" if status == 0 else "killed" if status >= 128 else "failed"
+    return SweepResult(
+        status, outcome, cells, uri, payload.get("experiment_id"), payload.get("sweep_id"), payload.get("sweep_run_id")
+    )
+
+
+def _runs(uri: str, run_ids: Iterable[str | None]) -> dict[str, Any]:
+    """The cells' runs, and for a skipped cell the earlier run that holds its result, as MLflow has them."""
+    from trainbench import tracking
+
+    client = tracking.client(uri)
+    found: dict[str, Any] = {}
+    for run_id in run_ids:
+        if not run_id:
+            continue
+        found[run_id] = client.get_run(run_id)
+        earlier = found[run_id].data.tags.get("trainbench.result_run_id")
+        if earlier and earlier not in found:
+            found[earlier] = client.get_run(earlier)
+    return found
+
+
+def _cell(handed: Mapping[str, Any], runs: Mapping[str, Any]) -> Cell:
+    from trainbench import figures
+    from trainbench.setting import setting, setting_id
+
+    run_id = handed.get("run_id")
+    record = runs.get(run_id) if run_id else None
+    held = record.data.tags.get("trainbench.result_run_id") if record is not None else None
+    result = runs.get(held) if held else record
+    ci95 = repeats = None
+    noisy = False
+    setting_id_ = handed.get("setting_id")
+    speed = handed.get("samples_per_s")
+    if result is not None:
+        metrics, params, tags = result.data.metrics, result.data.params, result.data.tags
+        speed = metrics.get("samples_per_s", speed)
+        if speed is not None:
+            ci95, repeats = figures.ci95(metrics, "samples_per_s"), figures.repeats(params, "samples_per_s")
+        noisy = figures.noisy(tags)
+        if params:  # what ran (batch_size=max's batch, device.count=all's devices), not what was asked
+            setting_id_ = setting_id(setting(params, tags))
+    return Cell(
+        index=int(handed["index"]),
+        name=str(handed["name"]),
+        outcome=str(handed["outcome"]),
+        reason=handed.get("reason"),
+        samples_per_s=speed,
+        ci95=ci95,
+        repeats=repeats,
+        noisy=noisy,
+        peak_tflops=handed.get("peak_tflops"),
+        run_id=run_id,
+        result_run_id=held or run_id,
+        setting_id=setting_id_,
+    )
+
+
+# -------------------------------------------------------------------------------------------- compare
+
+
+def compare(
+    runs: SweepResult | Cell | str | Iterable[str] | None = None,
+    *,
+    setting: str | None = None,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+) -> tuple[Comparison, ...]:
+    """Where runs stand against every other machine that ran exactly their setting (this store, its imported and
+    published runs, results/contributed/): the first screen after a sweep, as typed rows, one per setting.
+
+    runs: a SweepResult, a Cell, a cell's or a sweep's run id, or several run ids; with none, this machine's latest
+    run of each setting in the experiment. setting: only that setting (its id, as Cell.setting_id and the dry run
+    give it). tracking_uri: else the run's store (a SweepResult's), $MLFLOW_TRACKING_URI or the project's store.
+    Raises BadInput for a run id the store does not hold or a setting id that is not 12 hex digits."""
+    from trainbench import tracking
+    from trainbench.report import standing
+    from trainbench.setting import setting_id as id_of
+
+    if setting is not None and (len(setting) != 12 or any(c not in "0123456789abcdef" for c in setting)):
+        raise BadInput(f"setting {setting!r}: a setting id is 12 hex digits (Cell.setting_id, sweep.dry_run=true)")
+    if isinstance(runs, SweepResult):
+        tracking_uri = tracking_uri or runs.tracking_uri
+        ids: list[str] | None = list(runs.run_ids)
+    elif isinstance(runs, Cell):
+        ids = [runs.result_run_id] if runs.result_run_id else []
+    elif isinstance(runs, str):
+        ids = [runs]
+    else:
+        ids = None if runs is None else list(runs)
+    uri = tracking.resolve_tracking_uri(tracking_uri)
+    client = tracking.client(uri)
+    name = experiment or DEFAULT_EXPERIMENT
+    if ids is not None:
+        mine, name = _cell_runs(client, uri, ids, experiment)
+    else:
+        mine = _latest_here(client, name)
+    found = standing.compared(client, uri, name, mine) if mine else []
+    rows = tuple(_comparison(s, id_of(s.setting)) for s in found)
+    return tuple(r for r in rows if setting is None or r.setting_id == setting)
+
+
+def _cell_runs(client: Any, uri: str, ids: list[str], experiment: str | None) -> tuple[set[str], str]:
+    """The cells' run ids behind `ids` (a sweep's run stands for its cells, a skipped cell for the run holding its
+    result), and their experiment's name."""
+    from trainbench import tracking
+
+    mine: set[str] = set()
+    name = experiment
+    for run_id in ids:
+        try:
+            run = client.get_run(run_id)
+        except Exception as error:
+            if isinstance(error, tracking.StoreFailed):
+                raise
+            raise BadInput(f"run {run_id}: not in {tracking.private(uri)}") from None
+        experiment_id = run.info.experiment_id
+        name = name or client.get_experiment(experiment_id).name
+        tags = run.data.tags
+        if tags.get("trainbench.kind") == "sweep":
+            cells = client.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{run_id}'", max_results=10_000)
+            runs = [c for c in cells if c.data.tags.get("trainbench.outcome") in ("finished", "skipped")]
+        else:
+            runs = [run]
+        for cell in runs:
+            mine.add(cell.data.tags.get("trainbench.result_run_id") or cell.info.run_id)
+    return mine, name or DEFAULT_EXPERIMENT
+
+
+def _latest_here(client: Any, experiment: str) -> set[str]:
+    """This machine's latest finished run of each setting and framework in the store's experiment (a contributed
+    file from a machine of the same name is another machine's run, as on the first screen)."""
+    from trainbench.report.cli import labels_of_this_machine
+    from trainbench.runs import search_all
+    from trainbench.setting import setting, setting_id
+
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return set()
+    labels = labels_of_this_machine()
+    cells = "tags.`trainbench.kind` = 'cell' and tags.`trainbench.outcome` = 'finished'"
+    newest: dict[tuple[str, str | None], Any] = {}
+    for run in search_all(client, [found.experiment_id], cells):
+        if run.data.tags.get("hw.label") not in labels:
+            continue
+        key = (setting_id(setting(run.data.params, run.data.tags)), run.data.params.get("framework.name"))
+        if key not in newest or run.info.start_time > newest[key].info.start_time:
+            newest[key] = run
+    return {run.info.run_id for run in newest.values()}
+
+
+def _comparison(found: Any, setting_id: str) -> Comparison:
+    from trainbench.report import standing
+
+    return Comparison(
+        setting_id=setting_id,
+        title=found.title,
+        metric=found.metric.name,
+        unit=found.metric.unit,
+        higher_is_better=found.metric.higher_is_better,
+        machines=tuple(_machine(b) for b in found.bars),
+        history=tuple(_machine(b) for b in found.history),
+        nearest=tuple((_machine(n.bar), n.differs) for n in found.nearest),
+        lines=tuple(standing.terminal_lines([found])),
+    )
+
+
+def _machine(bar: Any) -> Machine:
+    return Machine(
+        machine=bar.column.hw_label,
+        software=bar.column.software,
+        backend=bar.column.backend,
+        kind=bar.kind,
+        origin=bar.origin,
+        value=bar.value,
+        ci95=bar.ci95,
+        repeats=bar.repeats,
+        runs=bar.runs,
+        noisy=bar.noisy,
+        speedup=bar.speedup,
+        within_noise=bar.within_noise,
+        figure=bar.figure,
+    )
