@@ -117,9 +117,10 @@ def test_no_shared_memory_file_outlives_a_sweep_sigkilled_with_its_cells_and_the
     OOM killer taking a container's processes, `kill -9 -- -PGID`): nothing of it may stay in /dev/shm once the next
     cell has been launched on the machine."""
     uri = f"sqlite:///{tmp_path}/m.db"
+    # Two cells: joblib runs a single job in its own process, without loky's workers and their semaphores.
     sweep = subprocess.Popen(
         [sys.executable, str(ROOT / "src" / "run.py"), "-m", *DIGITS, "task.epochs=100000", "cell.timeout_s=300",
-         "data.pipeline=loader", "data.loader_workers=2", "batch_size=16", "hydra/launcher=joblib",
+         "data.pipeline=loader", "data.loader_workers=2", "batch_size=16,32", "hydra/launcher=joblib",
          f"tracking.uri={uri}"],
         cwd=tmp_path, env=child_env({"PYTHONPATH": str(ROOT / "src")}),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
