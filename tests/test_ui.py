@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -113,6 +114,31 @@ def open_browser(sync_api: Any, playwright: Any, profile: Path) -> Any:
     return context
 
 
+@contextlib.contextmanager
+def browser_page(sync_api: Any, playwright: Any, tmp_path: Path) -> Iterator[Any]:
+    """A page in a fresh Chromium profile; a test that fails leaves a screenshot of where it was (failure.png)."""
+    context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
+    page = context.new_page()
+    try:
+        yield page
+    except BaseException:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(tmp_path / "failure.png"))
+            print(f"screenshot of the page at the failure: {tmp_path / 'failure.png'}")
+        raise
+    finally:
+        context.close()
+
+
+def keep_shots(tmp_path: Path, *names: str) -> None:
+    """With TRAINBENCH_UI_SHOTS=DIR, the test's screenshots go to DIR too (how docs/screenshots/ is made)."""
+    if os.environ.get("TRAINBENCH_UI_SHOTS"):
+        target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
+        target.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copyfile(tmp_path / name, target / name)
+
+
 def test_the_printed_url_lands_on_the_comparison(store, tmp_path) -> None:
     """No clicks: the runs table, filtered to the compared runs, fastest first, hw.label and samples_per_s in view."""
     sync_api = browser_or_skip()
@@ -127,9 +153,7 @@ def test_the_printed_url_lands_on_the_comparison(store, tmp_path) -> None:
     fastest = max(compared, key=lambda r: r.data.metrics.get("samples_per_s", 0))
     with mlflow_server(tmp_path / "server", store=store) as server, sync_api.sync_playwright() as playwright:
         url = ui_url(store, runs[0].info.experiment_id, ui_base=server)
-        context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
-        page = context.new_page()
-        try:
+        with browser_page(sync_api, playwright, tmp_path) as page:
             page.goto(url)
             expect(page.get_by_text(f"{len(compared)} matching runs")).to_be_visible()
             close_assistant(page)
@@ -144,17 +168,7 @@ def test_the_printed_url_lands_on_the_comparison(store, tmp_path) -> None:
                 fastest.data.metrics["samples_per_s"], rel=1e-3
             )
             page.screenshot(path=str(tmp_path / "landing.png"))
-        except BaseException:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(tmp_path / "failure.png"))
-                print(f"screenshot of the page at the failure: {tmp_path / 'failure.png'}")
-            raise
-        finally:
-            context.close()
-    if os.environ.get("TRAINBENCH_UI_SHOTS"):
-        target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(tmp_path / "landing.png", target / "landing.png")
+    keep_shots(tmp_path, "landing.png")
 
 
 def test_runs_columns_and_compare_view_as_a_person_sees_them(store, tmp_path) -> None:
@@ -179,26 +193,16 @@ def test_runs_columns_and_compare_view_as_a_person_sees_them(store, tmp_path) ->
     )[:2]
     compared = [local, *shown]
 
-    with mlflow_server(tmp_path / "server", store=uri) as server, sync_api.sync_playwright() as playwright:
-        context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
-        page = context.new_page()
-        try:
-            check_views(page, expect, server, tmp_path, runs, sweep, cells, compared)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(tmp_path / "failure.png"))
-                print(f"screenshot of the page at the failure: {tmp_path / 'failure.png'}")
-            raise
-        finally:
-            context.close()
+    with (
+        mlflow_server(tmp_path / "server", store=uri) as server,
+        sync_api.sync_playwright() as playwright,
+        browser_page(sync_api, playwright, tmp_path) as page,
+    ):
+        check_views(page, expect, server, tmp_path, runs, sweep, cells, compared)
 
     for name in ("runs-table.png", "compare-view.png", "run-page.png"):
         assert (tmp_path / name).stat().st_size > 10_000
-    if os.environ.get("TRAINBENCH_UI_SHOTS"):
-        target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
-        target.mkdir(parents=True, exist_ok=True)
-        for name in ("runs-table.png", "compare-view.png", "run-page.png"):
-            shutil.copyfile(tmp_path / name, target / name)
+    keep_shots(tmp_path, "runs-table.png", "compare-view.png", "run-page.png")
 
 
 def check_views(
@@ -329,36 +333,27 @@ def test_the_side_by_side_link_compares_two_machines_in_mlflow(tmp_path) -> None
     runs = {r.info.run_id: r for e in ("trainbench", "trainbench-shared") for r in runs_in(uri, e)}
     assert runs_in(uri, "trainbench-shared"), "the published and contributed runs are in the store"
     assert shared_runs.up_to_date(tracking.open_store(uri)), "the next sweep imports nothing again"
-    with mlflow_server(tmp_path / "server", store=uri) as server, sync_api.sync_playwright() as playwright:
-        context = open_browser(sync_api, playwright, tmp_path / "chromium-profile")
-        page = context.new_page()
-        try:
-            page.goto(url.replace(LOCAL_UI, server))
-            shown = [runs[i] for i in json.loads(unquote(url.split("runs=")[1].split("&")[0]))]
-            labels = {r.data.tags["hw.label"] for r in shown}
-            assert len(labels) >= 2
-            expect(page.get_by_role("heading", name=re.compile(rf"Comparing {len(shown)} Runs from"))).to_be_visible()
-            close_assistant(page)
-            page.set_viewport_size({"width": 1440, "height": 1500})
-            for section in ("Visualizations", "Parameters", "Artifacts"):  # fold away what is not compared here
-                page.get_by_role("button", name=section, exact=True).click()
-            names = row(page, "Run Name:")
-            expect(names.get_by_role("cell")).to_have_text([r.info.run_name for r in shown])
-            hw = row(page, "hw.label")
-            hw.scroll_into_view_if_needed()
-            expect(hw.get_by_role("cell")).to_have_text([r.data.tags["hw.label"] for r in shown])
-            setting = row(page, "trainbench.setting_name")
-            expect(setting.get_by_role("cell")).to_have_text([name] * len(shown))
-            hw.scroll_into_view_if_needed()
-            page.screenshot(path=str(tmp_path / "side-by-side.png"))
-        except BaseException:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(tmp_path / "failure.png"))
-                print(f"screenshot of the page at the failure: {tmp_path / 'failure.png'}")
-            raise
-        finally:
-            context.close()
-    if os.environ.get("TRAINBENCH_UI_SHOTS"):
-        target = Path(os.environ["TRAINBENCH_UI_SHOTS"])
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(tmp_path / "side-by-side.png", target / "side-by-side.png")
+    with (
+        mlflow_server(tmp_path / "server", store=uri) as server,
+        sync_api.sync_playwright() as playwright,
+        browser_page(sync_api, playwright, tmp_path) as page,
+    ):
+        page.goto(url.replace(LOCAL_UI, server))
+        shown = [runs[i] for i in json.loads(unquote(url.split("runs=")[1].split("&")[0]))]
+        labels = {r.data.tags["hw.label"] for r in shown}
+        assert len(labels) >= 2
+        expect(page.get_by_role("heading", name=re.compile(rf"Comparing {len(shown)} Runs from"))).to_be_visible()
+        close_assistant(page)
+        page.set_viewport_size({"width": 1440, "height": 1500})
+        for section in ("Visualizations", "Parameters", "Artifacts"):  # fold away what is not compared here
+            page.get_by_role("button", name=section, exact=True).click()
+        names = row(page, "Run Name:")
+        expect(names.get_by_role("cell")).to_have_text([r.info.run_name for r in shown])
+        hw = row(page, "hw.label")
+        hw.scroll_into_view_if_needed()
+        expect(hw.get_by_role("cell")).to_have_text([r.data.tags["hw.label"] for r in shown])
+        setting = row(page, "trainbench.setting_name")
+        expect(setting.get_by_role("cell")).to_have_text([name] * len(shown))
+        hw.scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "side-by-side.png"))
+    keep_shots(tmp_path, "side-by-side.png")
