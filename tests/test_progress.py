@@ -67,12 +67,23 @@ def test_where_cells_share_an_output_every_line_carries_the_cells_name_and_no_ba
         assert not progress.interactive()  # shared with another cell: lines only
         progress.phase("building the model (mlp)")
         progress.line("epoch 1/2: 0.40 s")
-    written = os.read(main, 4096).decode()
-    os.close(main)
+    written = _everything_written(main)
     assert written.splitlines() == [
         "[pytorch-mlp-cpu-bs8]   building the model (mlp) ...",
         "[pytorch-mlp-cpu-bs8] epoch 1/2: 0.40 s",
     ]
+
+
+def _everything_written(main: int) -> str:
+    """A pty hands its lines back one read at a time; the writer's side is closed, so read to its end."""
+    chunks = []
+    try:
+        while chunk := os.read(main, 4096):
+            chunks.append(chunk)
+    except OSError:  # Linux answers EIO once the other side is closed and drained
+        pass
+    os.close(main)
+    return b"".join(chunks).decode()
 
 
 @pytest.mark.parametrize(
