@@ -1,0 +1,87 @@
+"""MLflow plumbing, one module per concern: where the store is and opening it (`opening`), a store that fails
+(`outage`: the guarded client, OutageWatch, StoreFailed), writing into runs and closing them (`writes`), what is
+printed and recorded names no secret (`redaction`), and the code a run came from (`provenance`).
+"""
+
+from __future__ import annotations
+
+from trainbench.tracking.opening import (
+    HTTP_RETRY_DEFAULTS,
+    configure_http_retries,
+    default_store_folder,
+    default_tracking_uri,
+    experiment_id,
+    open_store,
+    resolve_tracking_uri,
+)
+from trainbench.tracking.outage import (
+    DEFAULT_OUTAGE_S,
+    OUTAGE,
+    OutageWatch,
+    StoreFailed,
+    TrackingUnavailable,
+    busy,
+    client,
+    store_fault,
+    unanswered,
+)
+from trainbench.tracking.provenance import git_commit, installed_packages
+from trainbench.tracking.redaction import (
+    one_line_store_errors,
+    pasteable,
+    private,
+    quiet_logs,
+    redact,
+    redact_output,
+    redact_paths,
+    verbose,
+)
+from trainbench.tracking.writes import (
+    MAX_PARAM_LENGTH,
+    MAX_TAG_LENGTH,
+    RUN_STATUS,
+    NullLog,
+    RunLogger,
+    close,
+    log_metrics,
+    log_params,
+    set_tags,
+)
+
+__all__ = [
+    "DEFAULT_OUTAGE_S",
+    "HTTP_RETRY_DEFAULTS",
+    "MAX_PARAM_LENGTH",
+    "MAX_TAG_LENGTH",
+    "NullLog",
+    "OUTAGE",
+    "OutageWatch",
+    "RUN_STATUS",
+    "RunLogger",
+    "StoreFailed",
+    "TrackingUnavailable",
+    "busy",
+    "client",
+    "close",
+    "configure_http_retries",
+    "default_store_folder",
+    "default_tracking_uri",
+    "experiment_id",
+    "git_commit",
+    "installed_packages",
+    "log_metrics",
+    "log_params",
+    "one_line_store_errors",
+    "open_store",
+    "pasteable",
+    "private",
+    "quiet_logs",
+    "redact",
+    "redact_output",
+    "redact_paths",
+    "resolve_tracking_uri",
+    "set_tags",
+    "store_fault",
+    "unanswered",
+    "verbose",
+]
