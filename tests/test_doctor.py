@@ -19,7 +19,6 @@ import pytest
 
 from conftest import ROOT, child_env, runs_in, with_schema
 from trainbench import cli as entry_point
-from trainbench import sharing
 from trainbench.doctor import (
     Cell,
     check_cell,
@@ -29,6 +28,7 @@ from trainbench.doctor import (
     check_timing,
     plan,
 )
+from trainbench.sharing import file_format
 from trainbench.tasks.benchmark import sync_check
 from trainbench.timing import time_block, warm_up
 
@@ -135,7 +135,7 @@ def test_the_export_imports_into_a_fresh_store_and_names_no_one(
     checked: Checked, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = checked.export()
-    exported = sharing.load(path)
+    exported = file_format.load(path)
     cells = [r for r in exported.runs if r.tags.get("trainbench.kind") == "cell"]
     assert cells and all(r.tags.get("hw.label") and r.tags.get("trainbench.backend") for r in cells)
 

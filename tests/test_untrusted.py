@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT
 from trainbench import tracking
-from trainbench.sharing import scrub
+from trainbench.sharing.scrubbing import scrub
 from trainbench.untrusted import for_terminal, redact, redact_value, shown
 
 # (secret text, as masked); every masked form must also be what export's scrub and the store's private() give
@@ -77,14 +77,14 @@ def test_the_home_folder_is_masked_only_as_a_whole_path_prefix(tmp_path) -> None
 
 
 def test_export_writes_only_a_regular_file_and_leaves_devices_fifos_and_links_alone(tmp_path, capsys) -> None:
-    from trainbench import sharing
+    from trainbench.sharing import commands
 
     fifo, target, link = tmp_path / "fifo", tmp_path / "precious.txt", tmp_path / "link.json"
     os.mkfifo(fifo)
     target.write_text("keep me")
     link.symlink_to(target)
     for out, said in (("/dev/full", "a device, FIFO or socket"), (fifo, "a device, FIFO or socket"), (link, "link")):
-        code = sharing.export_main(["--uri", f"sqlite:///{tmp_path / 'none.db'}", "-o", str(out)])
+        code = commands.export_main(["--uri", f"sqlite:///{tmp_path / 'none.db'}", "-o", str(out)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and said in err[0] and "name a new file" in err[0], err
     assert Path("/dev/full").is_char_device() and fifo.is_fifo() and link.is_symlink()
@@ -96,10 +96,10 @@ def test_export_writes_only_a_regular_file_and_leaves_devices_fifos_and_links_al
 
 
 def test_import_refuses_an_experiment_named_as_a_path(tmp_path, capsys) -> None:
-    from trainbench import sharing
+    from trainbench.sharing import commands
 
     store = tmp_path / "store" / "mlflow.db"
-    code = sharing.import_main(["--uri", f"sqlite:///{store}", "--experiment", "../../X", "nothing.json"])
+    code = commands.import_main(["--uri", f"sqlite:///{store}", "--experiment", "../../X", "nothing.json"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "must be a name, not a path" in err[0], err
     assert not store.parent.exists() and not (tmp_path / "X").exists()

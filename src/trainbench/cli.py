@@ -169,15 +169,15 @@ def results(argv: list[str]) -> int:
 
 
 def export(argv: list[str]) -> int:
-    from trainbench import sharing
+    from trainbench.sharing import commands
 
-    return sharing.export_main(argv)
+    return commands.export_main(argv)
 
 
 def import_runs(argv: list[str]) -> int:
-    from trainbench import sharing
+    from trainbench.sharing import commands
 
-    return sharing.import_main(argv)
+    return commands.import_main(argv)
 
 
 def suite(argv: list[str]) -> int:

@@ -550,15 +550,16 @@ def _recorded_cells(uri: str) -> list[Cell]:
 
 def _export(uri: str, out: Path, host: Mapping[str, str]) -> tuple[Path, int] | None:
     """The store's runs as a `trainbench export` file, read back to check it: (path, runs)."""
-    from trainbench import sharing, tracking
+    from trainbench import tracking
+    from trainbench.sharing import exporting, file_format
 
     os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # else a progress bar per run's artifact
     client = tracking.open_store(uri)
     experiment = client.get_experiment_by_name("trainbench")
-    runs, _ = sharing.export_runs(client, experiment.experiment_id)
+    runs, _ = exporting.export_runs(client, experiment.experiment_id)
     path = out / f"{datetime.now():%Y-%m-%d}-doctor-{_slug(_primary_label(host))}.json"
-    sharing.write_export(path, "trainbench", runs)
-    return path, len(sharing.load(path).runs)
+    exporting.write_export(path, "trainbench", runs)
+    return path, len(file_format.load(path).runs)
 
 
 def _print_verdict(findings: list[Finding], exported: tuple[Path, int] | None, seconds: float) -> None:

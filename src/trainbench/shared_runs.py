@@ -88,15 +88,15 @@ def one_import_at_a_time(uri: str) -> Iterator[None]:
 
 
 def import_all(client: Any, uri: str) -> str:
-    from trainbench import sharing
     from trainbench.references.cli import load
     from trainbench.references.writing import write
+    from trainbench.sharing import file_format, importing
 
     experiment_id = tracking.experiment_id(client, SHARED_EXPERIMENT, uri)
     marker = files_hash()  # before reading: a file changed meanwhile is imported next time
     published = write(load(published_csv()), client, experiment_id)
-    files = [sharing.load(path) for path in contributed_files()]
-    summaries = sharing.import_files(client, experiment_id, files)
+    files = [file_format.load(path) for path in contributed_files()]
+    summaries = importing.import_files(client, experiment_id, files)
     client.set_experiment_tag(experiment_id, MARKER_TAG, marker)
     return (
         f"Other machines' runs in experiment {SHARED_EXPERIMENT}: published {published.created} new, "

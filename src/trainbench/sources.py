@@ -76,7 +76,8 @@ def open_store(uri: str) -> StoreSource:
 
 
 def open_file(path: Path, contributed: bool = False) -> FileSource:
-    from trainbench.sharing import SharingError, read_export
+    from trainbench.sharing.file_format import SharingError
+    from trainbench.sharing.importing import read_export
 
     try:
         exported = read_export(path)
