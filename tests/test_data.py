@@ -173,14 +173,14 @@ def test_download_fetches_checks_and_unpacks_the_archive(tmp_path: Path) -> None
         tar.add(source / "cifar-10-batches-py", arcname="cifar-10-batches-py")
     md5 = hashlib.md5(archive.read_bytes()).hexdigest()
     served = dataclasses.replace(data.dataset_files("cifar10", tmp_path / "data"), url=archive.as_uri(), md5=md5)
-    data._fetch(served, download=True)
+    data.fetch(served, download=True)
     target = tmp_path / "data" / "cifar-10-batches-py"
     assert served.folder == target and all((target / name).exists() for name in data.CIFAR10_FILES)
     assert len(data.load(cifar10_config(tmp_path / "data"), seed=0).train) == 100
 
     other = dataclasses.replace(served, folder=tmp_path / "other" / "cifar-10-batches-py", md5="0" * 32)
     with pytest.raises(data.DatasetMissing, match="md5 mismatch"):
-        data._fetch(other, download=True)
+        data.fetch(other, download=True)
     corrupt = other.folder
     assert not corrupt.exists() and not list(corrupt.parent.glob("*.part"))  # nothing half-written left behind
 

@@ -24,6 +24,7 @@ from hydra import compose, initialize_config_dir
 from test_data import write_cifar10, write_idx, write_mnist
 from trainbench import cli, data, tracking
 from trainbench.config import CONF_DIR, PlainError, validate
+from trainbench.data import images as image_readers
 from trainbench.runner.owner import fetch_or_refuse_missing_files
 
 CIFAR = "cifar-10-batches-py"
@@ -306,9 +307,9 @@ def test_the_check_reads_mnist_headers_and_labels_not_the_images(tmp_path: Path,
     decompressed or decoded; the small labels files are read whole."""
     write_mnist(tmp_path, compress=True)
     read: list[str] = []
-    original = data._idx_data
+    original = image_readers._idx_data
     monkeypatch.setattr(
-        data, "_idx_data", lambda files, path, shape: read.append(path.name) or original(files, path, shape)
+        image_readers, "_idx_data", lambda files, path, shape: read.append(path.name) or original(files, path, shape)
     )
     assert data.check_files(cell(*overrides("mnist", tmp_path)).data) == (30, 10)
     assert read == ["train-labels-idx1-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
