@@ -101,12 +101,12 @@ def test_each_framework_declares_the_version_tags_the_tables_show(tmp_path, caps
 
 def test_a_new_framework_is_checked_by_the_doctor_from_its_own_declaration(monkeypatch) -> None:
     """`trainbench doctor` names, installs and places a framework from what its package declares (DoctorFacts):
-    a framework registered beside the others is planned with no line of doctor.py naming it."""
+    a framework registered beside the others is planned with no line of trainbench.doctor naming it."""
     from dataclasses import dataclass
     from typing import ClassVar
 
-    from trainbench import doctor
     from trainbench.config.schema import DoctorFacts, FrameworkConfig
+    from trainbench.doctor import checks, declared, plan
 
     @dataclass
     class TinyConfig(FrameworkConfig):
@@ -115,12 +115,12 @@ def test_a_new_framework_is_checked_by_the_doctor_from_its_own_declaration(monke
         )
 
     monkeypatch.setitem(SCHEMAS["framework"], "tiny", TinyConfig)
-    assert list(doctor.frameworks())[:1] == ["pytorch"] and "tiny" in doctor.default_frameworks()
-    assert doctor.installed_frameworks(["tiny"]) == {"tiny"}  # its module (here: json) is importable
-    sweeps, notes = doctor.plan(["tiny", "mlx"], {"tiny"}, {"hw.gpu_vendor": "nvidia"})
+    assert list(declared.frameworks())[:1] == ["pytorch"] and "tiny" in declared.default_frameworks()
+    assert declared.installed_frameworks(["tiny"]) == {"tiny"}  # its module (here: json) is importable
+    sweeps, notes = plan.plan(["tiny", "mlx"], {"tiny"}, {"hw.gpu_vendor": "nvidia"})
     assert [(s.device, s.frameworks) for s in sweeps] == [("gpu", ["tiny"])]
     (missing,) = notes
     assert missing.subject == "MLX" and 'pip install -e ".[mlx]"' in missing.text  # its own declaration
-    unavailable = doctor.Cell("tiny", "gpu", "unavailable", "no CUDA device")
-    (line,) = doctor.check_cell(unavailable, gpu_vendor="nvidia")
+    unavailable = checks.Cell("tiny", "gpu", "unavailable", "no CUDA device")
+    (line,) = checks.check_cell(unavailable, gpu_vendor="nvidia")
     assert line.subject == "Tiny GPU" and line.text.endswith("pip install tiny[cuda]")

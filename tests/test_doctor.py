@@ -19,15 +19,8 @@ import pytest
 
 from conftest import ROOT, child_env, runs_in, with_schema
 from trainbench import cli as entry_point
-from trainbench.doctor import (
-    Cell,
-    check_cell,
-    check_energy,
-    check_hardware,
-    check_memory,
-    check_timing,
-    plan,
-)
+from trainbench.doctor.checks import Cell, check_cell, check_energy, check_hardware, check_memory, check_timing
+from trainbench.doctor.plan import plan
 from trainbench.sharing import file_format
 from trainbench.tasks.benchmark import sync_check
 from trainbench.timing import time_block, warm_up

@@ -199,9 +199,9 @@ def suite(argv: list[str]) -> int:
 
 
 def doctor(argv: list[str]) -> int:
-    from trainbench import doctor
+    from trainbench.doctor import command
 
-    return doctor.main(argv)
+    return command.main(argv)
 
 
 def report(argv: list[str]) -> int:
