@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT, RUN_PY, TINY, Invocation, child_env, invoke
 from trainbench import cli, hardware, usage
-from trainbench.config.compose import flags_first
+from trainbench.config.command_line import flags_first
 from trainbench.config.launchers import installed_launchers
 from trainbench.locations import CONF_DIR, choices
 

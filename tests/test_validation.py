@@ -432,7 +432,7 @@ FAST_SHARE = 30  # lines checked in the fast tier; the rest (490) in the slow ti
 def test_no_generated_command_line_crashes_the_check(lines, private_store) -> None:
     """Generated lines through the check that runs before Hydra: a one-line refusal or a pass, nothing else."""
     from trainbench.config import ConfigError
-    from trainbench.config.compose import check_command_line, parse_args
+    from trainbench.config.command_line import check_command_line, parse_args
 
     passed, refused = 0, 0
     chosen = FUZZ[lines]
@@ -473,7 +473,7 @@ def test_generated_sweeps_that_pass_the_check_are_judged_whole_before_any_run(ch
     composes and judges each cell): exit 0 or one line with exit 2, never a traceback, never a run. Ten of
     them in the suite, three in the fast tier (each dry run composes every cell of its sweep)."""
     from trainbench.config import ConfigError
-    from trainbench.config.compose import check_command_line, parse_args
+    from trainbench.config.command_line import check_command_line, parse_args
 
     sweeps = []
     for argv in FUZZ[:300]:

@@ -39,7 +39,7 @@ HELP_FLAGS = ("-h", "--help")
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
     """Run a subcommand, or check the command line and hand it to Hydra; return the exit status."""
     from trainbench.config import ConfigError
-    from trainbench.config.compose import (
+    from trainbench.config.command_line import (
         absolute_config_path,
         check_command_line,
         check_shell_completion,
@@ -222,7 +222,7 @@ def download(argv: list[str]) -> int:
 
     from trainbench import data
     from trainbench.config import CONF_DIR, ConfigError
-    from trainbench.config.compose import compose_or_explain
+    from trainbench.config.explain import compose_or_explain
     from trainbench.tracking import private
 
     try:

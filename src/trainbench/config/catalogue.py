@@ -1,7 +1,8 @@
 """What the conf/ tree offers: its groups, the choices of each and the schema each choice extends, and every key
 of the default config. The did-you-mean lines of a bad key read it (trainbench.config.errors.unknown_key).
 
-Below trainbench.config and trainbench.config.compose, which both import it; it imports neither.
+Below trainbench.config and the modules that compose and explain (compose, command_line, overrides, explain), which
+import it; it imports none of them.
 """
 
 from __future__ import annotations
