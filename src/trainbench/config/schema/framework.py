@@ -1,0 +1,125 @@
+"""The framework and device groups: what every framework's config declares (its own config extends FrameworkConfig in
+trainbench/frameworks/<name>/__init__.py) and the device a cell asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from omegaconf import MISSING
+
+from trainbench.config.errors import need
+from trainbench.config.registry import schema
+from trainbench.config.schema.base import Choice, whole
+from trainbench.config.schema.model import ModelConfig
+
+
+@dataclass(frozen=True)
+class DoctorFacts:
+    """What `trainbench doctor` says and does about a framework, declared by the framework's light package."""
+
+    title: str  # as people write it: PyTorch
+    module: str  # its import name, looked for without importing it
+    install: str  # how to install it
+    gpu_install: Mapping[str, str] = field(default_factory=dict)  # by GPU vendor (hw.gpu_vendor): what loads its GPU
+    rank: int = 100  # where its lines come (PyTorch first)
+    by_default: bool = True  # checked when --frameworks is not given
+    also_on_cpu: bool = False  # on a machine with a GPU, checked on its CPU as well
+
+
+NHWC_ONLY = "this framework always runs convolutions NHWC (channels_last); only framework=pytorch can switch it"
+
+
+@dataclass
+class FrameworkConfig(Choice):
+    """Base of every framework's config (each framework's package registers its own kind)."""
+
+    adapter: str = MISSING  # module with the framework's Adapter class, imported only inside a cell's process
+    package: str = MISSING  # the distribution whose version identifies the framework (resume compares it)
+    # Module whose processes(device) and launch(count, entrypoint, argument) start one process per device
+    # (PyTorch's DDP); None: one process drives all of a cell's devices (Keras' distribution APIs).
+    rank_launcher: ClassVar[str | None] = None
+
+    # The framework's builders, keyed by the architecture a model YAML describes (ModelConfig.architecture():
+    # the model's name, or its family where one builder takes sizes, e.g. `bert`): the name of the builder in
+    # the framework's own terms (a torchvision constructor, a keras.applications class, ...). Declared in the
+    # framework's light package, so the parent answers "who builds model X" without importing any framework.
+    builders: ClassVar[Mapping[str, str]] = {}
+    # The version tags (`sw.*`) its adapter records that name the framework's own releases.
+    version_tags: ClassVar[tuple[str, ...]] = ()
+    doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
+
+    def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:
+        """Why `trainbench doctor` checks this framework on the CPU only on a machine with this vendor's GPU, as
+        (status, line): e.g. ("warn", "a plug-in is not installed ..."); None: on the GPU."""
+        return None
+
+    # What the framework can build, run and compute: answered without importing it (judge asks these).
+    def builds(self, model: ModelConfig) -> str | None:
+        """The name of this framework's builder for `model`, or None when it has none."""
+        return self.builders.get(model.architecture())
+
+    def loads_pretrained(self) -> bool:
+        """Whether model.pretrained=true can load a model's weights file in this framework."""
+        return False
+
+    def precisions(self, backend_kind: str) -> tuple[str, ...]:
+        """Precisions this framework can run on a `cpu` or `gpu` device."""
+        return (
+            ("fp32", "mixed_bf16", "mixed_fp16")
+            if backend_kind == "cpu"
+            else ("fp32", "tf32", "mixed_bf16", "mixed_fp16")
+        )
+
+    def max_devices(self) -> int | None:
+        """How many devices one cell of this framework can use (None: as many as there are)."""
+        return 1
+
+    def min_memory_mb(self) -> int:
+        """The smallest cell.memory_limit_mb with which this framework imports and runs a tiny step."""
+        return 512
+
+    def input_pipeline(self) -> str | None:
+        """The host input pipeline data.pipeline=loader runs (e.g. torch.utils.data.DataLoader); None: none yet."""
+        return None
+
+    def for_probes(self) -> FrameworkConfig:
+        """These settings as batch_size=max's probes use them (trainbench.runner.batch_probes): the same, unless
+        a setting costs every new batch size time the probes do not need to spend. The cell itself runs with
+        the settings as given."""
+        return self
+
+    def fit(self) -> str | None:
+        """What task.timed_region=fit / build_fit times: `model.fit` (the framework's own fit on host
+        arrays), `loop` (no fit of its own: trainbench's epoch loop as one block), or None (not supported)."""
+        return None
+
+    def imports(self, model: ModelConfig) -> tuple[str, ...]:
+        """The top-level modules a cell of `model` imports, all installed by trainbench's extra named `package`
+        (pyproject.toml): checked before a sweep starts, without importing them."""
+        return (self.package,)
+
+    def installs_here(self) -> bool:
+        """Whether `package`'s extra installs the framework on this machine. False: a cell records it unavailable
+        (the machine cannot run it) instead of the sweep stopping to ask for an install."""
+        return True
+
+
+DEVICE_NAMES = ("auto", "cpu", "gpu")
+
+
+@schema("device", "device")
+@dataclass
+class DeviceConfig(Choice):
+    count: Any = 1  # devices one cell uses (data-parallel): a whole number >= 1, or "all"
+
+    def check(self, at: str) -> None:
+        need(self.name in DEVICE_NAMES, at, self.name, f"choose one of {', '.join(DEVICE_NAMES)}")
+        need(
+            self.count == "all" or (whole(self.count) and 1 <= self.count <= 1024),
+            f"{at}.count",
+            self.count,
+            "must be a whole number >= 1 or all, e.g. device.count=2",
+        )
