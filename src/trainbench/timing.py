@@ -1,10 +1,15 @@
-"""The one place trainbench reads a clock. Every task times through it, for every framework.
+"""How trainbench times steps: synchronize, read the clock, run N steps, synchronize, read it again. Every task's timed
+steps and task=train's epochs go through it (`time_block`, `measure`), for every framework. A few figures read a clock
+of their own, each around one thing a block cannot hold: the epochs Keras runs inside its own `fit` (its adapter's
+EpochClock) and the host's input preparation before them (`host_prep_time_s`), the time a loader-fed step waits for
+its batch (the PyTorch and Keras trainers' `input_wait_s`), the energy meter's window (energy.EnergyMeter), the
+device's first product (tasks.train.initialise_device) and the batch_size=max search (trainbench.runner).
 
 Accelerators run asynchronously: a step "returns" when its kernels are queued, not done. Throughput therefore
 comes from *blocks*: synchronize, read the clock, run N steps back to back, synchronize, read the clock.
-Synchronizing the host around every step instead is not free: on an H100 it cost DistilBERT 14% and the
-seed MLP 13% of their speed (the GPU idles while the host waits, then while it queues the next step), so a
-per-step synchronized figure understates fast launch-bound work, and more so the faster the GPU.
+Synchronizing the host around every step instead is not free: the GPU idles while the host waits, then while it
+queues the next step, so a per-step synchronized figure understates fast launch-bound work, and more so the faster
+the GPU.
 
 Per-step percentiles come from a device clock (`StepClock`: CUDA events recorded between steps, read after
 the block) at no cost to the block. That holds for CUDA only. Where a framework has no events (TensorFlow,

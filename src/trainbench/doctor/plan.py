@@ -27,12 +27,12 @@ COMMON = [
 ]
 # The cell per device. It must be compute-bound: a block that times only the queueing must come out clearly
 # faster than the device's events or its peak. On a GPU, the seed MLP with a batch that keeps the GPU busy well
-# beyond the ~1 ms PyTorch takes to launch a step: at batch 512 an H100 needed 1.1 ms, and a synchronize that
-# waited for nothing still read within x1.35 of its events; 4096 keeps it busy ~8 ms. Apple GPUs are slower
-# (an M1's 2.6 TFLOPS: some 30 ms for the 37 GFLOP of a step at 512; an M2 Ultra's 27: some 3 ms).
-# On a CPU a narrow MLP at batch 16: a few ms a step in PyTorch, ~50 ms in MLX's CPU build on Linux. On Linux
-# the CPU cells keep to one core: two threads on two busy cores wait on each other at every op, and their step
-# times then swing 5-40x (a CI machine running other work), which says nothing about the timing's soundness.
+# beyond the time PyTorch takes to launch a step: at batch 512 a data-centre GPU ends a step about as soon as it is
+# launched, and a synchronize that waits for nothing does not stand out; at 4096 it does (H100 figures:
+# results/2026-11-26-doctor-fastest-rounds). Apple GPUs are several times slower: 512 keeps them busy.
+# On a CPU a narrow MLP at batch 16: steps of milliseconds in every framework. On Linux the CPU cells keep to one
+# core: two threads on two busy cores wait on each other at every op, and their step times then swing by large
+# factors on a machine running other work, which says nothing about the timing's soundness.
 GPU_BATCH = {"apple": 512}  # other vendors: 4096
 CPU_CELL = ["model.hidden_sizes=[256]", "batch_size=16", *(["cell.cpus=1"] if sys.platform == "linux" else [])]
 

@@ -38,4 +38,4 @@ class JaxConfig(KerasConfig):
         return "host threads"  # JAX has no loader of its own: batches prepared by a thread pool, prefetched
 
     def min_memory_mb(self) -> int:
-        return 1024  # measured floor 769 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
+        return 1024  # the measured floor + 25% (results/2026-11-22-memory-floor.md)

@@ -38,7 +38,7 @@ PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this
 
 
 class KerasAdapter:
-    """The contract's five calls (bind, describe, build, trainer, matmul) as Keras has them on every backend; each
+    """`frameworks.base.Framework` (bind, describe, build, trainer, matmul) as Keras has them on every backend; each
     backend's subclass adds how it binds the device, waits for it and runs a product."""
 
     keras_backend: ClassVar[str]

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 
 class Adapter:
-    """The contract's five calls (bind, describe, build, trainer, matmul) on MLX."""
+    """`frameworks.base.Framework` on MLX (bind, describe, build, trainer, matmul); the Device, Trainers and step clock
+    it hands out are the classes below, each held to its protocol at the end of this module."""
 
     name = "mlx"
 

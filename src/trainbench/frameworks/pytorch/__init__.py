@@ -50,7 +50,7 @@ FASTEST_COMPILE_MODES = {
 SWITCHES = ("channels_last", "fused_optimizer", "capture")  # true | false | auto (on with optimize=fast)
 
 
-MIN_MEMORY_MB = 1536  # measured floor 1136 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
+MIN_MEMORY_MB = 1536  # the measured floor + 25% (results/2026-11-22-memory-floor.md)
 
 
 @schema("framework", "pytorch")

@@ -53,8 +53,9 @@ CUDA_GRAPH_MODES = tuple(MODE_WITHOUT_GRAPHS)
 
 
 class Adapter:
-    """The contract's five calls (bind, describe, build, trainer, matmul), and what this package's trainers ask of
-    the cell's settings as they apply on the bound device (compile, capture, channels_last, inputs)."""
+    """`frameworks.base.Framework` on PyTorch (bind, describe, build, trainer, matmul), and what this package's
+    trainers ask of the cell's settings as they apply on the bound device (compile, capture, channels_last, inputs).
+    Its Device and Trainers are held to their protocols at the end of this module."""
 
     name = "pytorch"
 
@@ -122,8 +123,8 @@ class Adapter:
         import importlib.metadata
 
         torch = self.torch
-        # torchvision as installed: importing it only for its version costs 1.5 s of every cell's start, and cells
-        # of MLPs and transformers never load it.
+        # torchvision's version as installed, not imported: importing it costs seconds of every cell's start, and
+        # cells of MLPs and transformers never load it.
         tags = {"sw.torch": torch.__version__, "sw.torchvision": importlib.metadata.version("torchvision")}
         if self.cell.model.input == "text":
             import transformers

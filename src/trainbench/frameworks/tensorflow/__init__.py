@@ -50,4 +50,4 @@ class TensorFlowConfig(KerasConfig):
         return "tf.data"
 
     def min_memory_mb(self) -> int:
-        return 1024  # measured floor 814 MB + 25% (benchmarks/memory_floor.py, results/2026-11-22-memory-floor.md)
+        return 1024  # the measured floor + 25% (results/2026-11-22-memory-floor.md)
