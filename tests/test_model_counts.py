@@ -26,7 +26,7 @@ MODEL_YAML = """defaults:
 name: counted_mlp
 hidden_sizes: [8]
 """
-REGISTRATION = f'''
+REGISTRATION = f"""
 from dataclasses import dataclass
 
 from trainbench.config.registry import schema
@@ -39,7 +39,7 @@ class CountedMlp(MlpModel):
     def flops_per_sample(self, sample, training):
         return {TRAINING_FLOPS} if training else {INFERENCE_FLOPS}
 
-'''
+"""
 
 # The frameworks installed here; MLX is not.
 FRAMEWORKS = [

@@ -96,6 +96,7 @@ class EpochStats:
 class TrainTask(Task):
     data_parallel: ClassVar[bool] = True
     input_pipeline: ClassVar[bool] = True
+    setting_tags: ClassVar[dict[str, str]] = {"trainbench.samples_per_epoch": "samples", "trainbench.epochs": "epochs"}
     epochs: int = 3  # 0 builds the model and records it without training
     timed_region: str = "epoch"  # type: ignore[misc]  # epoch | fit | build_fit (a setting here, fixed elsewhere)
     sync_every_step: bool = False  # type: ignore[misc]  # fit, build_fit: read the loss back after every step (tf.keras 2's progress bar)
