@@ -125,6 +125,12 @@ def task_kind(name: str) -> Any:
     return _tasks().get(name, TaskConfig)
 
 
+def setting_tags() -> tuple[str, ...]:
+    """SETTING_TAGS and those a task declares (TaskConfig.setting_tags) beyond them."""
+    declared = {tag for cls in _tasks().values() for tag in cls.setting_tags}
+    return SETTING_TAGS + tuple(sorted(declared - set(SETTING_TAGS)))
+
+
 def not_applicable(task: str) -> set[str]:
     """Tags that do not apply to a task: blank in its key, so that e.g. two benchmark cells with different
     data.num_samples (unused by the benchmark) still compare: other tasks' own tags, and a model's when it
@@ -161,7 +167,7 @@ def comparison_settings(tags: Mapping[str, str], params: Mapping[str, str] | Non
     text = "trainbench.seq_len" in tags or params.get("data.input") == "text"
     unused = not_applicable(task) | {"trainbench.image_size" if text else "trainbench.seq_len"}
     settings: dict[str, str] = {}
-    for key in SETTING_TAGS:
+    for key in setting_tags():
         value = tags.get(key) or _from_params(key, params) or _default(key, task)
         settings[key] = "" if key in unused else normal(value)
     return settings
