@@ -41,7 +41,7 @@ class CountedMlp(MlpModel):
 
 """
 
-# The frameworks installed here; MLX is not.
+# The frameworks installed here (CI installs PyTorch, TensorFlow and JAX; MLX has Linux CPU wheels too: `mlx[cpu]`).
 FRAMEWORKS = [
     name
     for name, module in {"pytorch": "torch", "tensorflow": "tensorflow", "jax": "jax", "mlx": "mlx.core"}.items()
@@ -60,7 +60,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Invocation:
     plugin = folder / "plugin"
     plugin.mkdir()
     (plugin / "sitecustomize.py").write_text(REGISTRATION)
-    path = os.pathsep.join((str(plugin), str(checkout / "src")))
+    path = os.pathsep.join(p for p in (str(plugin), str(checkout / "src"), os.environ.get("PYTHONPATH")) if p)
     uri = with_schema(f"sqlite:///{folder / 'mlflow.db'}")
     arguments = [
         "-m",
