@@ -31,22 +31,30 @@ def probe_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def probe_run(run_id: str, machine: dict[str, str], size: int, seconds: float) -> Any:
+    metrics = {"total_time_s": seconds, "samples_per_s": 1000.0 / seconds}
+    return task_run(run_id, machine, "probe", {"size": str(size)}, {"trainbench.probe_size": str(size)}, metrics)
+
+
+def task_run(
+    run_id: str, machine: dict[str, str], task: str, settings: dict[str, str], own: dict[str, str], metrics: Any
+) -> Any:
+    """A finished cell of `task` with its `settings` (task.*) and its own setting tags, as a store returns it."""
     from mlflow.entities import Metric, Param, Run, RunData, RunInfo, RunTag
 
-    params = {"task.name": "probe", "task.size": str(size), "precision.name": "fp32", "framework.name": "pytorch"}
-    params |= {"model.name": "mlp", "data.name": "synthetic", "batch_size": "64"}  # composed, unused by the probe
+    params = {"task.name": task, **{f"task.{k}": v for k, v in settings.items()}}
+    params |= {"precision.name": "fp32", "framework.name": "pytorch"}
+    params |= {"model.name": "mlp", "data.name": "synthetic", "batch_size": "64"}  # composed, unused by the task
     tags = {
         "trainbench.kind": "cell",
         "trainbench.outcome": "finished",
-        "trainbench.task": "probe",
-        "trainbench.probe_size": str(size),
+        "trainbench.task": task,
+        **own,
         "trainbench.precision": "fp32",
         "trainbench.timed_region": "steps",
         "trainbench.framework": "pytorch",
         "trainbench.framework_version": "2.14.1",
         **machine,
     }
-    metrics = {"total_time_s": seconds, "samples_per_s": 1000.0 / seconds}
     return Run(
         RunInfo(run_id, "0", run_id, "FINISHED", 0, 1, "active", run_name=run_id),
         RunData(
@@ -85,3 +93,19 @@ def test_a_task_with_no_model_shows_its_own_settings_and_figure(probe_registered
     (small,) = [t for t in tables if t.model == "probe_64"]
     assert sorted(cell.value for cell in small.rows[0].cells.values()) == [2.0, 8.0]  # the two machines, one row
     assert setting_name(runs[0].data.tags, runs[0].data.params) == "probe 64, fp32, timed: steps"
+
+
+def test_matmul_keeps_its_table_of_shapes_and_its_peak() -> None:
+    """The shipped task with no model, shown from its declaration: a table per shape, in peak TFLOPS (its total
+    time is the whole sweep of sizes'), no model, data or batch size."""
+    from trainbench.report import render
+    from trainbench.report.comparison import build_tables
+    from trainbench.report.selection import entry
+    from trainbench.sources import Found
+
+    metrics = {"peak_tflops": 1.5, "total_time_s": 40.0}
+    run = task_run("mm", XEON, "matmul", {"shape": "square"}, {"trainbench.matmul_shape": "square"}, metrics)
+    (table,) = build_tables([entry(Found(run, None), histories=False)], None, [])
+    assert (table.model, table.metric.name) == ("matmul_square", "peak_tflops")
+    assert render.head(table) == ["shape", "precision", "settings"]
+    assert render.row_name(table, table.rows[0]) == "square, fp32"
