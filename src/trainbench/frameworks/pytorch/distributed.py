@@ -217,7 +217,7 @@ def _answer_roll_call(torch: Any, world: World) -> None:
 
 
 def lost_nodes() -> list[str]:
-    """The nodes (`node-rank (host)`) whose ranks stopped beating, seen from a rank whose collective failed;
+    """The nodes (`HOST (rendezvous node N)`, N as torch's rendezvous numbered them) whose ranks stopped beating, seen from a rank whose collective failed;
     [] on one node or where the store cannot say. Waits a few heartbeats: bounded, about a second."""
     import time
 
@@ -233,7 +233,7 @@ def lost_nodes() -> list[str]:
         time.sleep(HEARTBEAT_S * 4)
         silent = [rank for rank in others if store.add(f"{_ROLL}beat/{rank}", 0) == before[rank]]
         named = {tuple(store.get(f"{_ROLL}node/{rank}").decode().split(" ", 1)) for rank in silent}
-        return [f"{node} ({host})" for node, host in sorted(named)]
+        return [f"{host} (rendezvous node {node})" for node, host in sorted(named)]
     return []
 
 
