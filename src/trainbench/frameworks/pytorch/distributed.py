@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -192,49 +193,67 @@ def _collective_timeout() -> Any:
     return datetime.timedelta(seconds=float(seconds)) if seconds else None
 
 
-# Across nodes each rank writes which node it is on and counts up a heartbeat in the cell's store (hosted by the
-# rendezvous node), so rank 0 can name the node that went when a collective fails (lost_nodes).
+# Across nodes each rank writes which node it is on and counts up a heartbeat in a small store the recording rank
+# hosts itself, so that rank can name the node that went when a collective fails (lost_nodes). Not the process
+# group's store: that lives on the node the rendezvous numbered 0, which may be the node that went.
 HEARTBEAT_S = 0.25
+ROLL_JOIN_S = 60  # how long a rank waits for the recording rank's roll-call address (set right after joining)
 _ROLL = "trainbench/roll/"
+_roll_store: list[Any] = []  # the recording rank's own store, once made
 
 
 def _answer_roll_call(torch: Any, world: World) -> None:
+    """Best effort: a roll call that cannot be made leaves the cell's failures unnamed, never fails the cell."""
+    import datetime
     import socket
     import threading
     import time
 
-    store = torch.distributed.distributed_c10d._get_default_store()
-    node = os.environ.get("GROUP_RANK", "?")
-    store.set(f"{_ROLL}node/{world.rank}", f"{node} {socket.gethostname()}")
+    try:
+        group_store = torch.distributed.distributed_c10d._get_default_store()
+        if world.records:
+            roll = torch.distributed.TCPStore(socket.gethostname(), 0, None, True, wait_for_workers=False)
+            _roll_store.append(roll)
+            group_store.set(f"{_ROLL}at", f"{socket.gethostname()}:{roll.port}")
+        else:
+            group_store.wait([f"{_ROLL}at"], datetime.timedelta(seconds=ROLL_JOIN_S))
+            host, _, port = group_store.get(f"{_ROLL}at").decode().rpartition(":")
+            roll = torch.distributed.TCPStore(host, int(port), None, False, datetime.timedelta(seconds=10))
+        roll.set(f"{_ROLL}node/{world.rank}", f"{os.environ.get('GROUP_RANK', '?')} {socket.gethostname()}")
+    except Exception as error:
+        sys.stderr.write(f"trainbench: no roll call of the nodes: {type(error).__name__}: {error}\n")
+        return
 
     def beat() -> None:
-        with contextlib.suppress(Exception):  # the store's host gone: this rank's collectives fail on their own
+        with contextlib.suppress(Exception):  # the recording rank gone: this rank's collectives fail on their own
             while True:
-                store.add(f"{_ROLL}beat/{world.rank}", 1)
+                roll.add(f"{_ROLL}beat/{world.rank}", 1)
                 time.sleep(HEARTBEAT_S)
 
-    threading.Thread(target=beat, name="trainbench-heartbeat", daemon=True).start()
+    if not world.records:
+        threading.Thread(target=beat, name="trainbench-heartbeat", daemon=True).start()
 
 
 def lost_nodes() -> list[str]:
-    """The nodes (`HOST (rendezvous node N)`, N as torch's rendezvous numbered them) whose ranks stopped beating, seen from a rank whose collective failed;
-    [] on one node or where the store cannot say. Waits a few heartbeats: bounded, about a second."""
+    """The nodes (`HOST (rendezvous node N)`, N as torch's rendezvous numbered them) whose ranks stopped beating,
+    seen from the recording rank after a collective failed; [] elsewhere, on one node, or where no roll call
+    was made. Waits a few heartbeats: bounded, about a second."""
     import time
 
-    import torch
-
     world = World.from_environment()
-    if world.size <= world.local_size or not torch.distributed.is_initialized():
+    if world.size <= world.local_size or not _roll_store:
         return []
-    with contextlib.suppress(Exception):
-        store = torch.distributed.distributed_c10d._get_default_store()
-        others = [rank for rank in range(world.size) if rank != world.rank]
-        before = {rank: store.add(f"{_ROLL}beat/{rank}", 0) for rank in others}
-        time.sleep(HEARTBEAT_S * 4)
-        silent = [rank for rank in others if store.add(f"{_ROLL}beat/{rank}", 0) == before[rank]]
-        named = {tuple(store.get(f"{_ROLL}node/{rank}").decode().split(" ", 1)) for rank in silent}
-        return [f"{host} (rendezvous node {node})" for node, host in sorted(named)]
-    return []
+    roll = _roll_store[0]
+    others = [rank for rank in range(world.size) if rank != world.rank]
+    before = {rank: roll.add(f"{_ROLL}beat/{rank}", 0) for rank in others}
+    time.sleep(HEARTBEAT_S * 4)
+    silent = [rank for rank in others if roll.add(f"{_ROLL}beat/{rank}", 0) == before[rank]]
+    named = {
+        tuple(roll.get(f"{_ROLL}node/{rank}").decode().split(" ", 1))
+        for rank in silent
+        if roll.check([f"{_ROLL}node/{rank}"])
+    }
+    return [f"{host} (rendezvous node {node})" for node, host in sorted(named)]
 
 
 def _leave(torch: Any) -> None:
