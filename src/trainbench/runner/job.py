@@ -44,8 +44,8 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         launch.sweep_id,
     )
     node = nodes.place(cell)
-    if node > 0:  # a later node of a multi-node cell: its ranks join node 0's, which records the cell
-        return nodes.join(cell, node)
+    if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
+        return nodes.join(cell, node) if cell.device.nodes > 1 else nodes.idle(cell, node)
     task = task_of(cell)
     name = task.run_name(task.prepared(cell), names.shown_device(cell.device.name)) + launch.name_suffix
     print(

@@ -33,14 +33,16 @@ def submitit_task() -> Any:
 
 
 def place(cell: Any) -> int:
-    """This task's node rank in a multi-node cell under submitit, with the rendezvous variables set for the
-    launch (trainbench.frameworks.pytorch.distributed.launch_config); 0 outside one."""
+    """This task's rank in a submitit job of several tasks (0 outside one), with the rendezvous variables set for
+    the launch of a multi-node cell (trainbench.frameworks.pytorch.distributed.launch_config)."""
     from trainbench.config import PlainError
 
     nodes = cell.device.nodes
-    task = submitit_task() if nodes > 1 else None
+    task = submitit_task()
     if task is None:
         return 0
+    if nodes == 1:  # a sweep's 1-node cell in a job of several tasks (hydra.launcher.*): the first task runs it
+        return int(task.global_rank)
     if task.num_tasks != nodes:
         raise PlainError(
             "device.nodes",
@@ -54,6 +56,15 @@ def place(cell: Any) -> int:
     os.environ.setdefault("PET_RDZV_ENDPOINT", f"{task.hostnames[0]}:{port}")
     os.environ.setdefault("PET_RDZV_ID", f"trainbench-{task.job_id}")
     return int(task.global_rank)
+
+
+def idle(cell: Any, task: int) -> dict[str, Any]:
+    """A later task of a job whose cell runs on one node: nothing to do (the first task runs the cell)."""
+    return {
+        "node": task,
+        "outcome": "idle",
+        "reason": f"device.nodes={cell.device.nodes}: the job's first task runs it",
+    }
 
 
 def join(cell: Any, node: int) -> dict[str, Any]:

@@ -5,12 +5,14 @@ The cell's process (trainbench.runner.worker) starts the ranks through the frame
 1-device cell would (trainbench.runner.in_cell.run) inside the process group the adapter joins; global rank
 0 logs into the cell's run, the others log nothing (tracking.NullLog). Light: no framework import here.
 
-Across nodes, torchrun is the launcher on every node but the one running the sweep:
+Across nodes (device.nodes=N), torchrun is the launcher on every node but the one running the cell's job:
 
-    torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=HEAD --master-port=29500 \\
-        -m trainbench.runner.ranks model=resnet50 ...   # the cell's overrides, as given to the sweep on HEAD
+    torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 \\
+        -m trainbench.runner.ranks model=resnet50 ... device.nodes=2   # the cell's overrides, as on HEAD
 
-Such a rank composes the cell from the same overrides and logs nothing (docs/multi-gpu.md, "Across nodes").
+Such a rank composes the cell from the same overrides and logs nothing (docs/multi-gpu.md, "Across nodes"); under
+a submitit job the later tasks do the same (trainbench.runner.nodes). The recording rank is node 0's first: the
+rendezvous may number another node first.
 """
 
 from __future__ import annotations
