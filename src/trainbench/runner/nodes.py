@@ -35,7 +35,7 @@ def submitit_task() -> Any:
 def place(cell: Any) -> int:
     """This task's rank in a submitit job of several tasks (0 outside one), with the rendezvous variables set for
     the launch of a multi-node cell (trainbench.frameworks.pytorch.distributed.launch_config)."""
-    from trainbench.config import PlainError
+    from trainbench.config import ConfigError
 
     nodes = cell.device.nodes
     task = submitit_task()
@@ -44,7 +44,7 @@ def place(cell: Any) -> int:
     if nodes == 1:  # a sweep's 1-node cell in a job of several tasks (hydra.launcher.*): the first task runs it
         return int(task.global_rank)
     if task.num_tasks != nodes:
-        raise PlainError(
+        raise ConfigError(
             "device.nodes",
             nodes,
             f"this job has {task.num_tasks} task(s); a cell over {nodes} nodes runs one task per node: "
