@@ -110,7 +110,7 @@ def test_submitit_runs_a_two_node_cell_as_one_job_of_two_tasks_scaled_against_on
     )
     assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
     runs = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])  # one run a cell, whatever the job's task count
-    one, two = sorted(runs, key=lambda r: r.data.params["device.nodes"])
+    one, two = sorted(runs, key=lambda r: r.data.params.get("device.nodes", "1"))
     assert {r.data.tags["trainbench.outcome"] for r in runs} == {"finished"}
     tags, metrics = two.data.tags, two.data.metrics
     assert tags["hw.nodes"] == "2" and metrics["num_devices"] == 2 and "hw.nodes" not in one.data.tags
@@ -165,7 +165,7 @@ def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tm
 def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count() -> None:
     from hydra import compose, initialize_config_dir
 
-    from trainbench.config import CONF_DIR, ConfigError, config_hash, validate
+    from trainbench.config import CONF_DIR, ConfigError, config_hash, params, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         with pytest.raises(ConfigError, match="framework=jax runs a cell on one host: use device.nodes=1"):
@@ -175,6 +175,8 @@ def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count()
         one = validate(compose("config", overrides=["task=benchmark"]))
         two = validate(compose("config", overrides=["task=benchmark", "device.nodes=2"]))
     assert config_hash(one) != config_hash(two)
+    # One host is recorded as runs were before device.nodes existed: they stay the same setting, the same cell
+    assert "device.nodes" not in params(one) and params(two)["device.nodes"] == 2
 
 
 def test_a_cell_over_nodes_meets_at_a_c10d_rendezvous_and_says_when_it_has_none(monkeypatch) -> None:

@@ -189,6 +189,8 @@ def params(cell: CellConfig) -> dict[str, Any]:
         flat["debug.inject_fault"] = cell.debug.inject_fault
         flat["debug.fault_rank"] = cell.debug.fault_rank
     flat.pop("framework.adapter", None)
+    if flat.get("device.nodes") == 1:
+        del flat["device.nodes"]  # one host: recorded as runs recorded before device.nodes existed were (config_hash)
     flat.update(thread_settings())
     return {key: value for key, value in flat.items() if value is not None}
 
