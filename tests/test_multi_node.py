@@ -133,9 +133,10 @@ def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tm
     node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=20", "device.nodes=2")
     try:
         deadline = time.monotonic() + 180
-        while "epoch 1/20" not in (tmp_path / "node0.log").read_text():  # both nodes are training
+        while "training: 20 epoch(s)" not in (tmp_path / "node0.log").read_text():  # both nodes have joined
             assert node0.poll() is None and time.monotonic() < deadline, (tmp_path / "node0.log").read_text()
             time.sleep(0.2)
+        time.sleep(1)  # into the epoch's steps
         os.killpg(node1.pid, signal.SIGKILL)  # the whole node: its torchrun agent and its rank
         killed_at = time.monotonic()
         returncode = node0.wait(timeout=60)
