@@ -142,7 +142,7 @@ def _host_memory() -> int:
 def _model_and_framework(cell: CellConfig) -> None:
     framework, model = cell.framework, cell.model
     if framework.builds(model) is None:
-        from trainbench.config.registry import SCHEMAS
+        from trainbench.config.plugins import SCHEMAS
         from trainbench.locations import choices
 
         able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).builds(model) is not None]
@@ -153,7 +153,7 @@ def _model_and_framework(cell: CellConfig) -> None:
             f"or another model",
         )
     if isinstance(model, VisionModel) and model.pretrained:
-        from trainbench.config.registry import SCHEMAS
+        from trainbench.config.plugins import SCHEMAS
         from trainbench.locations import choices
 
         able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).loads_pretrained()]

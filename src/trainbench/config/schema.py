@@ -12,6 +12,7 @@ Light on purpose: imported by the parent process, which never imports a deep-lea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -776,3 +777,12 @@ GROUPS = ("framework", "device", "model", "data", "task", "precision", "optim", 
 
 ConfigStore.instance().store(group="schema", name="cell", node=CellConfig, provider="trainbench")
 SETTINGS = ("tracking", "cell", "sweep", "debug")
+
+
+def replace(cell: CellConfig, **changes: Any) -> CellConfig:
+    """A copy of `cell` with top-level fields or `group={field: value}` changes applied."""
+    updated: dict[str, Any] = {}
+    for key, value in changes.items():
+        current = getattr(cell, key)
+        updated[key] = dataclasses.replace(current, **value) if isinstance(value, dict) else value
+    return dataclasses.replace(cell, **updated)
