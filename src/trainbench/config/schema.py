@@ -103,6 +103,11 @@ class DoctorFacts:
 NHWC_ONLY = "this framework always runs convolutions NHWC (channels_last); only framework=pytorch can switch it"
 
 
+# The run flags every framework's adapter records: whether it compiled the step (torch.compile, XLA's jit,
+# mx.compile), whether convolutions ran NHWC, the autocast dtype, whether fp32 matmuls ran as TF32.
+SHARED_RUN_FLAGS = ("trainbench.compile", "trainbench.channels_last", "trainbench.autocast", "trainbench.tf32")
+
+
 @dataclass
 class FrameworkConfig(Choice):
     """Base of every framework's config (each framework's package registers its own kind)."""
@@ -120,6 +125,10 @@ class FrameworkConfig(Choice):
     builders: ClassVar[Mapping[str, str]] = {}
     # The version tags (`sw.*`) its adapter records that name the framework's own releases.
     version_tags: ClassVar[tuple[str, ...]] = ()
+    # The tags its adapter records that say how it ran a setting, beyond those every framework records
+    # (SHARED_RUN_FLAGS): the report tells them per row where its columns differ. An adapter records its own
+    # flags only, never another framework's.
+    run_flags: ClassVar[tuple[str, ...]] = ()
     doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
 
     def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:

@@ -115,8 +115,6 @@ class KerasAdapter:
             "trainbench.compile": str(self.jit_compile()).lower(),
             # Keras' convolutions are NHWC on every backend (trainbench never asks for channels_first).
             "trainbench.channels_last": str(isinstance(self.cell.model, VisionModel)).lower(),
-            "trainbench.fused_optimizer": "false",
-            "trainbench.capture": "false",
             "keras.backend": self.keras_backend,
             "keras.dtype_policy": self.policy,
         }

@@ -61,6 +61,7 @@ class PyTorchConfig(FrameworkConfig):
     rank_launcher: ClassVar[str | None] = "trainbench.frameworks.pytorch.distributed"  # DDP: a process per device
     builders: ClassVar[dict[str, str]] = BUILDERS
     version_tags: ClassVar[tuple[str, ...]] = ("sw.torch", "sw.cuda")
+    run_flags: ClassVar[tuple[str, ...]] = ("torch.compile_mode", "trainbench.fused_optimizer", "trainbench.capture")
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
         title="PyTorch",
         module="torch",
