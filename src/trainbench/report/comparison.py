@@ -156,9 +156,10 @@ def run_flags() -> tuple[str, ...]:
     """How each framework ran a setting, as its runs tag it: told per row where the columns differ. The flags
     every framework records, then each registered framework's own (FrameworkConfig.run_flags)."""
     from trainbench.config.plugins import SCHEMAS
-    from trainbench.config.schema import SHARED_RUN_FLAGS
+    from trainbench.config.schema import SHARED_RUN_FLAGS, FrameworkConfig
 
-    declared = (flag for config in SCHEMAS.get("framework", {}).values() for flag in config.run_flags)
+    frameworks = [config for config in SCHEMAS.get("framework", {}).values() if issubclass(config, FrameworkConfig)]
+    declared = (flag for config in frameworks for flag in config.run_flags)
     return tuple(dict.fromkeys((*SHARED_RUN_FLAGS, *declared)))
 
 

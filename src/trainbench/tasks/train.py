@@ -253,9 +253,11 @@ class TrainTask(Task):
             progress.line(_epoch_line(stats, self.epochs))
         summary = self._summary(epochs, total.seconds, meter, log)
         if device_init_s is not None:
+            from trainbench.frameworks.base import FittingTrainer
+
             summary["device_init_time_s"] = device_init_s
             summary["total_time_with_device_init_s"] = device_init_s + total.seconds
-            summary["host_prep_time_s"] = getattr(trainer, "host_prep_time_s", None)
+            summary["host_prep_time_s"] = trainer.host_prep_time_s if isinstance(trainer, FittingTrainer) else None
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
 
@@ -327,11 +329,11 @@ def epoch_noise(steady: list[EpochStats], epochs: int, summary: dict[str, Any]) 
 def fit_epochs(device: Device, trainer: Trainer, epochs: int, sync_every_step: bool) -> list[tuple[float, EpochResult]]:
     """The training call of timed_region=fit / build_fit: (seconds, result) per epoch. A trainer with a fit of
     its own (Keras' model.fit) runs it; otherwise trainbench's epoch loop, each epoch between synchronizations."""
+    from trainbench.frameworks.base import FittingTrainer
     from trainbench.timing import time_block
 
-    own_fit = getattr(trainer, "fit", None)
-    if own_fit is not None:
-        return own_fit(epochs, sync_every_step)
+    if isinstance(trainer, FittingTrainer):
+        return trainer.fit(epochs, sync_every_step)
 
     def read_back(index: int) -> None:
         trainer.step(index)
