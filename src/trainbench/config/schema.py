@@ -145,6 +145,11 @@ class FrameworkConfig(Choice):
         """Whether model.pretrained=true can load a model's weights file in this framework."""
         return False
 
+    def in_force(self, knob: str, optimize: OptimizeConfig) -> Any:
+        """This framework's own setting `knob` as a cell runs it (a framework whose switches take `auto` says what
+        `auto` means under `optimize`); None where it has no such setting."""
+        return getattr(self, knob, None)
+
     def precisions(self, backend_kind: str) -> tuple[str, ...]:
         """Precisions this framework can run on a `cpu` or `gpu` device."""
         return (

@@ -272,9 +272,19 @@ def reference_params(
     if task != "matmul":
         params["data.pipeline"] = settings.get("pipeline") or "device"
     params["optimize.compile"] = compiled(first)
-    if params["framework.name"] == "pytorch":  # Keras and MLX are always NHWC
+    if has_knob(params["framework.name"], "channels_last"):  # one without the knob has a single layout
         params["framework.channels_last"] = channels_last_knob(settings, compiled(first))
     return params
+
+
+def has_knob(framework: str, knob: str) -> bool:
+    """Whether `framework` declares its own setting `knob` (a field of its config)."""
+    import dataclasses
+
+    from trainbench.config.plugins import SCHEMAS
+
+    config = SCHEMAS["framework"].get(framework)
+    return config is not None and any(field.name == knob for field in dataclasses.fields(config))
 
 
 def channels_last_knob(settings: dict[str, str], fast: bool) -> str:
@@ -353,8 +363,8 @@ def expected_cell(
     if task == "train":
         expected["task.epochs"] = figures.epochs
         expected["data.num_samples"] = workload.samples_per_epoch
-    if first["framework"].lower() == "pytorch" and settings.get("channels_last"):
-        expected["framework.channels_last"] = settings["channels_last"] == "true"  # Keras and MLX are always NHWC
+    if has_knob(first["framework"].lower(), "channels_last") and settings.get("channels_last"):
+        expected["framework.channels_last"] = settings["channels_last"] == "true"
     return expected
 
 
@@ -364,9 +374,9 @@ def _composed(cell: Any, key: str) -> Any:
 
     if key == "batch_size":
         return cell.batch_size
-    if key == "framework.channels_last":  # PyTorch's switch as in force: `auto` follows optimize=fast
-        return cell.framework.wants("channels_last", cell.optimize)
     group, _, name = key.partition(".")
+    if group == "framework":  # the framework's own setting as in force (`auto` resolved)
+        return cell.framework.in_force(name, cell.optimize)
     value = getattr(getattr(cell, group), name, None)
     if key == "data.num_samples" and value is None:
         return FULL_SPLITS.get(cell.data.name, (None,))[0]

@@ -104,6 +104,9 @@ class PyTorchConfig(FrameworkConfig):
         value = getattr(self, knob)
         return optimize.fast() if value == "auto" else bool(value)
 
+    def in_force(self, knob: str, optimize: OptimizeConfig) -> Any:
+        return self.wants(knob, optimize) if knob in SWITCHES else super().in_force(knob, optimize)
+
     def torch_compile_mode(self, model: ModelConfig, cuda: bool) -> str:
         """compile_mode with `auto` resolved: the mode measured fastest for the model's architecture on CUDA
         GPUs, torch.compile's default elsewhere (CUDA graphs need CUDA)."""
