@@ -100,9 +100,6 @@ class DoctorFacts:
     also_on_cpu: bool = False  # on a machine with a GPU, checked on its CPU as well
 
 
-NHWC_ONLY = "this framework always runs convolutions NHWC (channels_last); only framework=pytorch can switch it"
-
-
 # The run flags every framework's adapter records: whether it compiled the step (torch.compile, XLA's jit,
 # mx.compile), whether convolutions ran NHWC, the autocast dtype, whether fp32 matmuls ran as TF32.
 SHARED_RUN_FLAGS = ("trainbench.compile", "trainbench.channels_last", "trainbench.autocast", "trainbench.tf32")
@@ -129,6 +126,11 @@ class FrameworkConfig(Choice):
     # (SHARED_RUN_FLAGS): the report tells them per row where its columns differ. An adapter records its own
     # flags only, never another framework's.
     run_flags: ClassVar[tuple[str, ...]] = ()
+    # Its own settings that take true | false | auto (`auto`: on with optimize=fast), and those it has only so
+    # that a preset for every framework may name them while it has one way only (Keras' NHWC channels_last):
+    # those say nothing about how a run differs, so a comparison leaves them out.
+    switches: ClassVar[tuple[str, ...]] = ()
+    fixed: ClassVar[tuple[str, ...]] = ()
     doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
 
     def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:

@@ -41,6 +41,22 @@ def not_installed(cells: Iterable[CellConfig]) -> str | None:
     return None
 
 
+def always_nhwc() -> str:
+    """Why framework.channels_last=false is refused by a framework whose convolutions are always NHWC: the
+    frameworks that can switch it, as they declare it (FrameworkConfig.switches)."""
+    from trainbench.config.registry import SCHEMAS
+    from trainbench.config.schema import FrameworkConfig
+
+    able = [
+        name
+        for name, config in SCHEMAS.get("framework", {}).items()
+        if issubclass(config, FrameworkConfig) and "channels_last" in config.switches
+    ]
+    return "this framework always runs convolutions NHWC (channels_last); " + (
+        f"only framework={' or framework='.join(sorted(able))} can switch it" if able else "none can switch it"
+    )
+
+
 def _importable(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None

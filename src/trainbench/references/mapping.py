@@ -272,19 +272,17 @@ def reference_params(
     if task != "matmul":
         params["data.pipeline"] = settings.get("pipeline") or "device"
     params["optimize.compile"] = compiled(first)
-    if has_knob(params["framework.name"], "channels_last"):  # one without the knob has a single layout
+    if switches(params["framework.name"], "channels_last"):  # one without the switch has a single layout
         params["framework.channels_last"] = channels_last_knob(settings, compiled(first))
     return params
 
 
-def has_knob(framework: str, knob: str) -> bool:
-    """Whether `framework` declares its own setting `knob` (a field of its config)."""
-    import dataclasses
+def switches(framework: str, knob: str) -> bool:
+    """Whether `framework` declares `knob` a setting of its own that it can switch (FrameworkConfig.switches)."""
+    from trainbench.setting import framework_config
 
-    from trainbench.config.plugins import SCHEMAS
-
-    config = SCHEMAS["framework"].get(framework)
-    return config is not None and any(field.name == knob for field in dataclasses.fields(config))
+    config = framework_config(framework)
+    return config is not None and knob in config.switches
 
 
 def channels_last_knob(settings: dict[str, str], fast: bool) -> str:
@@ -363,7 +361,7 @@ def expected_cell(
     if task == "train":
         expected["task.epochs"] = figures.epochs
         expected["data.num_samples"] = workload.samples_per_epoch
-    if has_knob(first["framework"].lower(), "channels_last") and settings.get("channels_last"):
+    if switches(first["framework"].lower(), "channels_last") and settings.get("channels_last"):
         expected["framework.channels_last"] = settings["channels_last"] == "true"
     return expected
 

@@ -62,6 +62,7 @@ class PyTorchConfig(FrameworkConfig):
     builders: ClassVar[dict[str, str]] = BUILDERS
     version_tags: ClassVar[tuple[str, ...]] = ("sw.torch", "sw.cuda")
     run_flags: ClassVar[tuple[str, ...]] = ("torch.compile_mode", "trainbench.fused_optimizer", "trainbench.capture")
+    switches: ClassVar[tuple[str, ...]] = SWITCHES
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
         title="PyTorch",
         module="torch",
