@@ -96,14 +96,17 @@ class BenchmarkTask(Task):
             )
 
     def check_cell(self, cell: CellConfig) -> None:
+        from trainbench.config.judge import frameworks_that
+
         super().check_cell(cell)
         if self.timed_region == "fit":
             need(
                 cell.framework.fit() == "model.fit",
                 "task.timed_region",
                 "fit",
-                f"times Keras' model.fit, which framework={cell.framework.name} does not have: use framework="
-                "tensorflow or jax, or task.timed_region=steps",
+                f"times the framework's own model.fit, which framework={cell.framework.name} does not have: use "
+                + frameworks_that(lambda other: other.fit() == "model.fit")
+                + ", or task.timed_region=steps",
             )
             need(
                 cell.device.count == 1,

@@ -104,6 +104,8 @@ class TrainTask(Task):
         self.check_timing(at, TIMED_REGIONS)
 
     def check_cell(self, cell: CellConfig) -> None:
+        from trainbench.config.judge import frameworks_that
+
         super().check_cell(cell)
         framework, count = cell.framework, cell.device.count
         if cell.data.pipeline == "loader":
@@ -118,8 +120,8 @@ class TrainTask(Task):
                 framework.input_pipeline() is not None,
                 "data.pipeline",
                 "loader",
-                f"framework={framework.name} has no loader pipeline yet: use data.pipeline=device, or framework="
-                "pytorch, tensorflow or jax",
+                f"framework={framework.name} has no loader pipeline yet: use data.pipeline=device, or "
+                + frameworks_that(lambda other: other.input_pipeline() is not None),
             )
             need(count == 1, "device.count", count, "data.pipeline=loader runs on one device: use device.count=1")
         if self.timed_region != "epoch":
