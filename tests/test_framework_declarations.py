@@ -13,10 +13,11 @@ import pytest
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from conftest import ROOT
 from trainbench.config import params, replace
 from trainbench.config.compose import cells_for
 from trainbench.config.plugins import SCHEMAS
-from trainbench.config.schema import SHARED_RUN_FLAGS
+from trainbench.config.schema import SHARED_RUN_FLAGS, FrameworkConfig
 from trainbench.report import cli
 
 # A framework package as a contributor would write it, outside trainbench: its config, one knob, one run flag.
@@ -101,3 +102,21 @@ def test_a_new_frameworks_own_knob_and_run_flag_appear_in_the_report(
     assert "fast_path=true" in " ".join(column["label"] for column in table["columns"])
     assert "fast_path: true / false" in row["columns_differ"]
     assert "fast_path=true" in (out / "report.md").read_text()
+
+
+def test_no_framework_package_records_another_frameworks_run_flag() -> None:
+    """A run's tags say how ITS framework ran: a framework package never writes a flag another one declares
+    (a Keras run tagged `trainbench.capture=false` would claim a choice Keras does not have)."""
+    frameworks = [config for config in SCHEMAS["framework"].values() if issubclass(config, FrameworkConfig)]
+    declared = {flag for config in frameworks for flag in config.run_flags}
+    for package in sorted(p for p in (ROOT / "src" / "trainbench" / "frameworks").iterdir() if p.is_dir()):
+        module = f"trainbench.frameworks.{package.name}"
+        own = {
+            flag
+            for config in frameworks
+            if any(cls.__module__ == module for cls in config.__mro__)
+            for flag in config.run_flags
+        }
+        source = "\n".join(path.read_text() for path in package.glob("*.py"))
+        written = sorted(flag for flag in declared - own if f'"{flag}"' in source)
+        assert not written, f"frameworks/{package.name} records another framework's run flags: {written}"

@@ -131,6 +131,7 @@ class FrameworkConfig(Choice):
     # those say nothing about how a run differs, so a comparison leaves them out.
     switches: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[tuple[str, ...]] = ()
+    apple_gpu_backend: ClassVar[str] = "metal"  # what its runs on an Apple GPU tag as trainbench.backend
     doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
 
     def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:

@@ -236,5 +236,8 @@ def backend_of(row: CsvRow) -> str | None:
     if "metal" in accelerator.lower():
         return "metal"
     if accelerator.startswith("Apple"):
-        return "mps" if row["framework"].lower() == "pytorch" else "metal"
+        from trainbench.setting import framework_config
+
+        config = framework_config(row["framework"].lower())
+        return config.apple_gpu_backend if config is not None else "metal"
     return "cuda" if NVIDIA.search(accelerator) else None

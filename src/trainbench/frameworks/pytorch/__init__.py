@@ -63,6 +63,7 @@ class PyTorchConfig(FrameworkConfig):
     version_tags: ClassVar[tuple[str, ...]] = ("sw.torch", "sw.cuda")
     run_flags: ClassVar[tuple[str, ...]] = ("torch.compile_mode", "trainbench.fused_optimizer", "trainbench.capture")
     switches: ClassVar[tuple[str, ...]] = SWITCHES
+    apple_gpu_backend: ClassVar[str] = "mps"
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
         title="PyTorch",
         module="torch",
