@@ -190,3 +190,21 @@ def test_importing_the_config_loads_no_framework_and_no_task() -> None:
     loaded = subprocess.run([sys.executable, "-c", shown], cwd=PACKAGE.parent, capture_output=True, text=True)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.split() == []
+
+
+def test_every_schema_a_choice_names_is_registered_by_the_plugins() -> None:
+    """config.plugins registers the shipped frameworks and tasks by plain imports: a package or task module left
+    out of frameworks/shipped.py or tasks/shipped.py is named here, not met as Hydra's error in a user's sweep."""
+    import re
+
+    from trainbench.config.plugins import SCHEMAS
+    from trainbench.locations import CONF_DIR
+
+    named = {
+        (group, kind)
+        for path in CONF_DIR.glob("*/*.yaml")
+        for group, kind in re.findall(r"/schema/(\w+)/(\w+)@", path.read_text())
+    }
+    assert {group for group, _ in named} >= {"framework", "task"}
+    missing = sorted(f"schema/{group}/{kind}" for group, kind in named if kind not in SCHEMAS.get(group, {}))
+    assert not missing, f"named in conf/ but registered by no module config.plugins imports: {missing}"

@@ -1,7 +1,8 @@
 """Framework adapters: one package per framework (pytorch, tensorflow, jax, mlx, and keras for what the two
 Keras frameworks share). Each package's __init__ is light: the framework's config dataclass and what it can
 build, registered as `schema/framework/<name>`. Its `adapter` module is the only code importing the
-framework, loaded only inside a cell's own process. Adding a framework = one package + one YAML."""
+framework, loaded only inside a cell's own process. Adding a framework = one package, its line in
+frameworks/shipped.py (which registers it) and one YAML."""
 
 from __future__ import annotations
 
