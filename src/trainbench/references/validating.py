@@ -150,7 +150,9 @@ def _device(row: CsvRow) -> str | None:
 def _framework(row: CsvRow) -> str | None:
     if re.fullmatch(r"[a-z][a-z0-9_]*", row["framework"].lower()):
         return None
-    return bad("framework", row["framework"], "a framework name such as pytorch or tensorflow")
+    from trainbench.locations import choices
+
+    return bad("framework", row["framework"], f"a framework name such as {' or '.join(choices('framework')[:2])}")
 
 
 def _batch_size(row: CsvRow) -> str | None:
