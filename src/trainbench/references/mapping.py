@@ -24,7 +24,8 @@ from trainbench.references.validating import (
     metric_rule,
     precision_of,
 )
-from trainbench.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, run_name, setting_name
+from trainbench.run_naming import run_name
+from trainbench.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, setting_name
 
 # What makes two rows figures of the same reference cell (and so of the same run).
 IDENTITY = (
