@@ -173,6 +173,8 @@ def config_hash(cell: CellConfig) -> str:
         g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))} for g in groups_in_use(cell)
     }
     relevant.update(batch_size=cell.batch_size, seed=cell.seed)
+    if relevant.get("device", {}).get("nodes") == 1:
+        del relevant["device"]["nodes"]  # one host: the hash runs recorded before device.nodes existed have
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -189,6 +191,8 @@ def params(cell: CellConfig) -> dict[str, Any]:
         flat["debug.inject_fault"] = cell.debug.inject_fault
         flat["debug.fault_rank"] = cell.debug.fault_rank
     flat.pop("framework.adapter", None)
+    if flat.get("device.nodes") == 1:
+        del flat["device.nodes"]  # one host: recorded as runs recorded before device.nodes existed were (config_hash)
     flat.update(thread_settings())
     return {key: value for key, value in flat.items() if value is not None}
 

@@ -200,6 +200,15 @@ def _devices(cell: CellConfig) -> None:
     count = cell.device.count
     if count != 1 and not getattr(cell.task, "data_parallel", False):
         raise ConfigError("device.count", count, f"task={cell.task.name} runs on one device: use device.count=1")
+    nodes = cell.device.nodes
+    if nodes != 1 and not getattr(cell.task, "data_parallel", False):
+        raise ConfigError("device.nodes", nodes, f"task={cell.task.name} runs on one device: use device.nodes=1")
+    if nodes != 1 and cell.framework.rank_launcher is None:
+        raise ConfigError(
+            "device.nodes",
+            nodes,
+            f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch",
+        )
     if count != "all" and limit is not None:
         need(
             count <= limit,

@@ -204,6 +204,7 @@ DEVICE_NAMES = ("auto", "cpu", "gpu")
 @dataclass
 class DeviceConfig(Choice):
     count: Any = 1  # devices one cell uses (data-parallel): a whole number >= 1, or "all"
+    nodes: int = 1  # hosts one data-parallel cell spans, each with `count` devices (docs/multi-gpu.md, across nodes)
 
     def check(self, at: str) -> None:
         need(self.name in DEVICE_NAMES, at, self.name, f"choose one of {', '.join(DEVICE_NAMES)}")
@@ -212,6 +213,12 @@ class DeviceConfig(Choice):
             f"{at}.count",
             self.count,
             "must be a whole number >= 1 or all, e.g. device.count=2",
+        )
+        need(
+            whole(self.nodes) and 1 <= self.nodes <= 4096,
+            f"{at}.nodes",
+            self.nodes,
+            "must be a whole number >= 1, e.g. device.nodes=2",
         )
 
 

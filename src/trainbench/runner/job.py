@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from trainbench import progress, tracking
 from trainbench.config import PlainError, validate
-from trainbench.runner import launchers, sweep_clock
+from trainbench.runner import launchers, nodes, sweep_clock
 from trainbench.runner.cell import Store, run_cell
 from trainbench.tasks.base import task_of
 
@@ -43,6 +43,9 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         launch.parent_run_id,
         launch.sweep_id,
     )
+    node = nodes.place(cell)
+    if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
+        return nodes.join(cell, node) if cell.device.nodes > 1 else nodes.idle(cell, node)
     task = task_of(cell)
     name = task.run_name(task.prepared(cell), names.shown_device(cell.device.name)) + launch.name_suffix
     print(

@@ -131,7 +131,7 @@ class BenchmarkTask(Task):
             return self._run_fit(framework, cell, log, device)
         model, data, flops = model_and_data(framework, cell, log)
         sync = device.bound.synchronize
-        step = indexed(framework.trainer(model, data, cell).resident_step())
+        step = progress.steps_with_lines(indexed(framework.trainer(model, data, cell).resident_step()), "benchmark")
         batch = min(int(cell.batch_size), len(data.train)) * device.count  # batch_size is per device
         clock = device.bound.step_clock()
 
