@@ -11,6 +11,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+# Hydra composes each choice into the schema it names: every shipped framework's and task's registered.
+import trainbench.config.plugins  # noqa: F401
 from trainbench.config import CellConfig, validate
 from trainbench.config.catalogue import (
     schema_of,

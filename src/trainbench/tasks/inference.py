@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trainbench.config import replace
 from trainbench.config.registry import schema
-from trainbench.config.schema import SyntheticImages, SyntheticText, need_count
+from trainbench.config.schema import SyntheticImages, SyntheticText, need_count, replace
 from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data, noise_tags, throughput_extras
 
 if TYPE_CHECKING:

@@ -39,6 +39,7 @@ from trainbench.config.schema.cell import (
     LaunchInfo,
     SweepSettings,
     TrackingConfig,
+    replace,
 )
 from trainbench.config.schema.data import (
     IMAGE_DATASETS,
@@ -51,7 +52,13 @@ from trainbench.config.schema.data import (
     TextData,
     TextFiles,
 )
-from trainbench.config.schema.framework import DEVICE_NAMES, NHWC_ONLY, DeviceConfig, DoctorFacts, FrameworkConfig
+from trainbench.config.schema.framework import (
+    DEVICE_NAMES,
+    SHARED_RUN_FLAGS,
+    DeviceConfig,
+    DoctorFacts,
+    FrameworkConfig,
+)
 from trainbench.config.schema.model import (
     ACTIVATIONS,
     OUTPUT_ACTIVATIONS,
@@ -100,13 +107,14 @@ __all__ = [
     "MIN_TIMEOUT_S",
     "MlpModel",
     "ModelConfig",
-    "NHWC_ONLY",
+    "SHARED_RUN_FLAGS",
     "OUTPUT_ACTIVATIONS",
     "OptimConfig",
     "OptimizeConfig",
     "PIPELINES",
     "PrecisionConfig",
     "SETTINGS",
+    "replace",
     "SampleShape",
     "SgdConfig",
     "SweepSettings",

@@ -4,6 +4,7 @@ cell limits, the sweep, debug).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,3 +186,12 @@ GROUPS = ("framework", "device", "model", "data", "task", "precision", "optim", 
 
 ConfigStore.instance().store(group="schema", name="cell", node=CellConfig, provider="trainbench")
 SETTINGS = ("tracking", "cell", "sweep", "debug")
+
+
+def replace(cell: CellConfig, **changes: Any) -> CellConfig:
+    """A copy of `cell` with top-level fields or `group={field: value}` changes applied."""
+    updated: dict[str, Any] = {}
+    for key, value in changes.items():
+        current = getattr(cell, key)
+        updated[key] = dataclasses.replace(current, **value) if isinstance(value, dict) else value
+    return dataclasses.replace(cell, **updated)
