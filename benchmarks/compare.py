@@ -64,7 +64,7 @@ from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from trainbench.timing import mean_ci95  # noqa: E402 - one confidence interval for the harness and this table
+from trainbench.measure.timing import mean_ci95  # noqa: E402 - one confidence interval for the harness and this table
 
 BARE_LOOPS = ROOT / "benchmarks" / "bare_loops.py"
 RUN = ROOT / "src" / "run.py"

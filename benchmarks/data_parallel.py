@@ -456,8 +456,8 @@ def harness_trainer(cell: Any) -> tuple[Any, Any, Any, Callable[[], None]]:
     """(framework, its bound device, data, step) as tasks/benchmark.py gets them: device, model and FLOP count,
     trainer, resident step."""
     from trainbench import frameworks
+    from trainbench.store.tracking import NullLog
     from trainbench.tasks.base import model_and_data
-    from trainbench.tracking import NullLog
 
     framework = frameworks.load(cell)
     device = framework.bind(cell.device)
@@ -468,7 +468,7 @@ def harness_trainer(cell: Any) -> tuple[Any, Any, Any, Callable[[], None]]:
 
 def interleave(harness: Side, bare: Side, agree: Callable[[int], int], cell: Any, args: argparse.Namespace) -> dict:
     """Warm both up, size the blocks on the hand-written side, then bare, harness, bare, ... `rounds` harness blocks."""
-    from trainbench.timing import warm_up
+    from trainbench.measure.timing import warm_up
 
     warmup = warmup_steps(args)
     warm_up(lambda _: harness.step(), harness.synchronize, warmup)
@@ -493,7 +493,7 @@ def bare_warm(bare: Side, warmup: int) -> float:
 
 def time_side(side: Side, steps: int) -> float:
     """Seconds for `steps` steps between synchronizations of every device (the harness: timing.time_block)."""
-    from trainbench.timing import time_block
+    from trainbench.measure.timing import time_block
 
     return time_block(lambda _: side.step(), steps, side.synchronize, side.clock).seconds
 

@@ -53,7 +53,7 @@ sys.path.insert(0, str(HERE))
 import bare_loops  # noqa: E402 - the bare side's own builders
 import compare  # noqa: E402 - the rows (bare arguments, harness overrides) and the paired-ratio statistics
 
-from trainbench.timing import time_block  # noqa: E402 - compare.py put src/ on the path
+from trainbench.measure.timing import time_block  # noqa: E402 - compare.py put src/ on the path
 
 DEFAULT_ROWS = ("mlp_epoch", "mlp_fast", "distilbert_tf32", "distilbert_bf16", "bert_large_bf16", "matmul_bf16")
 # compare.py's rows timed here: its core rows (ResNet-50 ones too, though they already pass there) and mlp_fast.

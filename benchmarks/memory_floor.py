@@ -24,9 +24,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run as a script, from anywhere
-from trainbench import hardware, tracking  # noqa: E402
 from trainbench.config import CONF_DIR, validate  # noqa: E402
+from trainbench.measure import hardware
 from trainbench.runner.cell import Store, run_cell  # noqa: E402
+from trainbench.store import tracking  # noqa: E402
 
 # cell.timeout_s: a cell that spins at its cap forever (a library retrying a failed allocation) does not fit.
 TINY_CELL = ["model=mlp", "data=digits", "task.epochs=1", "device=cpu", "batch_size=64",

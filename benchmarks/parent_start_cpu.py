@@ -37,7 +37,7 @@ def main() -> None:
     from mlflow.tracking import MlflowClient  # noqa: F401
 
     lap("import MLflow's SQLAlchemy store and client")
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     with tempfile.TemporaryDirectory(prefix="trainbench-start-") as folder:
         uri = f"sqlite:///{folder}/mlflow.db"

@@ -37,7 +37,7 @@ LOCK_S = 2.0  # a write transaction held this long, every LOCK_EVERY_S or so
 LOCK_EVERY_S = 8.0
 KILL_EVERY_S = 25.0  # a cell SIGKILLed this often
 STOP_BOUND_S = 120  # the sweep ends this soon after Ctrl-C, or the soak fails and lists its processes
-SHELL = "import sys; from trainbench.sharing.commands import {0}; sys.exit({0}(sys.argv[1:]))"
+SHELL = "import sys; from trainbench.store.sharing.commands import {0}; sys.exit({0}(sys.argv[1:]))"
 
 
 def env_for(store: Path) -> dict[str, str]:

@@ -20,7 +20,7 @@ runs:
 - total: the command's wall time.
 
 Then each phase of the timeline (median seconds since the previous stamp). The cache of MLflow's empty store
-(trainbench.store_template) is whatever this user has: run once before to measure a machine that has it, or with
+(trainbench.store.store_template) is whatever this user has: run once before to measure a machine that has it, or with
 XDG_CACHE_HOME pointing at an empty folder to measure a machine's very first sweep.
 """
 

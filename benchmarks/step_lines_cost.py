@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from trainbench import progress  # noqa: E402
-from trainbench.timing import time_block  # noqa: E402
+from trainbench.measure.timing import time_block  # noqa: E402
 
 
 def wrapped(step, steps: int):  # noqa: ANN001, ANN201

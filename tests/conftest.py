@@ -85,7 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: place.get(item.path.name, len(place)))  # stable: a file's own order is kept
 
 
-# Sweeps import the published and contributed runs into a new store once (trainbench.shared_runs), a minute on two
+# Sweeps import the published and contributed runs into a new store once (trainbench.store.shared_runs), a minute on two
 # cores: only the tests of that import turn it on.
 os.environ.setdefault("TRAINBENCH_SHARED_RUNS", "off")
 

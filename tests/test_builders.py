@@ -82,7 +82,8 @@ def test_keras_registry_names_builders_keras_has() -> None:
 def test_each_framework_declares_the_version_tags_the_tables_show(tmp_path, capsys) -> None:
     """`trainbench results` names each run's framework versions from what each framework's config declares
     (a new framework adds its own `sw.*` tag there, not in the table's code)."""
-    from trainbench import results_table, tracking
+    from trainbench import results_table
+    from trainbench.store import tracking
 
     declared = {tag for config in SCHEMAS["framework"].values() for tag in config.version_tags}
     assert {"sw.torch", "sw.keras", "sw.tensorflow", "sw.jax", "sw.mlx"} <= declared

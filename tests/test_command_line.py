@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, RUN_PY, TINY, Invocation, child_env, invoke
-from trainbench import cli, hardware, usage
+from trainbench import cli, usage
 from trainbench.config.command_line import flags_first
 from trainbench.config.launchers import installed_launchers
 from trainbench.locations import CONF_DIR, choices
+from trainbench.measure import hardware
 
 TRAINBENCH = Path(sys.executable).parent / "trainbench"
 ENTRY_POINTS = {"run.py": [sys.executable, str(RUN_PY)], "trainbench": [str(TRAINBENCH)]}

@@ -177,7 +177,7 @@ def test_pytorchs_knobs_follow_optimize_fast_unless_set(overrides: list[str], on
 
 
 def test_the_dry_run_names_a_device_this_machine_cannot_have(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trainbench.device_probe import absent
+    from trainbench.measure.device_probe import absent
 
     if absent("gpu") is None:
         pytest.skip("this machine has a GPU driver")

@@ -22,10 +22,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from test_data import write_cifar10, write_idx, write_mnist
-from trainbench import cli, data, tracking
+from trainbench import cli, data
 from trainbench.config import CONF_DIR, PlainError, validate
 from trainbench.data import images as image_readers
 from trainbench.runner.owner import fetch_or_refuse_missing_files
+from trainbench.store import tracking
 
 CIFAR = "cifar-10-batches-py"
 MNIST = Path("MNIST") / "raw"

@@ -12,9 +12,9 @@ import pytest
 
 from conftest import metric_history
 from test_report import make_entry
+from trainbench.measure.topology import interconnect, parse_topology_matrix, physical_indices
 from trainbench.report.plots import scaling_panels
 from trainbench.report.selection import Entry
-from trainbench.topology import interconnect, parse_topology_matrix, physical_indices
 
 SAMPLES = Path(__file__).parent / "samples"
 DIGITS = ["model=mlp", "data=digits", "device=cpu", "batch_size=32", "tracking.system_metrics_interval_s=0"]
@@ -37,7 +37,7 @@ def test_an_efficiency_carries_both_figures_errors_and_says_when_either_was_nois
     from conftest import with_schema
     from test_config import cell as compose_cell
     from trainbench.config import config_hash, replace
-    from trainbench.hardware import run_label
+    from trainbench.measure.hardware import run_label
     from trainbench.runner import scaling
 
     client = MlflowClient(with_schema(f"sqlite:///{tmp_path}/mlflow.db"))
@@ -158,7 +158,7 @@ def test_the_scaling_studys_resnet50_runs_nhwc_in_every_framework(framework) -> 
     from hydra import compose, initialize_config_dir
 
     from trainbench.config import CONF_DIR, ConfigError, validate
-    from trainbench.setting import recorded
+    from trainbench.store.setting import recorded
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose("config", overrides=["+scaling_cell=resnet50_bs256", f"framework={framework}"]))

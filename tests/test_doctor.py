@@ -21,9 +21,9 @@ from conftest import ROOT, child_env, runs_in, with_schema
 from trainbench import cli as entry_point
 from trainbench.doctor.checks import Cell, check_cell, check_energy, check_hardware, check_memory, check_timing
 from trainbench.doctor.plan import plan
-from trainbench.sharing import file_format
+from trainbench.measure.timing import time_block, warm_up
+from trainbench.store.sharing import file_format
 from trainbench.tasks.benchmark import sync_check
-from trainbench.timing import time_block, warm_up
 
 TRAINBENCH = Path(sys.executable).parent / "trainbench"
 VERDICT_LINE = re.compile(r"^(ok|warn|FAIL) +(\S+(?: \S+)*) {2,}(\w+) +(.*)$")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainbench import hardware, peaks
-from trainbench.energy import EnergyMeter, RaplCounter, rapl_delta_uj
+from trainbench.measure import hardware, peaks
+from trainbench.measure.energy import EnergyMeter, RaplCounter, rapl_delta_uj
 
 # ------------------------------------------------------------------------------------------------- energy
 

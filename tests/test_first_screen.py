@@ -20,7 +20,7 @@ import pytest
 
 from conftest import RUN_PY, child_env
 from test_ui import browser_or_skip, open_browser
-from trainbench import hardware
+from trainbench.measure import hardware
 
 pytestmark = pytest.mark.slow  # a real sweep (~30 s on two cores) and a browser
 
@@ -117,9 +117,9 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
     The terminal line gives both figures, another machine's PyTorch run is set against the PyTorch one, the
     setting's title is the same whichever framework's run comes first (PyTorch's channels_last is not a
     setting), and an inference setting does not speak of epochs."""
-    from trainbench import sources
     from trainbench.report import standing
     from trainbench.report.selection import Selection, select
+    from trainbench.store import sources
 
     folder = Path(__file__).resolve().parents[1] / "results" / "2026-11-26-mlx-cuda"
     opened = [sources.open_file(folder / name) for name in ("call-a.json", "call-b.json")]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from trainbench import hardware
+from trainbench.measure import hardware
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -63,7 +63,7 @@ def test_host_tags_are_a_copy():
 
 def test_probing_imports_no_deep_learning_framework():
     code = (
-        "import sys; from trainbench import hardware, energy, peaks; hardware.host_tags();"
+        "import sys; from trainbench.measure import hardware, energy, peaks; hardware.host_tags();"
         "print(sorted(m for m in ('torch', 'tensorflow', 'keras', 'jax', 'zeus') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -505,7 +505,7 @@ def test_short_cpu_names(cpu, short):
     "driver_file", ["proc/driver/nvidia", "dev/nvidia0", "dev/nvidiactl", "dev/kfd", "dev/dxg", None]
 )
 def test_a_gpu_is_absent_only_where_no_driver_shows_one(tmp_path: Path, driver_file: str | None, monkeypatch) -> None:
-    from trainbench.device_probe import PROBE_ENV, absent
+    from trainbench.measure.device_probe import PROBE_ENV, absent
 
     monkeypatch.delenv(PROBE_ENV, raising=False)
     (tmp_path / "dev").mkdir()

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY, child_env, start_multirun, with_schema
 from servers import PostgresCluster, postgres_bin_dir
-from trainbench.sharing.file_format import IMPORT_ID_TAG
+from trainbench.store.sharing.file_format import IMPORT_ID_TAG
 
 TRAINBENCH = Path(sys.executable).parent / "trainbench"
 CONTRIBUTED = ROOT / "results" / "contributed" / "2026-11-26-nvidia-h100-80gb.json"

@@ -1,5 +1,5 @@
 """No two modules of trainbench import each other, directly or through others: each module can be read, tested
-and loaded with only what it imports below it (`import trainbench.tracking` loads no Hydra and no config).
+and loaded with only what it imports below it (`import trainbench.store.tracking` loads no Hydra and no config).
 
 What counts as an import of module A by module B (read with ast from src/trainbench/**/*.py):
 - every `import trainbench.x` / `from trainbench.x import y` / relative import in B, at module level AND inside

@@ -77,7 +77,7 @@ def test_pytorch_counts_a_transformers_attention_whichever_kernel_runs_it(model:
     from trainbench import data as datasets
     from trainbench import frameworks
     from trainbench.config import CONF_DIR, validate
-    from trainbench.flops import transformer_flops_per_sample
+    from trainbench.measure.flops import transformer_flops_per_sample
 
     tiny = ["model.num_layers=2", "model.hidden_size=64", "model.num_heads=2", "model.intermediate_size=128"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -139,7 +139,7 @@ class Recorded:
     def __init__(self, folder: Path) -> None:
         from mlflow.tracking import MlflowClient
 
-        from trainbench.tracking import RunLogger
+        from trainbench.store.tracking import RunLogger
 
         self.uri = with_schema(f"sqlite:///{folder / 'mlflow.db'}")
         client = MlflowClient(tracking_uri=self.uri)
@@ -182,7 +182,8 @@ def run_cell(
 ) -> tuple[Any, list[str]]:
     """The cell's process's own code (trainbench.runner.in_cell.run) on the fake backend, logging into a real
     store: (the run's data, the trace)."""
-    from trainbench import frameworks, progress, timing
+    from trainbench import frameworks, progress
+    from trainbench.measure import timing
     from trainbench.runner import in_cell
 
     cell = compose(*task)

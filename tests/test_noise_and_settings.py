@@ -76,7 +76,7 @@ def _logged(store: Path, key: str, step: int) -> bool:
 def test_a_digits_dry_run_names_the_setting_its_run_records() -> None:
     """The dry run knows the config's null sample counts; the run logs what digits held (1437/360 at 0.2)."""
     from trainbench import data
-    from trainbench.setting import DIGITS_SAMPLES, setting, setting_id
+    from trainbench.store.setting import DIGITS_SAMPLES, setting, setting_id
 
     assert DIGITS_SAMPLES == data.DIGITS_SAMPLES
     dry = {"data.name": "digits", "data.val_fraction": "0.2", "model.name": "mlp"}
@@ -91,7 +91,7 @@ def test_runs_with_different_thread_counts_are_different_settings(monkeypatch: p
     from hydra import compose, initialize_config_dir
 
     from trainbench.config import CONF_DIR, params, validate
-    from trainbench.setting import setting, setting_id
+    from trainbench.store.setting import setting, setting_id
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         cell = validate(compose("config", overrides=["model=mlp", "data=synthetic", "device=cpu"]))
@@ -109,7 +109,7 @@ def test_runs_with_different_thread_counts_are_different_settings(monkeypatch: p
 def test_rows_that_differ_within_one_choice_never_read_alike() -> None:
     """Two synthetic rows (256 and 512 samples, 32 and 16 px) beside a digits row: the choice of data set alone
     would describe both synthetic rows as `data=synthetic`."""
-    from trainbench.setting import describe, differences
+    from trainbench.store.setting import describe, differences
 
     rows = [
         {"data.name": "synthetic", "data.num_samples": "256", "data.image_size": "32", "model.hidden": "[3000]"},

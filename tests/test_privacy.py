@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in, with_schema
-from trainbench.tracking import private, redact
+from trainbench.store.tracking import private, redact
 
 SECRET = "s3cr3tpass"
 
@@ -62,8 +62,8 @@ def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_sh
 def test_the_browse_hint_sends_the_reader_on_to_the_comparison_links(tmp_path) -> None:
     """`mlflow ui` alone opens MLflow's home page: the hint beside it must name the printed links (the sweep
     prints them as `Browse: URL` and `Side by side in MLflow: ...`) that open the runs and the compare view."""
-    from trainbench import tracking
     from trainbench.runner.owner import browse_hint
+    from trainbench.store import tracking
 
     for uri in (tracking.default_tracking_uri(), f"sqlite:///{tmp_path / 'mlflow.db'}", "http://team:5000"):
         hint = browse_hint(uri)
@@ -116,7 +116,7 @@ def test_whatever_a_process_prints_after_quiet_logs_names_no_password(tmp_path) 
 import logging, sys, warnings
 early = logging.StreamHandler(sys.stderr)  # made before: MLflow and Hydra make theirs when they load
 logging.getLogger("mlflow.system_metrics").addHandler(early)
-from trainbench.tracking import quiet_logs
+from trainbench.store.tracking import quiet_logs
 quiet_logs()
 uri = "http://trainbench:{SECRET}@127.0.0.1:5000"
 logging.getLogger("mlflow.system_metrics").warning("Failed to log system metrics: API request to %s/api failed", uri)

@@ -98,7 +98,7 @@ def test_off_a_terminal_a_long_epoch_says_how_far_it_got_between_steps_at_most_e
 ) -> None:
     import time
 
-    from trainbench.timing import time_block
+    from trainbench.measure.timing import time_block
 
     ran: list[int] = []
     printed_at: list[int] = []  # how many steps had run when each line came: always a whole number of steps
@@ -136,7 +136,7 @@ def test_off_a_terminal_a_benchmarks_blocks_say_how_far_they_got_between_steps(
     0 again: the lines count every step run so far, and come within the blocks, not only when they end."""
     import time
 
-    from trainbench.timing import Plan, measure
+    from trainbench.measure.timing import Plan, measure
 
     def step(index: int) -> None:
         time.sleep(0.01)

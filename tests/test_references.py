@@ -20,14 +20,14 @@ import pytest
 
 from conftest import ROOT, child_env, metric_history, runs_in, with_schema
 from trainbench import cli as entry_point
-from trainbench import hardware
 from trainbench.config import params
+from trainbench.measure import hardware
 from trainbench.references import cli
 from trainbench.references.cli import composing
 from trainbench.references.mapping import IDENTITY, composed
 from trainbench.references.reading import COLUMNS, OPTIONAL_COLUMNS
-from trainbench.runs import SETTING_TAGS
-from trainbench.setting import release, setting, setting_id
+from trainbench.store.runs import SETTING_TAGS
+from trainbench.store.setting import release, setting, setting_id
 
 REFERENCES_PY = ROOT / "src" / "references.py"
 CSV = ROOT / "references" / "published-results.csv"

@@ -24,8 +24,8 @@ from trainbench.config.compose import cells_for
 from trainbench.report import cli
 from trainbench.report.comparison import build_tables
 from trainbench.report.selection import Entry, entry
-from trainbench.setting import setting
-from trainbench.sources import Found
+from trainbench.store.setting import setting
+from trainbench.store.sources import Found
 
 # The sweeps the report is built from, in ONE place.
 EPOCHS = "task.epochs"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from conftest import with_schema
-from trainbench import tracking
-from trainbench.runs import (
+from trainbench.store import tracking
+from trainbench.store.runs import (
     EXPERIMENT_KIND_TAG,
     SETTING_TAGS,
     SHARED_VIEW_TAG,
@@ -103,7 +103,7 @@ def test_ui_url_saves_a_view_of_the_comparison(tmp_path) -> None:
 
 def test_a_setting_reads_as_words_that_the_runs_table_can_group_by() -> None:
     """trainbench.setting_name: what a person reads in the runs table, the same for runs of one setting."""
-    from trainbench.runs import setting_name
+    from trainbench.store.runs import setting_name
 
     tags = {
         "trainbench.task": "train",

@@ -102,7 +102,7 @@ def test_four_processes_create_runs_at_once_on_a_fresh_postgres_server(mlflow_se
     start_at = time.time() + 8  # every process imports first, then all go at the same instant
     code = (
         "import sys, time\n"
-        "from trainbench import tracking\n"
+        "from trainbench.store import tracking\n"
         "store = tracking.open_store(sys.argv[3])\n"
         "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
         "experiment = tracking.experiment_id(store, 'trainbench', sys.argv[3])\n"

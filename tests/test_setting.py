@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from trainbench import hardware
 from trainbench.config import params
 from trainbench.config.compose import cells_for
 from trainbench.config.plugins import SCHEMAS
+from trainbench.measure import hardware
 from trainbench.report.comparison import build_tables
 from trainbench.report.selection import Selection, entry
-from trainbench.setting import (
+from trainbench.store.setting import (
     SPEED_NEUTRAL,
     compared,
     differences,
@@ -26,7 +26,7 @@ from trainbench.setting import (
     setting,
     setting_id,
 )
-from trainbench.sources import Found
+from trainbench.store.sources import Found
 
 # One cell of every kind of choice: MLP / vision / transformer models, real and synthetic data, each task.
 CELLS = [
@@ -258,7 +258,7 @@ def test_runs_recorded_before_the_knobs_moved_share_rows_with_runs_recorded_now(
     moved to framework.* and model YAMLs stopped naming builders (captured from that commit) and one with
     today's: each pair in one row and one column of the report."""
     from conftest import with_schema
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     client = tracking.client(with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}"))
     experiment_id = client.create_experiment("trainbench")

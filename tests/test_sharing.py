@@ -18,9 +18,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY, child_env, invoke, metric_history, runs_in, with_schema
-from trainbench.sharing.file_format import DROPPED_TAGS, IMPORT_ID_TAG, IMPORTED_FROM_TAG, LINK_TAGS
-from trainbench.sharing.importing import read_export
-from trainbench.sharing.scrubbing import scrub
+from trainbench.store.sharing.file_format import DROPPED_TAGS, IMPORT_ID_TAG, IMPORTED_FROM_TAG, LINK_TAGS
+from trainbench.store.sharing.importing import read_export
+from trainbench.store.sharing.scrubbing import scrub
 
 TRAINBENCH = Path(sys.executable).parent / "trainbench"
 USER_NAME = "trainbenchtestuser"  # the login name the sweeps and imports run under: it must travel nowhere
@@ -374,7 +374,7 @@ def test_every_contributed_file_reads_and_names_no_path_or_person(path: Path) ->
 
 def test_a_store_in_another_folder_keeps_its_artifacts_beside_it(tmp_path: Path) -> None:
     """Not in the project's mlruns/ (nor wherever the command was started): beside the database."""
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     (tmp_path / "elsewhere").mkdir()
     uri = with_schema(f"sqlite:///{tmp_path / 'elsewhere' / 'mlflow.db'}")
@@ -466,7 +466,7 @@ def one_run_file(tmp_path: Path, metric: str, value_text: str, **run: Any) -> Pa
     ],
 )
 def test_values_no_measurement_gives_are_refused_naming_run_and_metric(tmp_path, metric, value, run, named) -> None:
-    from trainbench.sharing.file_format import SharingError, load
+    from trainbench.store.sharing.file_format import SharingError, load
 
     with pytest.raises(SharingError) as refused:
         load(one_run_file(tmp_path, metric, value, **run))
@@ -474,7 +474,7 @@ def test_values_no_measurement_gives_are_refused_naming_run_and_metric(tmp_path,
 
 
 def test_a_deeply_nested_file_is_refused_not_a_traceback(tmp_path) -> None:
-    from trainbench.sharing.file_format import SharingError, load
+    from trainbench.store.sharing.file_format import SharingError, load
 
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(SharingError, match="nested deeper"):
@@ -482,6 +482,6 @@ def test_a_deeply_nested_file_is_refused_not_a_traceback(tmp_path) -> None:
 
 
 def test_a_diverged_loss_still_imports_as_nan(tmp_path) -> None:
-    from trainbench.sharing.file_format import load
+    from trainbench.store.sharing.file_format import load
 
     assert math.isnan(load(one_run_file(tmp_path, "train_loss", '"NaN"')).runs[0].metrics["train_loss"][0][2])

@@ -102,8 +102,8 @@ def test_a_read_only_artifact_folder_ends_the_sweep_at_once_with_every_run_close
 def test_a_full_disk_ends_the_sweep_with_one_line_and_the_next_invocation_closes_what_it_left(tmp_path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from trainbench import tracking
     from trainbench.runner import liveness
+    from trainbench.store import tracking
 
     with tmpfs(tmp_path / "store", "4m") as store:
         uri = f"sqlite:///{store / 'mlflow.db'}"
@@ -228,10 +228,11 @@ def test_resume_reads_its_own_history_whatever_a_run_managed_to_record(tmp_path)
     is left alone by resume=failed."""
     from mlflow.tracking import MlflowClient
 
-    from trainbench import hardware, tracking
     from trainbench.config import config_hash
     from trainbench.config.compose import cells_for
+    from trainbench.measure import hardware
     from trainbench.runner import resume
+    from trainbench.store import tracking
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -318,7 +319,7 @@ def test_a_read_only_store_folder_is_reported_read_only_not_removed(tmp_path) ->
     reason is that it is read-only (its files are all there)."""
     from mlflow.tracking import MlflowClient
 
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     with tmpfs(tmp_path / "store", "16m") as store:
         uri = with_schema(f"sqlite:///{store / 'mlflow.db'}")
@@ -338,7 +339,7 @@ def test_a_run_id_that_holds_429_is_not_a_busy_store() -> None:
     once read as a busy store made an import wait for tracking.outage_s)."""
     from mlflow.exceptions import MlflowException
 
-    from trainbench.tracking import busy
+    from trainbench.store.tracking import busy
 
     missing = MlflowException(
         "Run with id=3f4295e0c1d84a2bb1e5d7a0429c11aa not found", error_code="RESOURCE_DOES_NOT_EXIST"

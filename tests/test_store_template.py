@@ -1,5 +1,5 @@
 """A new local store is a copy of MLflow's empty migrated schema, made once per MLflow version in the user's cache
-(trainbench.store_template): MLflow takes the copy as its own store, runs no migration on it, creates its default
+(trainbench.store.store_template): MLflow takes the copy as its own store, runs no migration on it, creates its default
 experiment where it would, and a store that exists is never written over. Real MLflow, real SQLite files."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench import store_template, tracking
+from trainbench.store import store_template, tracking
 
 CREATING = "creating MLflow's empty store schema once"
 

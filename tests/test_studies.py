@@ -18,7 +18,7 @@ from trainbench.config import ConfigError, params
 from trainbench.config.compose import cells_for
 from trainbench.references.cli import load
 from trainbench.references.reading import DEFAULT_CSV
-from trainbench.setting import setting
+from trainbench.store.setting import setting
 
 STUDIES = {  # preset -> its source in references/published-results.csv
     "m1_tensorflow_blog": "blog-m1-tensorflow-2022",

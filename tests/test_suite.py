@@ -64,7 +64,7 @@ def test_the_suite_s_default_mlp_is_the_default_cell(listed, tmp_path: Path) -> 
 def test_resnet50_alone_is_the_suites_resnet50_training_setting_that_other_machines_ran(listed, tmp_path: Path) -> None:
     """The headline (`-m device=cpu,gpu model=resnet50`) measures the suite's resnet50_train on either device: the
     setting of the contributed CPU and GPU runs, so its first screen has other machines beside it."""
-    from trainbench.setting import setting, setting_id
+    from trainbench.store.setting import setting, setting_id
 
     headline = dry_run(tmp_path, "device=cpu,gpu", "model=resnet50")
     resnet50_train = [i for o, i in listed["cpu"] if "+suite_cell=resnet50_train " in o + " "]
@@ -138,7 +138,7 @@ def suite_files() -> list[Path]:
 def figures(path: Path) -> dict[tuple[str, str], list[float]]:
     """Straight from the JSON: {(machine, setting id): headline figures} of the file's finished cells that are
     of this suite version or of no suite."""
-    from trainbench.setting import setting, setting_id
+    from trainbench.store.setting import setting, setting_id
 
     found: dict[tuple[str, str], list[float]] = {}
     for run in json.loads(path.read_text(encoding="utf-8"))["runs"]:
@@ -160,9 +160,9 @@ def test_each_machine_s_line_is_the_geometric_mean_over_the_workloads_both_ran()
     """This CPU's suite export as "this sweep", every other contributed file as other machines: each machine's
     line is the geometric mean of its ratios to the reference machine, over the workloads this sweep and both
     ran, computed here from the files' JSON."""
-    from trainbench import sources
     from trainbench.report import suite_summary
     from trainbench.report.selection import Selection, select
+    from trainbench.store import sources
 
     files = suite_files()
     mine_file = next((f for f in files if "cpu" in f.name), None)

@@ -164,7 +164,7 @@ def test_gpu_cells_are_unavailable_with_what_was_checked(cpu_gpu_sweep) -> None:
 
 
 def test_a_gpu_this_machine_cannot_have_is_named_before_the_first_cell_and_starts_no_process(cpu_gpu_sweep) -> None:
-    from trainbench.device_probe import absent
+    from trainbench.measure.device_probe import absent
 
     if absent("gpu") is None:
         pytest.skip("this machine has a GPU driver: the GPU cells' frameworks look for themselves")
@@ -220,7 +220,7 @@ def test_a_sweep_says_its_elapsed_time_and_an_estimate_of_what_is_left(cpu_gpu_s
     clocks = re.findall(r"^  sweep: (\S+)(?: s)? elapsed, (\d) of 4 cells done; (.+)$", completed.stdout, re.MULTILINE)
     assert [int(done) for _, done, _ in clocks] == [0, 1, 2, 3], completed.stdout[-3000:]
     assert clocks[0][2] == "estimate after the first cell"
-    from trainbench.device_probe import absent
+    from trainbench.measure.device_probe import absent
 
     if absent("gpu"):  # each cell left is estimated from ended cells of its kind: the MLP's time says nothing of
         # ResNet-18's, and a GPU cell recorded `unavailable` without starting takes none

@@ -72,8 +72,8 @@ def test_a_task_with_no_model_shows_its_own_settings_and_figure(probe_registered
     from trainbench.report import render
     from trainbench.report.comparison import build_tables
     from trainbench.report.selection import entry
-    from trainbench.runs import setting_name
-    from trainbench.sources import Found
+    from trainbench.store.runs import setting_name
+    from trainbench.store.sources import Found
 
     runs = [probe_run("cpu", XEON, 64, 8.0), probe_run("gpu", H100, 64, 2.0), probe_run("cpu-big", XEON, 256, 30.0)]
     entries = [entry(Found(run, None), histories=False) for run in runs]
@@ -100,7 +100,7 @@ def test_matmul_keeps_its_table_of_shapes_and_its_peak() -> None:
     from trainbench.report import render
     from trainbench.report.comparison import build_tables
     from trainbench.report.selection import entry
-    from trainbench.sources import Found
+    from trainbench.store.sources import Found
 
     metrics = {"peak_tflops": 1.5, "total_time_s": 40.0}
     run = task_run("mm", XEON, "matmul", {"shape": "square"}, {"trainbench.matmul_shape": "square"}, metrics)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import invoke
-from trainbench.timing import (
+from trainbench.measure.timing import (
     MAX_PACED_STEPS,
     Block,
     HostClock,

@@ -117,7 +117,7 @@ def test_a_server_down_beyond_mlflows_retries_mid_sweep_costs_no_metric_point_an
 @pytest.mark.parametrize("store", ["sqlite", "mlflow_server_postgres"])
 def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_point(store, request, tmp_path) -> None:
     uri = f"sqlite:///{tmp_path / 'fresh.db'}" if store == "sqlite" else request.getfixturevalue(store).uri
-    # A machine's very first sweeps: no empty store cached yet either (trainbench.store_template), so they race
+    # A machine's very first sweeps: no empty store cached yet either (trainbench.store.store_template), so they race
     # to make it as well as the store.
     cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     sweeps = [

@@ -4,7 +4,7 @@ A store is built in tmp_path with the real entry points (a two-cell sweep, then 
 `mlflow server` serves it on a free loopback port, and headless Chromium (Debian's, driven by Playwright)
 opens the experiment `trainbench`: the runs are listed by name, the columns `samples_per_s` and `hw.label`
 are added with the column selector and show each run's values, and the compare view puts a local cell next
-to two reference runs. The URL trainbench.runs.ui_url gives (what a sweep prints) lands on that comparison
+to two reference runs. The URL trainbench.store.runs.ui_url gives (what a sweep prints) lands on that comparison
 with no clicks: `hw.label` and `samples_per_s` in view, fastest first. Screenshots of the views are saved in
 tmp_path; with TRAINBENCH_UI_SHOTS=DIR they are also copied to DIR (that is how docs/screenshots/ is made).
 """
@@ -27,9 +27,9 @@ import pytest
 
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
 from test_team_server import mlflow_server
-from trainbench import shared_runs, tracking
 from trainbench.figures import number
-from trainbench.runs import LOCAL_UI, ui_url
+from trainbench.store import shared_runs, tracking
+from trainbench.store.runs import LOCAL_UI, ui_url
 
 pytestmark = pytest.mark.slow  # real servers, sweeps and a browser
 

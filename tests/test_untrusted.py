@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from trainbench import tracking
-from trainbench.sharing.scrubbing import scrub
+from trainbench.store import tracking
+from trainbench.store.sharing.scrubbing import scrub
 from trainbench.untrusted import for_terminal, redact, redact_value, shown
 
 # (secret text, as masked); every masked form must also be what export's scrub and the store's private() give
@@ -68,7 +68,7 @@ def test_control_characters_are_spelled_out_not_sent() -> None:
 
 def test_the_home_folder_is_masked_only_as_a_whole_path_prefix(tmp_path) -> None:
     code = (
-        "from trainbench import tracking;"
+        "from trainbench.store import tracking;"
         "print(tracking.private('data.root=/root/cifar /rootpath/rootcifar /srv/root/x sqlite:////root/m.db /root'))"
     )
     env = {**os.environ, "HOME": "/root", "PYTHONPATH": str(ROOT / "src")}
@@ -77,7 +77,7 @@ def test_the_home_folder_is_masked_only_as_a_whole_path_prefix(tmp_path) -> None
 
 
 def test_export_writes_only_a_regular_file_and_leaves_devices_fifos_and_links_alone(tmp_path, capsys) -> None:
-    from trainbench.sharing import commands
+    from trainbench.store.sharing import commands
 
     fifo, target, link = tmp_path / "fifo", tmp_path / "precious.txt", tmp_path / "link.json"
     os.mkfifo(fifo)
@@ -96,7 +96,7 @@ def test_export_writes_only_a_regular_file_and_leaves_devices_fifos_and_links_al
 
 
 def test_import_refuses_an_experiment_named_as_a_path(tmp_path, capsys) -> None:
-    from trainbench.sharing import commands
+    from trainbench.store.sharing import commands
 
     store = tmp_path / "store" / "mlflow.db"
     code = commands.import_main(["--uri", f"sqlite:///{store}", "--experiment", "../../X", "nothing.json"])

@@ -289,7 +289,7 @@ def _sweep_result(status: int, payload: Mapping[str, Any]) -> SweepResult:
 
 def _runs(uri: str, run_ids: Iterable[str | None]) -> dict[str, Any]:
     """The cells' runs, and for a skipped cell the earlier run that holds its result, as MLflow has them."""
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     client = tracking.client(uri)
     found: dict[str, Any] = {}
@@ -305,7 +305,7 @@ def _runs(uri: str, run_ids: Iterable[str | None]) -> dict[str, Any]:
 
 def _cell(handed: Mapping[str, Any], runs: Mapping[str, Any]) -> Cell:
     from trainbench import figures
-    from trainbench.setting import setting, setting_id
+    from trainbench.store.setting import setting, setting_id
 
     run_id = handed.get("run_id")
     record = runs.get(run_id) if run_id else None
@@ -356,9 +356,9 @@ def compare(
     run of each setting in the experiment. setting: only that setting (its id, as Cell.setting_id and the dry run
     give it). tracking_uri: else the run's store (a SweepResult's), $MLFLOW_TRACKING_URI or the project's store.
     Raises BadInput for a run id the store does not hold or a setting id that is not 12 hex digits."""
-    from trainbench import tracking
     from trainbench.report import standing
-    from trainbench.setting import setting_id as id_of
+    from trainbench.store import tracking
+    from trainbench.store.setting import setting_id as id_of
 
     if setting is not None and (len(setting) != 12 or any(c not in "0123456789abcdef" for c in setting)):
         raise BadInput(f"setting {setting!r}: a setting id is 12 hex digits (Cell.setting_id, sweep.dry_run=true)")
@@ -386,7 +386,7 @@ def compare(
 def _cell_runs(client: Any, uri: str, ids: list[str], experiment: str | None) -> tuple[set[str], str]:
     """The cells' run ids behind `ids` (a sweep's run stands for its cells, a skipped cell for the run holding its
     result), and their experiment's name."""
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     mine: set[str] = set()
     name = experiment
@@ -414,8 +414,8 @@ def _latest_here(client: Any, experiment: str) -> set[str]:
     """This machine's latest finished run of each setting and framework in the store's experiment (a contributed
     file from a machine of the same name is another machine's run, as on the first screen)."""
     from trainbench.report.cli import labels_of_this_machine
-    from trainbench.runs import search_all
-    from trainbench.setting import setting, setting_id
+    from trainbench.store.runs import search_all
+    from trainbench.store.setting import setting, setting_id
 
     found = client.get_experiment_by_name(experiment)
     if found is None:

@@ -47,7 +47,7 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
         parse_args,
         refuse_unknown_flags,
     )
-    from trainbench.timeline import mark
+    from trainbench.measure.timeline import mark
 
     mark("parent: trainbench imported")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -70,7 +70,7 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     sys.argv = [sys.argv[0], *argv]
     if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
         os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
-    from trainbench.tracking import quiet_logs
+    from trainbench.store.tracking import quiet_logs
 
     quiet_logs()
     _export_sources()
@@ -110,9 +110,9 @@ def _export_sources() -> None:
 
 
 def fail(message: str) -> int:
-    from trainbench.mlflow_project import record_refusal
     from trainbench.runner import handoff
-    from trainbench.tracking import private
+    from trainbench.store.mlflow_project import record_refusal
+    from trainbench.store.tracking import private
 
     print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
     handoff.write_refusal(private(message))  # for trainbench.run(), which raises it as trainbench.BadInput
@@ -169,13 +169,13 @@ def results(argv: list[str]) -> int:
 
 
 def export(argv: list[str]) -> int:
-    from trainbench.sharing import commands
+    from trainbench.store.sharing import commands
 
     return commands.export_main(argv)
 
 
 def import_runs(argv: list[str]) -> int:
-    from trainbench.sharing import commands
+    from trainbench.store.sharing import commands
 
     return commands.import_main(argv)
 
@@ -223,7 +223,7 @@ def download(argv: list[str]) -> int:
     from trainbench import data
     from trainbench.config import CONF_DIR, ConfigError
     from trainbench.config.explain import compose_or_explain
-    from trainbench.tracking import private
+    from trainbench.store.tracking import private
 
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -1,6 +1,6 @@
 """Where trainbench's files are: the checkout, its conf/ tree, and the choices each config group offers there.
 
-Light on purpose (no Hydra, no config schemas): trainbench.tracking and the config modules import it, and
+Light on purpose (no Hydra, no config schemas): trainbench.store.tracking and the config modules import it, and
 trainbench.config re-exports it.
 """
 

@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainbench import figures, hardware, sources, tracking, untrusted
-from trainbench.setting import describe, differences, release, setting
+from trainbench import figures, untrusted
+from trainbench.measure import hardware
+from trainbench.store import sources, tracking
+from trainbench.store.setting import describe, differences, release, setting
 
 Column = tuple[str, Callable[[Any], str]]
 

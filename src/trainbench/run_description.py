@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainbench import figures, hardware
-from trainbench.runs import setting_name
+from trainbench import figures
+from trainbench.measure import hardware
+from trainbench.store.runs import setting_name
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's own: the run's description in the UI
 MAX_REASON_CHARS = 500
@@ -46,7 +47,7 @@ def describe(
 def write(client: Any, run_id: str, outcome: str, reason: str | None) -> None:
     """Write the description of the run `run_id` from what it recorded (credentials and paths masked, as in its
     reason tag)."""
-    from trainbench.tracking import private
+    from trainbench.store.tracking import private
 
     data = client.get_run(run_id).data
     client.set_tag(run_id, NOTE_TAG, private(describe(data.tags, data.params, data.metrics, outcome, reason)))

@@ -2,8 +2,8 @@
 
 Two rule sets, each the only one of its kind in trainbench:
 
-- `redact`: secrets masked as `***`, wherever text is recorded (trainbench.tracking.writes), exported or imported
-  (trainbench.sharing) and shown (every screen, through `shown`). It masks the user:password of any URI
+- `redact`: secrets masked as `***`, wherever text is recorded (trainbench.store.tracking.writes), exported or imported
+  (trainbench.store.sharing) and shown (every screen, through `shown`). It masks the user:password of any URI
   (`http://alice:***@host`, `postgresql://bob:***@host/db`); passwords, tokens, secrets and keys in a query
   string (`?token=***&password=***`); assignments to a name ending in `_PASSWORD`, `_TOKEN`, `_SECRET` or `_KEY`
   (`MLFLOW_TRACKING_PASSWORD=***`, `aws_secret_access_key=***`); and cloud access key ids (AWS `AKIA...` /

@@ -36,7 +36,7 @@ class TrainbenchSweeper(BasicSweeper):
         from trainbench.config.compose import expand_and_judge
         from trainbench.frameworks import not_installed
         from trainbench.runner.owner import Sweep
-        from trainbench.tracking import TrackingUnavailable
+        from trainbench.store.tracking import TrackingUnavailable
 
         assert self.hydra_context is not None and self.config is not None and self.launcher is not None
         try:

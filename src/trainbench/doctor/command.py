@@ -69,7 +69,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _doctor(selected: list[str], out: Path) -> int:
-    from trainbench import hardware
+    from trainbench.measure import hardware
 
     began = time.perf_counter()
     host = hardware.host_tags()
@@ -129,8 +129,8 @@ def _run_sweep(sweep: Sweep, out: Path, uri: str, log: Path) -> int:
 
 
 def _recorded_cells(uri: str) -> list[Cell]:
-    from trainbench import tracking
-    from trainbench.runs import search_all
+    from trainbench.store import tracking
+    from trainbench.store.runs import search_all
 
     client = tracking.open_store(uri)
     experiment = client.get_experiment_by_name("trainbench")
@@ -142,8 +142,8 @@ def _recorded_cells(uri: str) -> list[Cell]:
 
 def _export(uri: str, out: Path, host: Mapping[str, str]) -> tuple[Path, int] | None:
     """The store's runs as a `trainbench export` file, read back to check it: (path, runs)."""
-    from trainbench import tracking
-    from trainbench.sharing import exporting, file_format
+    from trainbench.store import tracking
+    from trainbench.store.sharing import exporting, file_format
 
     os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # else a progress bar per run's artifact
     client = tracking.open_store(uri)
@@ -183,7 +183,7 @@ def _order(cell: Cell) -> tuple[int, int]:
 
 
 def _machine(host: Mapping[str, str]) -> str:
-    from trainbench import hardware
+    from trainbench.measure import hardware
 
     cpu = hardware.label("cpu", dict(host))
     return cpu if not host.get("hw.gpu_vendor") else f"{_primary_label(host)} and {cpu}"
@@ -191,7 +191,7 @@ def _machine(host: Mapping[str, str]) -> str:
 
 def _primary_label(host: Mapping[str, str]) -> str:
     """The GPU's hw.label where there is one, else the CPU's."""
-    from trainbench import hardware
+    from trainbench.measure import hardware
 
     vendor = host.get("hw.gpu_vendor")
     return hardware.label("cpu" if not vendor else "mps" if vendor == "apple" else "cuda", dict(host))
@@ -208,7 +208,7 @@ def _slug(text: str) -> str:
 
 def _shown(path: Path) -> str:
     """A path as the user finds it: relative to the working folder when inside it."""
-    from trainbench.tracking import private
+    from trainbench.store.tracking import private
 
     try:
         return str(path.relative_to(Path.cwd()))

@@ -33,8 +33,8 @@ class DeviceUnavailable(RuntimeError):
 
 
 class RunLog(Protocol):
-    """Where a cell's figures go: the cell's MLflow run (trainbench.tracking.RunLogger), or nowhere
-    (trainbench.tracking.NullLog, for the probes of batch_size=max and for data-parallel ranks > 0)."""
+    """Where a cell's figures go: the cell's MLflow run (trainbench.store.tracking.RunLogger), or nowhere
+    (trainbench.store.tracking.NullLog, for the probes of batch_size=max and for data-parallel ranks > 0)."""
 
     def metrics(self, values: Mapping[str, float | None], step: int = 0) -> None: ...
 
@@ -170,7 +170,7 @@ class Device(Protocol):
 
     def step_clock(self) -> StepClock | None:
         """Device events for per-step times without host synchronization, or None where the framework has
-        none, or none free to record between the steps of a timed block (MPS: trainbench.timing). The task then
+        none, or none free to record between the steps of a timed block (MPS: trainbench.measure.timing). The task then
         takes percentiles from a separate synchronized pass and says so."""
 
     def after_task(self) -> AfterTask:

@@ -6,7 +6,7 @@ Each row of the CSV (references/published-results.csv, or a user's own file with
 figure, with the line of its source it came from (`source_line`). The rows of one reference cell (same
 source, series, system, accelerator, framework and version, model, dataset, batch size, precision) become
 one run tagged `trainbench.kind=reference`, with the params, tags and metric names of docs/mlflow-schema.md
-and the comparison tags of trainbench.runs, so the MLflow UI and the report compare it with local cells
+and the comparison tags of trainbench.store.runs, so the MLflow UI and the report compare it with local cells
 that measured the same quantity, and with nothing else.
 
   reading     the CSV: header, rows, line numbers

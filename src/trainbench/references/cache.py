@@ -6,7 +6,7 @@ depends only on the CSV's bytes and on what composes the commands: trainbench's 
 installed Hydra and OmegaConf. Those are hashed into the cache file's name, so any change to them makes (and
 composes) another file; a missing, unreadable or damaged file is composed again.
 
-The file lives in the user's cache folder (trainbench.store_template.cache_folder) and is written to a temporary
+The file lives in the user's cache folder (trainbench.store.store_template.cache_folder) and is written to a temporary
 file and renamed into place, so sweeps that import at the same time read either a whole file or none.
 TRAINBENCH_REFERENCES_CACHE=off composes every time.
 """
@@ -45,7 +45,7 @@ def _composer_fingerprint() -> str:
 def cache_file(csv: Path) -> Path | None:
     if os.environ.get(SWITCH, "").lower() == "off":
         return None
-    from trainbench.store_template import cache_folder
+    from trainbench.store.store_template import cache_folder
 
     try:
         key = hashlib.sha256(csv.read_bytes()).hexdigest()[:16]

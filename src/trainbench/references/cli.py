@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trainbench import mlflow_project, tracking
 from trainbench.config import choices
 from trainbench.references.mapping import EXTERNAL_MODELS, ReferenceRun, group, reference_run
 from trainbench.references.reading import DEFAULT_CSV, BadReferences, read_rows
 from trainbench.references.validating import row_problem
 from trainbench.references.writing import write
+from trainbench.store import mlflow_project, tracking
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 

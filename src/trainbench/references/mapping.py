@@ -3,7 +3,7 @@
 The CSV's own names are translated here, once: model and dataset names to trainbench's
 (`mlp_depth10_1024` -> `mlp_deep` with `model.depth=10`), metrics to schema metrics (`throughput` ->
 `samples_per_s`), accelerator strings to the `hw.label` a local run on that hardware would get, and the
-settings that change the measured quantity to the comparison tags of trainbench.runs.
+settings that change the measured quantity to the comparison tags of trainbench.store.runs.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from trainbench.references.validating import (
     metric_rule,
     precision_of,
 )
-from trainbench.run_naming import run_name
-from trainbench.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, setting_name
+from trainbench.store.run_naming import run_name
+from trainbench.store.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, setting_name
 
 # What makes two rows figures of the same reference cell (and so of the same run).
 IDENTITY = (
@@ -280,7 +280,7 @@ def reference_params(
 
 def switches(framework: str, knob: str) -> bool:
     """Whether `framework` declares `knob` a setting of its own that it can switch (FrameworkConfig.switches)."""
-    from trainbench.setting import framework_config
+    from trainbench.store.setting import framework_config
 
     config = framework_config(framework)
     return config is not None and knob in config.switches
@@ -369,7 +369,7 @@ def expected_cell(
 
 def _composed(cell: Any, key: str) -> Any:
     """A composed cell's value for a dotted key; a real dataset's null sample count is all of it."""
-    from trainbench.setting import FULL_SPLITS
+    from trainbench.store.setting import FULL_SPLITS
 
     if key == "batch_size":
         return cell.batch_size
@@ -421,7 +421,7 @@ def reference_tags(
 def comparison_tags(
     first: CsvRow, workload: Workload, task: str, figures: Figures, settings: dict[str, str]
 ) -> dict[str, Any]:
-    """The tags of trainbench.runs.SETTING_TAGS, as a local cell of the same setting records them."""
+    """The tags of trainbench.store.runs.SETTING_TAGS, as a local cell of the same setting records them."""
     train = task == "train"
     matmul = task == "matmul"
     return {
@@ -498,9 +498,9 @@ def map_dataset(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def hardware_tags(accelerator: str, system: str, backend: str) -> dict[str, Any]:
-    """hw.* tags, with the hw.label a local run on that hardware gets (trainbench.hardware.label): the GPU's
+    """hw.* tags, with the hw.label a local run on that hardware gets (trainbench.measure.hardware.label): the GPU's
     memory and the Apple GPU's or the CPU's cores where the accelerator string says them ("32-core GPU")."""
-    from trainbench.hardware import label
+    from trainbench.measure.hardware import label
 
     name = re.sub(r"\s*\([^)]*\)\s*$", "", accelerator).strip()  # "(tensorflow-metal)", "(AVX2 ...)"
     apple = APPLE.fullmatch(name)

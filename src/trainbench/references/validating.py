@@ -238,7 +238,7 @@ def backend_of(row: CsvRow) -> str | None:
     if "metal" in accelerator.lower():
         return "metal"
     if accelerator.startswith("Apple"):
-        from trainbench.setting import framework_config
+        from trainbench.store.setting import framework_config
 
         config = framework_config(row["framework"].lower())
         return config.apple_gpu_backend if config is not None else "metal"

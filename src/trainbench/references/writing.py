@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainbench import tracking
 from trainbench.references.mapping import ReferenceRun
-from trainbench.runs import search_all
+from trainbench.store import tracking
+from trainbench.store.runs import search_all
 
 REFERENCES = "tags.`trainbench.kind` = 'reference'"
 

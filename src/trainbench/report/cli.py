@@ -14,13 +14,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainbench import hardware, mlflow_project, sources, tracking, untrusted
+from trainbench import untrusted
+from trainbench.measure import hardware
 from trainbench.references.mapping import NOTES_SEPARATOR
 from trainbench.report import standing
 from trainbench.report.comparison import TABLE_METRICS, build_tables
 from trainbench.report.plots import write_plots
 from trainbench.report.render import Document, html_page, markdown, report_json
 from trainbench.report.selection import Entry, ReportError, Selection, first_line, select
+from trainbench.store import mlflow_project, sources, tracking
 
 EXIT_OK, EXIT_NOT_LOGGED, EXIT_BAD_INPUT = 0, 1, 2
 # Relative to where it is run: in the project, outputs/ is git-ignored (as Hydra's output folders are).

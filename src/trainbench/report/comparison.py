@@ -1,6 +1,6 @@
 """The comparison model: tables whose rows hold only runs that measured the same quantity.
 
-A table is one task, one model and one metric. A row is one comparison setting (trainbench.setting: the
+A table is one task, one model and one metric. A row is one comparison setting (trainbench.store.setting: the
 whole config less the speed-neutral fields, the framework and the device asked for). A column is one machine
 (hw.label with its cores or memory), backend and framework release; a reference column also names its source.
 Several runs in one cell are repeats of the same measurement: the cell shows their median. Speed-ups compare
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from trainbench.figures import ci95, noisy, separate, spread_ci95
 from trainbench.report.selection import Column, Entry, ReportError
-from trainbench.runs import task_kind
-from trainbench.setting import describe, differences
+from trainbench.store.runs import task_kind
+from trainbench.store.setting import describe, differences
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,9 @@ class Cell:
 @dataclass
 class Row:
     key: tuple[tuple[str, str], ...]
-    settings: dict[str, str]  # the setting in words (trainbench.runs.comparison_settings)
+    settings: dict[str, str]  # the setting in words (trainbench.store.runs.comparison_settings)
     variant: str
-    setting: dict[str, str] = field(default_factory=dict)  # trainbench.setting.setting
+    setting: dict[str, str] = field(default_factory=dict)  # trainbench.store.setting.setting
     cells: dict[str, Cell] = field(default_factory=dict)  # column label -> cell
     commands: list[str] = field(default_factory=list)  # how to measure it here, when no local run has
     columns_differ: str = ""  # what differs between the columns of this row, beyond the machine

@@ -18,7 +18,7 @@ from typing import Any
 
 from trainbench import untrusted
 from trainbench.report.selection import Entry
-from trainbench.runs import flags, task_kind
+from trainbench.store.runs import flags, task_kind
 
 Series = dict[str, list[list[float]]]
 Panels = dict[str, Series]  # panel title -> series label -> points

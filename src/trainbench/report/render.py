@@ -13,7 +13,7 @@ from trainbench import untrusted
 from trainbench.report import standing
 from trainbench.report.comparison import Cell, Row, Table
 from trainbench.report.plots import flags
-from trainbench.runs import task_kind
+from trainbench.store.runs import task_kind
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Which runs the report compares, and each one as the report sees it (an Entry).
 
-Runs come from every source given (stores and export files, trainbench.sources), each once. An Entry's row
-is its comparison setting (trainbench.setting: the whole config less the speed-neutral fields and what is
-compared) and its column is the machine (trainbench.hardware.label of its tags), the backend that ran and the
+Runs come from every source given (stores and export files, trainbench.store.sources), each once. An Entry's row
+is its comparison setting (trainbench.store.setting: the whole config less the speed-neutral fields and what is
+compared) and its column is the machine (trainbench.measure.hardware.label of its tags), the backend that ran and the
 framework at its major.minor release, plus the settings the report was asked to compare across.
 """
 
@@ -13,10 +13,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainbench import hardware, untrusted
-from trainbench.runs import comparison_settings, model_variant, task_kind
-from trainbench.setting import describe, framework_knobs, normal, release, setting, setting_key
-from trainbench.sources import IMPORTED_FROM, FileSource, Found, search
+from trainbench import untrusted
+from trainbench.measure import hardware
+from trainbench.store.runs import comparison_settings, model_variant, task_kind
+from trainbench.store.setting import describe, framework_knobs, normal, release, setting, setting_key
+from trainbench.store.sources import IMPORTED_FROM, FileSource, Found, search
 
 CELLS = "tags.`trainbench.kind` = 'cell' AND tags.`trainbench.outcome` = 'finished'"
 REFERENCES = "tags.`trainbench.kind` = 'reference'"
@@ -56,7 +57,7 @@ class Column:
     """One machine and framework as the tables show it."""
 
     reference: bool
-    hw_label: str  # trainbench.hardware.label: the machine, with what changes its speed
+    hw_label: str  # trainbench.measure.hardware.label: the machine, with what changes its speed
     backend: str
     framework: str
     release: str = ""  # the framework's major.minor ("2.14"), or "version unknown"
@@ -91,12 +92,14 @@ class Entry:
     run_id: str
     run_name: str
     column: Column
-    settings: dict[str, str]  # trainbench.runs.comparison_settings: the setting in words, for display
-    key: tuple[tuple[str, str], ...]  # trainbench.setting.setting_key: equal keys, comparable figures
+    settings: dict[str, str]  # trainbench.store.runs.comparison_settings: the setting in words, for display
+    key: tuple[tuple[str, str], ...]  # trainbench.store.setting.setting_key: equal keys, comparable figures
     variant: str  # the model's shape ("depth 5 x 1024")
     params: dict[str, str]
     metrics: dict[str, float]
-    setting: dict[str, str] = field(default_factory=dict)  # trainbench.setting.setting, less what is compared across
+    setting: dict[str, str] = field(
+        default_factory=dict
+    )  # trainbench.store.setting.setting, less what is compared across
     tags: dict[str, str] = field(default_factory=dict)
     citation: str = ""
     source_line: str = ""

@@ -1,6 +1,6 @@
 """Per setting a sweep ran, the link that opens MLflow's own compare-runs page: this machine's run next to the
-other machines' runs of exactly that setting (trainbench.setting), across the user's experiment and the
-experiment of published and contributed runs (trainbench.shared_runs).
+other machines' runs of exactly that setting (trainbench.store.setting), across the user's experiment and the
+experiment of published and contributed runs (trainbench.store.shared_runs).
 
 The URL is the one MLflow 3.17's UI builds when you select runs and press Compare
 (`#/compare-runs?runs=[ids]&experiments=[ids]`, JSON lists), so it opens with no clicks.
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from trainbench import hardware
-from trainbench.runs import COMPARED_RUNS, SETTING_NAME_TAG, search_all, setting_name
-from trainbench.setting import setting, setting_key
+from trainbench.measure import hardware
+from trainbench.store.runs import COMPARED_RUNS, SETTING_NAME_TAG, search_all, setting_name
+from trainbench.store.setting import setting, setting_key
 
 MAX_OTHERS = 7  # one run per other machine and framework, the latest; more columns than this do not read
 

@@ -1,7 +1,7 @@
 """Where this machine stands: the first screen after a sweep, and the report's opening section.
 
 For every setting the user ran (a sweep's cells, or this machine's runs), their figure next to every other
-machine's with exactly that setting (trainbench.setting): other machines in the same store, imported or
+machine's with exactly that setting (trainbench.store.setting): other machines in the same store, imported or
 contributed export files, published reference runs. One bar chart and one table per setting, the user's bar
 highlighted, with readable numbers and the speed-up against theirs. Pure HTML with inline SVG: no plotting
 library, so writing it at the end of every sweep costs milliseconds.
@@ -23,8 +23,8 @@ from trainbench.figures import ci95, noisy, number, quoted, repeats, separate, s
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.plots import setting_text
 from trainbench.report.selection import Column, Entry
-from trainbench.runs import task_kind
-from trainbench.setting import describe, differences
+from trainbench.store.runs import task_kind
+from trainbench.store.setting import describe, differences
 
 MAX_LINES = 8  # settings summarised on the terminal; the page has them all
 
@@ -64,7 +64,7 @@ class Standing:
     title: str
     metric: TableMetric
     bars: list[Bar] = field(default_factory=list)
-    setting: dict[str, str] = field(default_factory=dict)  # trainbench.setting.setting
+    setting: dict[str, str] = field(default_factory=dict)  # trainbench.store.setting.setting
     history: list[Bar] = field(default_factory=list)  # this machine's earlier runs of the setting, apart
     nearest: list[Near] = field(default_factory=list)  # where no other machine ran it: the closest that did
 
@@ -448,7 +448,7 @@ PAGES = Path("outputs") / "compare"  # relative to where the sweep runs, as Hydr
 def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name: str) -> tuple[list[Standing], Path]:
     """The first screen of a finished sweep: its cells (`mine`: their run ids) against every run of the same
     settings in the store and in results/contributed/, written to outputs/compare/<name>.html."""
-    from trainbench.tracking import private
+    from trainbench.store.tracking import private
 
     experiment = client.get_experiment(experiment_id).name
     found = compared(client, uri, experiment, mine)
@@ -466,9 +466,9 @@ def after_sweep(client: Any, uri: str, experiment_id: str, mine: set[str], name:
 def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Standing]:
     """What the first screen shows: the user's runs (`mine`: run ids) against every run of the same settings in
     the store's experiment, its shared experiment and results/contributed/ (trainbench.api.compare reads the same)."""
-    from trainbench import sources
     from trainbench.report.selection import Selection, select
-    from trainbench.tracking import private
+    from trainbench.store import sources
+    from trainbench.store.tracking import private
 
     opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
     opened.append(shared_source(client, uri))
@@ -482,9 +482,9 @@ def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Sta
 
 
 def shared_source(client: Any, uri: str) -> Any:
-    """The store's experiment of published and contributed runs (trainbench.shared_runs), read as one source."""
-    from trainbench import sources
-    from trainbench.shared_runs import SHARED_EXPERIMENT
-    from trainbench.tracking import private
+    """The store's experiment of published and contributed runs (trainbench.store.shared_runs), read as one source."""
+    from trainbench.store import sources
+    from trainbench.store.shared_runs import SHARED_EXPERIMENT
+    from trainbench.store.tracking import private
 
     return sources.StoreSource(uri, private(uri), client=client, experiment=SHARED_EXPERIMENT)

@@ -21,7 +21,9 @@ from trainbench import suite
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.selection import Entry
 
-REFERENCE_MACHINE = "NVIDIA H100 80GB HBM3"  # trainbench.hardware.label of the reference, when it ran the workloads
+REFERENCE_MACHINE = (
+    "NVIDIA H100 80GB HBM3"  # trainbench.measure.hardware.label of the reference, when it ran the workloads
+)
 THIS_MACHINE = "this machine"
 
 
@@ -173,9 +175,9 @@ def terminal_lines(found: SuiteSummary) -> list[str]:
 def after_suite(client: Any, uri: str, experiment_id: str, mine: set[str]) -> list[str]:
     """The suite summary of a finished sweep: its cells against this store, results/contributed/ and the
     published rows in the store."""
-    from trainbench import sources
     from trainbench.report.selection import Selection, select
-    from trainbench.tracking import private
+    from trainbench.store import sources
+    from trainbench.store.tracking import private
 
     experiment = client.get_experiment(experiment_id).name
     opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]

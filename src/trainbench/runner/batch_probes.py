@@ -200,7 +200,7 @@ class _RankProber(_Prober):
     def _step(self, batch: int) -> tuple[float | None, float | None]:
         from trainbench.config import to_spec
         from trainbench.runner.ranks import launch
-        from trainbench.tracking import NullLog
+        from trainbench.store.tracking import NullLog
 
         cell = self._cell(batch)
         launch(cell, NullLog(), {"cell": to_spec(cell), "run_id": None})

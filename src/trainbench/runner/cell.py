@@ -5,7 +5,7 @@ It creates the cell's run first (params, tags, config artifacts), so a cell that
 still on record; keeps the run's heartbeat while the cell runs; and always closes the run with an outcome:
   finished     the cell's process wrote a result saying so
   unavailable  no such device here (reason says what was checked): found by the cell's framework in its
-               process, or before starting one (trainbench.device_probe: no GPU driver at all)
+               process, or before starting one (trainbench.measure.device_probe: no GPU driver at all)
   failed       the process raised (reason: exception class and message), or died without a result:
                abort, segfault, the OOM killer (reason: the signal), or a timeout; stderr tail attached
   killed       the sweep was stopped (Ctrl-C, SIGTERM, SIGHUP), or the launching process died
@@ -35,9 +35,11 @@ from typing import Any
 
 import yaml
 
-from trainbench import device_probe, hardware, progress, run_description, stops, suite, tracking
+from trainbench import progress, run_description, stops, suite
 from trainbench.config import PROJECT_ROOT, CellConfig, config_hash, params, to_spec
 from trainbench.config.schema import CellLimits
+from trainbench.measure import device_probe, hardware
+from trainbench.measure.timeline import mark
 from trainbench.runner import batch_probes, batch_search, framework_log, liveness, names, scaling, slots
 from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
@@ -46,9 +48,9 @@ from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.oom_evidence import OomEvidence
 from trainbench.runner.orphan import remove_abandoned_scratch, remove_abandoned_shared_memory, scratch_prefix
 from trainbench.runner.worker import UNBLOCK_STOPS_ENV, traceback_path
-from trainbench.runs import tag_setting_name
+from trainbench.store import tracking
+from trainbench.store.runs import tag_setting_name
 from trainbench.tasks.base import task_of
-from trainbench.timeline import mark
 
 STDERR_TAIL_LINES = 200
 GRACE_S = 10  # how long a cell's process gets to write its result after SIGINT/SIGTERM

@@ -95,7 +95,7 @@ class RunWriter:
         on_event: Callable[[], None] | None = None,
         on_fault: Callable[[Any], None] | None = None,
     ) -> None:
-        from trainbench import tracking
+        from trainbench.store import tracking
 
         self.tracking, self.store, self.run_id, self.stream = tracking, store, run_id, stream
         self.on_event = on_event  # told of every event as it arrives (the cell shows progress)

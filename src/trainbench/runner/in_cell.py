@@ -54,9 +54,10 @@ class ProcessResult(TypedDict, total=False):
 
 def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
-    from trainbench import frameworks, hardware, progress
+    from trainbench import frameworks, progress
+    from trainbench.measure import hardware
+    from trainbench.measure.timeline import mark
     from trainbench.tasks.base import DeviceInfo, task_of
-    from trainbench.timeline import mark
 
     global selected_backend
     progress.phase(f"loading {cell.framework.name} and its device ({cell.device.name})")
@@ -102,7 +103,7 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
 
 def hardware_links(backend: str, gpu_indices: list[int]) -> dict[str, str]:
     """hw.gpu_interconnect and hw.gpu_links of the cell's GPUs (NVIDIA: nvidia-smi topo -m)."""
-    from trainbench import topology
+    from trainbench.measure import topology
 
     if backend not in ("cuda", "gpu") or len(gpu_indices) < 2:
         return {}

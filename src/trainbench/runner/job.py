@@ -13,10 +13,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from trainbench import progress, tracking
+from trainbench import progress
 from trainbench.config import PlainError, validate
 from trainbench.runner import launchers, nodes, sweep_clock
 from trainbench.runner.cell import Store, run_cell
+from trainbench.store import tracking
 from trainbench.tasks.base import task_of
 
 

@@ -172,7 +172,7 @@ def worker_started(sweep_pid: int) -> None:
     # Ctrl-C on a terminal reaches every process of the sweep. The sweep stops its launcher's workers and
     # records the cells; a KeyboardInterrupt here would only print loky's traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from trainbench.tracking import quiet_logs
+    from trainbench.store.tracking import quiet_logs
 
     quiet_logs()
     _die_with(sweep_pid, os.environ.get(SWEEP_PROCESS_ENV, ""))

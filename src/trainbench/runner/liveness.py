@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from trainbench import tracking
+from trainbench.store import tracking
 
 PROCESS_TAG = "trainbench.process"
 HEARTBEAT_TAG = "trainbench.heartbeat"

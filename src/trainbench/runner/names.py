@@ -44,7 +44,7 @@ def shown_device(device: str) -> str:
     only once the framework is imported in the cell's process; the run is renamed then."""
     if device != "auto":
         return device
-    from trainbench import hardware
+    from trainbench.measure import hardware
 
     return "cpu" if not hardware.labels_for("gpu", hardware.host_tags()) else device
 

@@ -94,7 +94,7 @@ def hand_over(tracking_uri: str | None, run_id: str | None, outcome: str, reason
 def main(arguments: dict[str, Any]) -> int:
     try:
         if arguments.get("run_id") and arguments.get("tracking_uri"):
-            from trainbench.tracking import client, close, quiet_logs
+            from trainbench.store.tracking import client, close, quiet_logs
 
             quiet_logs()
             close(client(arguments["tracking_uri"]), arguments["run_id"], arguments["outcome"], arguments["reason"])

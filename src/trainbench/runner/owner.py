@@ -24,13 +24,15 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainbench import device_probe, hardware, mlflow_project, suite, tracking, untrusted
+from trainbench import suite, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
+from trainbench.measure import device_probe, hardware
+from trainbench.measure.timeline import mark
 from trainbench.runner import handoff, liveness, names, resume, sweep_clock
 from trainbench.runner.cell import CellResult, Stopped
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
+from trainbench.store import mlflow_project, tracking
 from trainbench.tasks.base import task_of
-from trainbench.timeline import mark
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_EXPERIMENT = "Default"  # where MLflow puts a run whose experiment nobody named
@@ -686,7 +688,7 @@ def print_suite_summary(store: Any, uri: str, experiment_id: str, mine: set[str]
 
 def bring_other_machines(store: Any, uri: str) -> None:
     """Published and contributed runs into the store's shared experiment, when their files changed."""
-    from trainbench.shared_runs import refresh
+    from trainbench.store.shared_runs import refresh
 
     line = refresh(store, uri)
     if line:
@@ -696,8 +698,8 @@ def bring_other_machines(store: Any, uri: str) -> None:
 def print_side_by_side(store: Any, uri: str, experiment_id: str, mine: set[str]) -> None:
     """Per setting, the link to MLflow's compare-runs page with this machine's run and other machines' runs."""
     from trainbench.report.side_by_side import side_by_side
-    from trainbench.runs import LOCAL_UI
-    from trainbench.shared_runs import SHARED_EXPERIMENT
+    from trainbench.store.runs import LOCAL_UI
+    from trainbench.store.shared_runs import SHARED_EXPERIMENT
 
     try:
         shared = store.get_experiment_by_name(SHARED_EXPERIMENT)
@@ -716,8 +718,8 @@ def print_side_by_side(store: Any, uri: str, experiment_id: str, mine: set[str])
 
 def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None) -> str:
     """The runs view of this sweep's cells with hw.label and samples_per_s as the first columns, fastest
-    first (a saved view in the experiment; see trainbench.runs.ui_url)."""
-    from trainbench.runs import ui_url
+    first (a saved view in the experiment; see trainbench.store.runs.ui_url)."""
+    from trainbench.store.runs import ui_url
 
     try:
         return tracking.redact(ui_url(uri, experiment_id, sweep_run_id=parent))
@@ -771,10 +773,10 @@ def recorded_figures(store: Any, experiment_id: str, sweep_id: str) -> dict[str,
 
 
 def cell_setting_id(cell: CellConfig) -> str:
-    """The short name of the comparison setting the cell will record (trainbench.setting.setting_id): two
+    """The short name of the comparison setting the cell will record (trainbench.store.setting.setting_id): two
     cells with one id measure the same quantity, wherever they run."""
     from trainbench.config import params
-    from trainbench.setting import setting, setting_id
+    from trainbench.store.setting import setting, setting_id
 
     prepared = task_of(cell).prepared(cell)
     return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))

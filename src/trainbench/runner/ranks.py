@@ -47,7 +47,7 @@ def rank_main(spec_text: str) -> CellSummary:
     from trainbench import progress
     from trainbench.config import from_spec
     from trainbench.runner.in_cell import die_with_parent, inject_fault, run
-    from trainbench.tracking import NullLog, RunLogger, quiet_logs
+    from trainbench.store.tracking import NullLog, RunLogger, quiet_logs
 
     spec = json.loads(spec_text)
     die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too

@@ -1,7 +1,7 @@
 """sweep.resume: which of a sweep's cells already have a result in the store.
 
 A cell counts as done when a finished run in the store has the same config hash (trainbench.config_hash),
-ran on a machine with this machine's label for the device the cell asks for (trainbench.hardware.label of
+ran on a machine with this machine's label for the device the cell asks for (trainbench.measure.hardware.label of
 the run's own tags: the GPU with its memory, the Apple GPU or the CPU with its cores, so a 24-core M1 Max never
 stands for a 32-core one), and with the version of the framework installed here (trainbench.framework_version).
 Such cells are skipped: the new sweep records a `skipped` run pointing at the result (trainbench.result_run_id).
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from trainbench import hardware
 from trainbench.config import CellConfig, config_hash
+from trainbench.measure import hardware
 from trainbench.tasks.base import task_of
 
 RERUN_OUTCOMES = ("failed", "killed", "hung", "lost")

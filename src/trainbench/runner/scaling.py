@@ -6,7 +6,7 @@ A cell over several hosts (device.nodes=N) is measured against N times the same 
 (device.nodes=1, the same device.count per node): what crossing the hosts' interconnect costs.
 
 The 1-device figure comes from the store: the newest finished cell with the config hash this cell has at
-device.count=1, on a machine with the same label (trainbench.hardware.label of each run's tags: GPU model and
+device.count=1, on a machine with the same label (trainbench.measure.hardware.label of each run's tags: GPU model and
 memory, CPU and its cores), with the same framework version (as sweep.resume matches cells,
 trainbench.runner.resume). In a sweep over device.count=1,2,4,8 the 1-device cell runs
 first and the others find it. Without one, trainbench.scaling_reason says what was looked for.
@@ -41,7 +41,7 @@ def record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult) ->
 
 
 def _record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult, devices: int, rate: float) -> None:
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     # Across nodes the unit is one node: N nodes against N x the same cell on one node (device.nodes=1).
     nodes = cell.device.nodes
@@ -89,7 +89,7 @@ def efficiency_ci95(value: float, rates: tuple[float, float], half_widths: tuple
 
 def find_baseline(client: Any, run_id: str, digest: str, hw_label: str, framework_version: str) -> Any:
     """The newest finished 1-device run of the cell, in this run's experiment, or None."""
-    from trainbench.hardware import run_label
+    from trainbench.measure.hardware import run_label
 
     experiment_id = client.get_run(run_id).info.experiment_id
     query = (

@@ -16,9 +16,9 @@ import statistics
 import time
 from typing import Any
 
-from trainbench import tracking
 from trainbench.config import CellConfig
 from trainbench.progress import duration
+from trainbench.store import tracking
 from trainbench.tasks.base import task_of
 
 ABSENT = "-"  # a cell on a device this machine cannot have: recorded `unavailable` without starting, in no time

@@ -82,7 +82,7 @@ class ParentDied(Terminated):
 
 
 def main(spec_path: str) -> int:
-    from trainbench.timeline import mark
+    from trainbench.measure.timeline import mark
 
     mark("cell: python started, trainbench imported")
     spec = json.loads(Path(spec_path).read_text())
@@ -95,7 +95,7 @@ def main(spec_path: str) -> int:
         if spec.get("cpus"):
             os.sched_setaffinity(0, spec["cpus"])
         from trainbench.config import from_spec
-        from trainbench.tracking import NullLog, quiet_logs
+        from trainbench.store.tracking import NullLog, quiet_logs
 
         quiet_logs()  # also redacts credentials in whatever this process prints
         cell = from_spec(spec["cell"])
@@ -131,7 +131,7 @@ def main(spec_path: str) -> int:
         _stop_listening()
         from trainbench.frameworks.base import DeviceUnavailable
         from trainbench.runner.events import LauncherGone
-        from trainbench.tracking import private
+        from trainbench.store.tracking import private
 
         parent_died = isinstance(error, LauncherGone) or os.getppid() != parent_pid or PARENT_DIED in _stops
         if parent_died:

@@ -18,8 +18,8 @@ from trainbench.config.schema import ImageData, TaskConfig, TextData
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, ModelConfig
     from trainbench.data import Dataset
-    from trainbench.energy import EnergyMeter
     from trainbench.frameworks.base import BuiltModel, Device, Framework, RunLog
+    from trainbench.measure.energy import EnergyMeter
 
 
 # Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
@@ -55,9 +55,9 @@ class Task(TaskConfig):
         return cell
 
     def run_name(self, cell: CellConfig, backend: str) -> str:
-        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.run_naming.run_name, the one naming rule);
+        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.store.run_naming.run_name, the one naming rule);
         before the backend is known, the device asked for."""
-        from trainbench.run_naming import run_name
+        from trainbench.store.run_naming import run_name
 
         return run_name(
             framework=cell.framework.name,
@@ -114,7 +114,7 @@ def model_and_data(
     """Load the data, build the model, log its size and FLOPs; return (network, data, flops per sample)."""
     from trainbench import data as datasets
     from trainbench import progress
-    from trainbench.timeline import mark
+    from trainbench.measure.timeline import mark
 
     progress.phase(f"loading the data ({cell.data.name})")
     data = datasets.load(cell.data, cell.seed)
@@ -137,7 +137,7 @@ def flops_per_sample(model: ModelConfig, built: BuiltModel, data: Dataset, train
 def log_size(model: ModelConfig, built: BuiltModel, data: Dataset, training: bool, log: RunLog) -> float | None:
     """Log the built network's parameters and its FLOPs per sample (flops_per_sample); return the FLOPs."""
     from trainbench import progress
-    from trainbench.timeline import mark
+    from trainbench.measure.timeline import mark
 
     progress.phase("counting the model's FLOPs")
     flops = flops_per_sample(model, built, data, training)
@@ -158,7 +158,7 @@ def actual_data_params(cell: CellConfig, data: Dataset) -> dict[str, int]:
 
 def energy_meter(device: DeviceInfo) -> EnergyMeter:
     """The energy counter of the devices the cell uses (GPU energy when on GPUs, the CPU's otherwise)."""
-    from trainbench.energy import EnergyMeter
+    from trainbench.measure.energy import EnergyMeter
 
     bound = device.bound
     return EnergyMeter(bound.backend, bound.gpu_indices or [0], synchronize=bound.synchronize)
@@ -167,7 +167,7 @@ def energy_meter(device: DeviceInfo) -> EnergyMeter:
 def utilisation(achieved_tflops: float, device: DeviceInfo, precision: str, log: RunLog) -> dict[str, float]:
     """achieved_tflops, and mfu against the devices' published dense peak for the cell's precision (the peak
     of one device times the devices used; device_peak_tflops stays one device's)."""
-    from trainbench import peaks
+    from trainbench.measure import peaks
 
     if device.backend == "cpu":
         peak, source = peaks.cpu_peak_tflops(device.host, precision)

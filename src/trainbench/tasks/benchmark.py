@@ -41,7 +41,7 @@ from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
     from trainbench.frameworks.base import Framework, RunLog, StepClock
-    from trainbench.timing import Step, WarmUp
+    from trainbench.measure.timing import Step, WarmUp
 
 TIMED_REGIONS = ("steps", "fit")
 PERCENTILE_PASS_STEPS = 20  # steps of the synchronized pass, where no device clock exists
@@ -125,7 +125,7 @@ class BenchmarkTask(Task):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Plan, StepStats, drift_pct, indexed, measure
+        from trainbench.measure.timing import Plan, StepStats, drift_pct, indexed, measure
 
         if self.timed_region == "fit":
             return self._run_fit(framework, cell, log, device)
@@ -196,7 +196,7 @@ class BenchmarkTask(Task):
 
     def _run_fit(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Timer, mean_ci95
+        from trainbench.measure.timing import Timer, mean_ci95
 
         model, data, flops = model_and_data(framework, cell, log)
         trainer: Any = framework.trainer(model, data, cell)  # keras.adapter.FitTrainer: host arrays, compiled
@@ -264,7 +264,7 @@ def sync_check(
     and the mean of `steps` steps synchronized one by one. Rounds interleave the three, every other one in
     reverse order: a burst of other work on the machine slows a round of each, not all of one, and a machine
     that speeds up or slows down as the cell goes on favours none of them."""
-    from trainbench.timing import synchronized_step_times, time_block
+    from trainbench.measure.timing import synchronized_step_times, time_block
 
     block: list[float] = []
     double: list[float] = []

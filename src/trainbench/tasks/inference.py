@@ -42,7 +42,7 @@ class InferenceTask(Task):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Plan, StepStats, indexed, measure
+        from trainbench.measure.timing import Plan, StepStats, indexed, measure
 
         model, data, flops = model_and_data(framework, cell, log, training=False)
         sync = device.bound.synchronize

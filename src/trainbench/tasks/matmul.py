@@ -66,7 +66,7 @@ class MatmulTask(Task):
         need_count(self.steps, f"{at}.steps", 1, 10**6, "")
 
     def run_name(self, cell: CellConfig, backend: str) -> str:
-        from trainbench.run_naming import run_name
+        from trainbench.store.run_naming import run_name
 
         return run_name(
             framework=cell.framework.name,
@@ -82,7 +82,7 @@ class MatmulTask(Task):
 
     def run(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Timer, indexed, time_block
+        from trainbench.measure.timing import Timer, indexed, time_block
 
         sizes = self.sizes or [
             n

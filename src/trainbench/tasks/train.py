@@ -1,7 +1,7 @@
 """task=train: epochs over the training split, a validation pass after each.
 
 What is timed is `timed_region` (the tag trainbench.timed_region says which):
-- epoch (default): each epoch's training pass, as one block (trainbench.timing): the batch gather from the
+- epoch (default): each epoch's training pass, as one block (trainbench.measure.timing): the batch gather from the
   epoch's order, drawn and computed before the block in every framework (data.pipeline=device), or the loader's
   shuffled batches and their copies to the device (data.pipeline=loader), the train step and the on-device
   loss and accuracy sums; not validation, not logging, not progress output.
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema import need_count
+from trainbench.measure.timeline import mark
 from trainbench.tasks.base import (
     DeviceInfo,
     Task,
@@ -53,7 +54,6 @@ from trainbench.tasks.base import (
     noise_tags,
     throughput_extras,
 )
-from trainbench.timeline import mark
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -150,7 +150,7 @@ class TrainTask(Task):
 
     def _run_epochs(self, framework: Framework, cell: CellConfig, log: RunLog, device: DeviceInfo) -> dict[str, Any]:
         from trainbench import progress
-        from trainbench.timing import Timer, time_block
+        from trainbench.measure.timing import Timer, time_block
 
         model, data, flops = model_and_data(framework, cell, log)
         if self.epochs == 0:
@@ -209,7 +209,7 @@ class TrainTask(Task):
         """fit / build_fit: the training call as one block; validation once, after it."""
         from trainbench import data as datasets
         from trainbench import progress
-        from trainbench.timing import Timer
+        from trainbench.measure.timing import Timer
 
         build = self.timed_region == "build_fit"
         built: BuiltModel | None = None
@@ -296,7 +296,7 @@ def compile_before_the_epoch(trainer: Trainer, device: Device) -> tuple[float, i
     """A compiled cell of one epoch has no later epoch to take samples_per_s from, so its compilation would be
     inside the figure: the epoch's first step, and its last (a smaller last batch is another shape, compiled
     again), run once before the timed epoch, their results dropped. Returns (seconds, steps run)."""
-    from trainbench.timing import Timer
+    from trainbench.measure.timing import Timer
 
     steps = sorted({0, trainer.steps_per_epoch - 1})
     with Timer(device.synchronize) as compiling:
@@ -311,7 +311,7 @@ def epoch_noise(steady: list[EpochStats], epochs: int, summary: dict[str, Any]) 
     """The spread of the epochs in samples_per_s, as benchmark records its blocks': epoch_time_cv_pct and
     samples_per_s_ci95 into `summary`, the trainbench.noisy tags returned (none from one epoch: no spread)."""
     from trainbench import progress
-    from trainbench.timing import StepStats, mean_ci95
+    from trainbench.measure.timing import StepStats, mean_ci95
 
     which = f"epoch {steady[0].epoch}" if len(steady) == 1 else f"epochs {steady[0].epoch}-{steady[-1].epoch}"
     left_out = " (epoch 1, which compiles and allocates, left out)" if len(steady) < epochs else ""
@@ -333,7 +333,7 @@ def fit_epochs(device: Device, trainer: Trainer, epochs: int, sync_every_step: b
     """The training call of timed_region=fit / build_fit: (seconds, result) per epoch. A trainer with a fit of
     its own (Keras' model.fit) runs it; otherwise trainbench's epoch loop, each epoch between synchronizations."""
     from trainbench.frameworks.base import FittingTrainer
-    from trainbench.timing import time_block
+    from trainbench.measure.timing import time_block
 
     if isinstance(trainer, FittingTrainer):
         return trainer.fit(epochs, sync_every_step)

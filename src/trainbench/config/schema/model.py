@@ -9,10 +9,10 @@ from typing import Any, ClassVar, Protocol
 
 from omegaconf import MISSING
 
-from trainbench import flops
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema.base import MAX_IMAGE_SIZE, MAX_LAYER_UNITS, MAX_SEQ_LEN, Choice, need_count, whole
+from trainbench.measure import flops
 
 ACTIVATIONS = ("relu", "gelu", "tanh", "sigmoid")
 OUTPUT_ACTIVATIONS = (None, "sigmoid")
@@ -59,7 +59,7 @@ class ModelConfig(Choice):
     # A model counts itself where its sizes say it all, so every framework records one figure for it (and
     # one MFU); None leaves the count to the framework's counter on the network it built.
     def flops_per_sample(self, sample: SampleShape, training: bool) -> float | None:
-        """FLOPs per sample (training: forward + backward), as trainbench.flops counts them."""
+        """FLOPs per sample (training: forward + backward), as trainbench.measure.flops counts them."""
         return None
 
     def num_parameters(self, sample: SampleShape) -> int | None:

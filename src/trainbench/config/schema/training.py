@@ -27,7 +27,7 @@ class TaskConfig(Choice):
     sync_every_step: ClassVar[bool] = False  # fit regions: the loss read back after every step
     data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
     input_pipeline: ClassVar[bool] = False  # true: data.pipeline=loader feeds its timed steps
-    # How the report shows its runs (trainbench.runs, trainbench.report): the setting tags only this task
+    # How the report shows its runs (trainbench.store.runs, trainbench.report): the setting tags only this task
     # records, each with its column's heading (shown in a table of its own when it uses no model), and the
     # report metric its figure is (None: the first of the report's metrics a run has).
     setting_tags: ClassVar[dict[str, str]] = {}

@@ -35,7 +35,7 @@ class KerasConfig(FrameworkConfig):
     version_tags: ClassVar[tuple[str, ...]] = ("sw.keras",)
     # Keras runs convolutions NHWC (its channels_last data format), always. The key exists so that a preset for
     # every framework (the scaling study) can ask for NHWC where PyTorch has the choice; settings ignore it here
-    # (trainbench.setting.recorded), as there is nothing to choose.
+    # (trainbench.store.setting.recorded), as there is nothing to choose.
     channels_last: bool = True
     fixed: ClassVar[tuple[str, ...]] = ("channels_last",)
 

@@ -238,7 +238,7 @@ class KerasAdapter(KerasBackend):
         """The device's memory: the GPU's as the probes read it, else the host's."""
         import psutil
 
-        from trainbench.hardware import host_tags
+        from trainbench.measure.hardware import host_tags
 
         gpu_gb = host_tags().get("hw.gpu_memory_gb")
         if self.backend == "cuda" and gpu_gb:

@@ -135,7 +135,7 @@ class Adapter:
         """Counted as torch.utils.flop_counter counts the PyTorch build: every Linear and convolution of
         one forward pass on one sample, recorded as it runs (training: forward + backward). Attention is no
         Linear: models with attention count themselves (ModelConfig.flops_per_sample)."""
-        from trainbench.flops import dense_and_conv_flops
+        from trainbench.measure.flops import dense_and_conv_flops
 
         layers = _matrix_products(self.mx, network, self._inputs(data.train.first(1), data))
         return dense_and_conv_flops(layers, training)

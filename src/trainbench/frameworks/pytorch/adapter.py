@@ -390,7 +390,7 @@ class TorchDevice:
             distributed.barrier(self.torch, self.device)
 
     def step_clock(self) -> StepClock | None:
-        from trainbench.timing import HostClock
+        from trainbench.measure.timing import HostClock
 
         if self.backend == "cuda":
             return EventClock(self.torch.cuda.Event, "CUDA events between steps")

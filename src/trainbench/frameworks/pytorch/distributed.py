@@ -90,7 +90,7 @@ def launch_config(count: int, nodes: int = 1) -> Any:
     PET_RDZV_ENDPOINT (HOST:PORT, the same on every node) under PET_RDZV_ID; no restarts."""
     from torch.distributed.run import config_from_args, get_args_parser
 
-    from trainbench.tracking import verbose
+    from trainbench.store.tracking import verbose
 
     if not verbose():  # torch elastic's INFO lines (the launch config) say nothing to act on
         logging.getLogger("torch.distributed").setLevel(logging.ERROR)
@@ -273,7 +273,7 @@ def barrier(torch: Any, device: Any) -> None:
 
 
 def tags(world: World, device: Any) -> dict[str, str]:
-    from trainbench import topology
+    from trainbench.measure import topology
 
     backend = "nccl" if device.type == "cuda" else "gloo"
     tags = {

@@ -41,7 +41,7 @@ class TensorFlowDevice(KerasDevice):
     adapter: Adapter
 
     def step_clock(self) -> StepClock | None:
-        from trainbench.timing import HostClock
+        from trainbench.measure.timing import HostClock
 
         return HostClock() if self.backend == "cpu" else None  # no device events in TensorFlow
 

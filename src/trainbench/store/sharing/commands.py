@@ -8,12 +8,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainbench import tracking, untrusted
-from trainbench.import_guard import ImportStopped, StopRequests, import_lock
-from trainbench.sharing.exporting import export_runs, output_problem, write_export
-from trainbench.sharing.file_format import RUN_ID, SharingError, load
-from trainbench.sharing.importing import ImportFailed, import_files
-from trainbench.sharing.scrubbing import scrubbed_line
+from trainbench import untrusted
+from trainbench.store import tracking
+from trainbench.store.import_guard import ImportStopped, StopRequests, import_lock
+from trainbench.store.sharing.exporting import export_runs, output_problem, write_export
+from trainbench.store.sharing.file_format import RUN_ID, SharingError, load
+from trainbench.store.sharing.importing import ImportFailed, import_files
+from trainbench.store.sharing.scrubbing import scrubbed_line
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CTRL_C = 0, 1, 2, 130
 

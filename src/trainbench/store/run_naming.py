@@ -1,4 +1,4 @@
-"""The one naming rule of a cell's MLflow run, apart from trainbench.runs so that a task can name its run
+"""The one naming rule of a cell's MLflow run, apart from trainbench.store.runs so that a task can name its run
 without loading what reads runs back (runs reads the tasks' declarations)."""
 
 from __future__ import annotations

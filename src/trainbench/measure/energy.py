@@ -38,7 +38,7 @@ POWERCAP_ROOT = "/sys/class/powercap"
 # 133 W where 1 s reads the true ~680 W. Shorter regions get no figure rather than a wrong one.
 MIN_REGION_S = 1.0
 RAPL_POLL_S = 5.0  # a package at 500 W wraps a 262 kJ counter in ~9 minutes: polling every 5 s misses none
-GPU_BACKENDS = ("cuda", "rocm", "hip", "gpu")  # as in trainbench.hardware: PyTorch on ROCm says "cuda"
+GPU_BACKENDS = ("cuda", "rocm", "hip", "gpu")  # as in trainbench.measure.hardware: PyTorch on ROCm says "cuda"
 
 
 class EnergyMeter:
@@ -194,7 +194,7 @@ def _open_nvml(gpu_index: int, use_zeus: bool) -> tuple[_Counter | None, str | N
         import pynvml
     except ImportError:
         return None, "nvidia-ml-py is not installed"
-    from trainbench.hardware import nvml_visible_handles
+    from trainbench.measure.hardware import nvml_visible_handles
 
     try:
         pynvml.nvmlInit()
@@ -237,7 +237,7 @@ class NvmlCounter(_Counter):
 
 
 def _host_gpu_vendor() -> str | None:
-    from trainbench.hardware import host_tags
+    from trainbench.measure.hardware import host_tags
 
     return host_tags().get("hw.gpu_vendor")
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainbench import untrusted
-from trainbench.tracking.outage import client
-from trainbench.tracking.redaction import private
+from trainbench.store.tracking.outage import client
+from trainbench.store.tracking.redaction import private
 
 # MLflow statuses for our outcomes. `unavailable` is FAILED: the cell produced no figures.
 RUN_STATUS = {

@@ -1,6 +1,6 @@
 """The one way to list runs, name runs, describe a run's setting in words, and open runs in the UI.
 
-Which runs measured the same quantity is trainbench.setting's answer (the whole config, less what is
+Which runs measured the same quantity is trainbench.store.setting's answer (the whole config, less what is
 speed-neutral or compared); the tags here say the main quantities of a setting in words, for tables, plots
 and the UI's columns. Used by the report, the reference importer, the tasks (run names) and the sweep's
 summary (the UI link).
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from trainbench.setting import FULL_SPLITS, normal
+from trainbench.store.setting import FULL_SPLITS, normal
 
 # ----------------------------------------------------------------------------------------------- listing
 
@@ -46,7 +46,7 @@ def search_all(
 
 # The main quantities of a setting, as tags every cell and reference run carries: what tables and plots
 # print of a row, and what the UI can filter on. (Two runs share a row only when their whole settings are
-# equal: trainbench.setting.)
+# equal: trainbench.store.setting.)
 SETTING_TAGS = (
     "trainbench.task",
     "trainbench.model",
@@ -286,7 +286,7 @@ def ui_url(
     rather than on its GenAI pages), then returns the URL. `ui_base`: where the UI is served; default the
     tracking server itself, or `mlflow ui`'s http://127.0.0.1:5000 for a local store.
     """
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     client = tracking.client(tracking_uri)
     state = view_state(sweep_run_id)

@@ -130,7 +130,7 @@ def why_no_peak(label: str, dtype: str = "fp32") -> str | None:
         return None
     found = _nvidia(label)
     if found is None:
-        return f"no peak-FLOPS entry for {label!r} in trainbench.peaks"
+        return f"no peak-FLOPS entry for {label!r} in trainbench.measure.peaks"
     if getattr(found, _dtype(dtype) or "fp32") is None:
         return f"the {found.name} has no {_dtype(dtype)} arithmetic in hardware: no peak for it"
     return None

@@ -8,10 +8,10 @@ from typing import Any
 
 import psutil
 
-from trainbench.hardware.amd import amd_tags
-from trainbench.hardware.host import cpu_name, linux_power_source, os_name, virtualization
-from trainbench.hardware.mac import mac_tags
-from trainbench.hardware.nvidia import nvidia_tags
+from trainbench.measure.hardware.amd import amd_tags
+from trainbench.measure.hardware.host import cpu_name, linux_power_source, os_name, virtualization
+from trainbench.measure.hardware.mac import mac_tags
+from trainbench.measure.hardware.nvidia import nvidia_tags
 
 
 @functools.lru_cache(maxsize=1)

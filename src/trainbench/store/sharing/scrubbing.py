@@ -6,7 +6,7 @@ import contextlib
 import re
 import socket
 
-from trainbench import tracking
+from trainbench.store import tracking
 
 # An absolute path: a POSIX path starting at `/` where no word, `.`, `~`, `/` or `<` comes before it (so not the
 # path of a URL, `http://host:5000/api/...`, nor `./a/b`, `~/a`, `1/2`, `samples/s`, an HTML closing tag `</p>`),

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from trainbench.hardware.reading import quietly, read_file, run_command
+from trainbench.measure.hardware.reading import quietly, read_file, run_command
 
 AMD_SMI_STATIC = ("amd-smi", "static", "--asic", "--vram", "--driver", "--limit", "--json")
 ROCM_SMI_QUERY = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json")

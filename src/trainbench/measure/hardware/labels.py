@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from trainbench.hardware.host import short_cpu_name
+from trainbench.measure.hardware.host import short_cpu_name
 
 # What frameworks call a discrete GPU: PyTorch says "cuda" on ROCm too (HIP stands in for CUDA), JAX says "gpu"
 # or "rocm". Whose GPU it is comes from the probed tags (hw.gpu_vendor), never from this string.

@@ -11,7 +11,7 @@ containers), `mac`, `nvidia`, `amd`.
 
 from __future__ import annotations
 
-from trainbench.hardware.amd import (
+from trainbench.measure.hardware.amd import (
     AMD_SMI_STATIC,
     ROCM_SMI_QUERY,
     amd_gpu_name,
@@ -23,7 +23,7 @@ from trainbench.hardware.amd import (
     parse_rocm_smi,
     rocm_version,
 )
-from trainbench.hardware.host import (
+from trainbench.measure.hardware.host import (
     ARM_PARTS,
     HYPERVISORS,
     cpu_name,
@@ -36,7 +36,7 @@ from trainbench.hardware.host import (
     short_cpu_name,
     virtualization,
 )
-from trainbench.hardware.labels import (
+from trainbench.measure.hardware.labels import (
     CONTAINERS,
     GB_IN_NAME,
     GPU_BACKENDS,
@@ -47,7 +47,7 @@ from trainbench.hardware.labels import (
     labels_for,
     run_label,
 )
-from trainbench.hardware.mac import (
+from trainbench.measure.hardware.mac import (
     MAC_AGX_IOREG,
     MAC_DISPLAYS,
     MAC_GPU_MODELS,
@@ -67,7 +67,7 @@ from trainbench.hardware.mac import (
     parse_sysctl,
     parse_system_profiler_displays,
 )
-from trainbench.hardware.nvidia import (
+from trainbench.measure.hardware.nvidia import (
     NVIDIA_SMI_QUERY,
     cuda_version_text,
     nvidia_smi_tags,
@@ -76,7 +76,7 @@ from trainbench.hardware.nvidia import (
     nvml_visible_handles,
     parse_nvidia_smi_query,
 )
-from trainbench.hardware.probe import host_tags
+from trainbench.measure.hardware.probe import host_tags
 
 __all__ = [
     "AMD_SMI_STATIC",

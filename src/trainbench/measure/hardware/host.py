@@ -9,7 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
-from trainbench.hardware.reading import read_file, run_command
+from trainbench.measure.hardware.reading import read_file, run_command
 
 
 def os_name() -> str:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainbench.tracking.redaction import error_line, private, redact, redact_paths
+from trainbench.store.tracking.redaction import error_line, private, redact, redact_paths
 
 DEFAULT_OUTAGE_S = 300.0  # tracking.outage_s
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainbench.import_guard import ImportStopped, StopRequests
-from trainbench.runs import SETTING_NAME_TAG, search_all, setting_name
-from trainbench.sharing.exporting import active_run
-from trainbench.sharing.file_format import (
+from trainbench.store.import_guard import ImportStopped, StopRequests
+from trainbench.store.runs import SETTING_NAME_TAG, search_all, setting_name
+from trainbench.store.sharing.exporting import active_run
+from trainbench.store.sharing.file_format import (
     DROPPED_TAG_PREFIXES,
     DROPPED_TAGS,
     IMPORT_ID_TAG,
@@ -31,7 +31,7 @@ from trainbench.sharing.file_format import (
     limited,
     load,
 )
-from trainbench.sharing.scrubbing import scrubbed_line
+from trainbench.store.sharing.scrubbing import scrubbed_line
 
 
 @dataclass

@@ -5,7 +5,7 @@ printed and recorded names no secret (`redaction`), and the code a run came from
 
 from __future__ import annotations
 
-from trainbench.tracking.opening import (
+from trainbench.store.tracking.opening import (
     HTTP_RETRY_DEFAULTS,
     configure_http_retries,
     default_store_folder,
@@ -14,7 +14,7 @@ from trainbench.tracking.opening import (
     open_store,
     resolve_tracking_uri,
 )
-from trainbench.tracking.outage import (
+from trainbench.store.tracking.outage import (
     DEFAULT_OUTAGE_S,
     OUTAGE,
     OutageWatch,
@@ -25,8 +25,8 @@ from trainbench.tracking.outage import (
     store_fault,
     unanswered,
 )
-from trainbench.tracking.provenance import git_commit, installed_packages
-from trainbench.tracking.redaction import (
+from trainbench.store.tracking.provenance import git_commit, installed_packages
+from trainbench.store.tracking.redaction import (
     one_line_store_errors,
     pasteable,
     private,
@@ -36,7 +36,7 @@ from trainbench.tracking.redaction import (
     redact_paths,
     verbose,
 )
-from trainbench.tracking.writes import (
+from trainbench.store.tracking.writes import (
     MAX_PARAM_LENGTH,
     MAX_TAG_LENGTH,
     RUN_STATUS,

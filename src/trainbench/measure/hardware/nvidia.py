@@ -7,7 +7,7 @@ import os
 import shutil
 from typing import Any
 
-from trainbench.hardware.reading import as_text, quietly, run_command
+from trainbench.measure.hardware.reading import as_text, quietly, run_command
 
 NVIDIA_SMI_QUERY = "name,memory.total,driver_version,power.limit"
 

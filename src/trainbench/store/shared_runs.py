@@ -2,12 +2,12 @@
 
 A sweep ends by comparing its cells with other machines'; those runs live in the experiment SHARED_EXPERIMENT of
 the same store, so the MLflow UI shows them next to the user's runs (and the user's experiment stays theirs).
-They are imported by the project's own importers (trainbench.references for the CSV, trainbench.sharing for the
+They are imported by the project's own importers (trainbench.references for the CSV, trainbench.store.sharing for the
 export files), in a process of their own (composing each reference's command uses Hydra, which the sweep's process
 is running), and only when the files changed: a hash of their bytes is kept as the experiment tag MARKER_TAG, so
 the check a sweep makes when nothing changed reads a few hundred kilobytes and one experiment.
 
-    python -m trainbench.shared_runs [--uri URI]    # import now if the files changed (what a sweep does)
+    python -m trainbench.store.shared_runs [--uri URI]    # import now if the files changed (what a sweep does)
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainbench import tracking
-from trainbench.sources import contributed_files
+from trainbench.store import tracking
+from trainbench.store.sources import contributed_files
 
 SHARED_EXPERIMENT = "trainbench-shared"
 MARKER_TAG = "trainbench.shared_files_hash"
@@ -62,7 +62,10 @@ def refresh(client: Any, uri: str) -> str | None:
         return f"trainbench: could not check the other machines' runs: {tracking.private(str(error))[:160]}"
     print(f"Importing other machines' runs (published, results/contributed/) into experiment {SHARED_EXPERIMENT}")
     done = subprocess.run(
-        [sys.executable, "-m", "trainbench.shared_runs", "--uri", uri], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "trainbench.store.shared_runs", "--uri", uri],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
@@ -90,7 +93,7 @@ def one_import_at_a_time(uri: str) -> Iterator[None]:
 def import_all(client: Any, uri: str) -> str:
     from trainbench.references.cli import load
     from trainbench.references.writing import write
-    from trainbench.sharing import file_format, importing
+    from trainbench.store.sharing import file_format, importing
 
     experiment_id = tracking.experiment_id(client, SHARED_EXPERIMENT, uri)
     marker = files_hash()  # before reading: a file changed meanwhile is imported next time
@@ -106,7 +109,7 @@ def import_all(client: Any, uri: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainbench.shared_runs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m trainbench.store.shared_runs", description=__doc__)
     parser.add_argument("--uri", help="tracking store (default: as a sweep resolves it)")
     args = parser.parse_args(argv)
     uri = tracking.resolve_tracking_uri(args.uri)

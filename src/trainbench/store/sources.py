@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from trainbench.config import PROJECT_ROOT
 
 CONTRIBUTED = PROJECT_ROOT / "results" / "contributed"  # export files from machines we do not have
-IMPORT_KEY = "trainbench.import.run_id"  # an imported run's original id (trainbench.sharing)
+IMPORT_KEY = "trainbench.import.run_id"  # an imported run's original id (trainbench.store.sharing)
 IMPORTED_FROM = "trainbench.imported_from"
 
 
@@ -43,7 +43,7 @@ class StoreSource:
     experiment: str | None = None  # this experiment whatever is asked: the store's other machines' runs
 
     def search(self, experiment: str, filter_string: str) -> list[Any]:
-        from trainbench.runs import search_all
+        from trainbench.store.runs import search_all
 
         found = self.client.get_experiment_by_name(self.experiment or experiment)
         return search_all(self.client, [found.experiment_id], filter_string) if found else []
@@ -70,14 +70,14 @@ class FileSource:
 
 
 def open_store(uri: str) -> StoreSource:
-    from trainbench import tracking
+    from trainbench.store import tracking
 
     return StoreSource(uri, tracking.private(uri), client=tracking.open_store(uri))
 
 
 def open_file(path: Path, contributed: bool = False) -> FileSource:
-    from trainbench.sharing.file_format import SharingError
-    from trainbench.sharing.importing import read_export
+    from trainbench.store.sharing.file_format import SharingError
+    from trainbench.store.sharing.importing import read_export
 
     try:
         exported = read_export(path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from trainbench import tracking
+from trainbench.store import tracking
 
 RUN_ID_VARIABLE = "MLFLOW_RUN_ID"
 KIND = "mlflow_run"

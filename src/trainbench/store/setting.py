@@ -4,7 +4,7 @@ A run's **setting** is its whole composed config as recorded in its params, less
 - SPEED_NEUTRAL: fields that do not change what is measured (a seed, where files are, limits that stop a
   cell but never slow it), each with the reason;
 - COMPARED: what the comparison is about, so never a row: the framework (its package and knobs) and the
-  device asked for (the machine that ran is `trainbench.hardware.label`).
+  device asked for (the machine that ran is `trainbench.measure.hardware.label`).
 Every other field splits rows: a field added tomorrow separates runs until someone shows it is speed-neutral
 and adds it here with why. Two runs share a row of the report only when their settings are equal; a column
 is a machine (hardware.label), the backend that ran and the framework at its major.minor release.

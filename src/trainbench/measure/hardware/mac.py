@@ -8,8 +8,8 @@ import json
 import re
 from typing import Any
 
-from trainbench.hardware.amd import amd_gpu_name
-from trainbench.hardware.reading import run_command
+from trainbench.measure.hardware.amd import amd_gpu_name
+from trainbench.measure.hardware.reading import run_command
 
 # One `sysctl` call answers every macOS question. `-i`: macOS's sysctl stops at the first name it does not know
 # (Intel Macs have no hw.perflevel*, names come and go between releases); with -i unknown names are skipped.

@@ -8,7 +8,7 @@ process-global "active run" (which `mlflow run` pre-sets through MLFLOW_RUN_ID).
 A tracking server may blink (a restart, a network hiccup): MLflow's own HTTP retries stay on, with a
 backoff bounded so that a server that is really gone fails a cell within about a minute. A fresh SQLite
 store is created once, under a file lock, so sweeps started at the same instant do not race its creation, as a
-copy of an empty migrated store (trainbench.store_template) rather than by MLflow's migrations.
+copy of an empty migrated store (trainbench.store.store_template) rather than by MLflow's migrations.
 """
 
 from __future__ import annotations
@@ -20,10 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainbench import store_template
 from trainbench.locations import PROJECT_ROOT
-from trainbench.tracking.outage import DEFAULT_OUTAGE_S, StoreFailed, TrackingUnavailable, client
-from trainbench.tracking.redaction import error_line, one_line_store_errors, private, quiet_logs, redact, redact_paths
+from trainbench.store import store_template
+from trainbench.store.tracking.outage import DEFAULT_OUTAGE_S, StoreFailed, TrackingUnavailable, client
+from trainbench.store.tracking.redaction import (
+    error_line,
+    one_line_store_errors,
+    private,
+    quiet_logs,
+    redact,
+    redact_paths,
+)
 
 # MLflow's own retries are short (waits of 0 and 2 s): an outage longer than that is ridden out by OutageWatch,
 # for tracking.outage_s, whatever the request.

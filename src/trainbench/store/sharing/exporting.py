@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainbench.runs import search_all
-from trainbench.sharing.file_format import (
+from trainbench.store.runs import search_all
+from trainbench.store.sharing.file_format import (
     DROPPED_TAG_PREFIXES,
     DROPPED_TAGS,
     EXPORTED_KINDS,
@@ -29,7 +29,7 @@ from trainbench.sharing.file_format import (
     VERSION,
     limited,
 )
-from trainbench.sharing.scrubbing import scrub
+from trainbench.store.sharing.scrubbing import scrub
 
 
 @dataclass
