@@ -1,9 +1,10 @@
-"""The one way to list runs, name runs, describe a run's setting in words, and open runs in the UI.
+"""Runs read back: every page of a search (`search_all`), a run's setting in words, and the link that opens runs in
+the UI. A run's name is trainbench.store.run_naming's.
 
 Which runs measured the same quantity is trainbench.store.setting's answer (the whole config, less what is
 speed-neutral or compared); the tags here say the main quantities of a setting in words, for tables, plots
-and the UI's columns. Used by the report, the reference importer, the tasks (run names) and the sweep's
-summary (the UI link).
+and the UI's columns, as each task declares them. Used by the report, the reference importer, export and import,
+and the sweep's summary (the UI link).
 Light on purpose: the parent process imports it, so MLflow is imported only inside the functions that
 talk to a store, and no deep-learning framework ever.
 """
