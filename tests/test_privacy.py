@@ -41,7 +41,7 @@ def test_credentials_are_redacted_wherever_a_uri_appears() -> None:
 def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_shell(tmp_path, monkeypatch) -> None:
     """The closing hint names the store with $HOME, not ~: a shell expands $HOME inside `sqlite:///$HOME/...`,
     while `sqlite:///~/...` would make SQLite open a new, empty store in a folder named `~`."""
-    from trainbench.runner.owner import browse_hint
+    from trainbench.runner.summary import browse_hint
 
     home = tmp_path / "home"
     store = home / "benchmarks" / "mlflow.db"
