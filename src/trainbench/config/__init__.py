@@ -28,7 +28,6 @@ from trainbench.config.schema import (
     CellConfig,
     CellLimits,
     DebugConfig,
-    LaunchInfo,
     SweepSettings,
     TrackingConfig,
 )
@@ -53,7 +52,6 @@ SETTING_TYPES = {
     "tracking": TrackingConfig,
     "cell": CellLimits,
     "sweep": SweepSettings,
-    "launch": LaunchInfo,
     "debug": DebugConfig,
 }
 

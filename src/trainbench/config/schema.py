@@ -720,23 +720,6 @@ class SweepSettings:
 
 
 @dataclass
-class LaunchInfo:
-    """Set by the sweep's owner for each job (never by hand): what a job needs to run its cell anywhere."""
-
-    sweep_id: str | None = None
-    tracking_uri: str | None = None
-    experiment_id: str | None = None
-    parent_run_id: str | None = None
-    index: int = 0  # the cell's place in the sweep, from 1
-    total: int = 1
-    name_suffix: str = ""  # what tells this cell apart from its siblings (`precision=tf32`)
-    started_at: float | None = None  # when the sweep began (seconds since the epoch): its elapsed time and estimate
-    # What each cell has in common with others, for the estimate (trainbench.runner.sweep_clock): `;`-separated,
-    # one `task/model/device` per cell in order, `-` for a cell on a device this machine cannot have
-    kinds: str = ""
-
-
-@dataclass
 class DebugConfig:
     inject_fault: str | None = None  # test-only: abort | raise | sleep | exit
     fault_rank: int | None = None  # data-parallel cells: only this rank injects the fault (null: the cell's process)
@@ -768,7 +751,6 @@ class CellConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     cell: CellLimits = field(default_factory=CellLimits)
     sweep: SweepSettings = field(default_factory=SweepSettings)
-    launch: LaunchInfo = field(default_factory=LaunchInfo)
     debug: DebugConfig = field(default_factory=DebugConfig)
 
 

@@ -28,13 +28,14 @@ from typing import Any
 
 import yaml
 
-from trainbench import device_probe, hardware, progress, run_description, stops, suite, tracking
-from trainbench.config import CellConfig, config_hash, params, to_spec
-from trainbench.runner import batch_probes, batch_search, framework_log, liveness, names, scaling
+from trainbench import device_probe, hardware, progress, run_description, stops, tracking
+from trainbench.config import CellConfig, params, to_spec
+from trainbench.runner import batch_probes, batch_search, framework_log, liveness, scaling
 from trainbench.runner.batch_search import Probe, SearchFailed
 from trainbench.runner.cell_process import run_in_child
 from trainbench.runner.framework_log import FrameworkLog
 from trainbench.runner.in_cell import ProcessResult
+from trainbench.runner.order import CellOrder
 from trainbench.runs import tag_setting_name
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
@@ -78,18 +79,17 @@ class Stopped(KeyboardInterrupt):
         return f"the sweep was stopped by {what.get(signal.Signals(self.signum), signal.Signals(self.signum).name)}"
 
 
-def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult:
-    """Create the cell's run, run the cell in its own process, close the run with the outcome."""
+def run_cell(order: CellOrder, store: Store) -> CellResult:
+    """Create the cell's run, run the cell in its own process, close the run with the outcome. `order`: what the
+    sweep's owner decided about the cell (trainbench.runner.order); `store`: the client of its store."""
     swallowed = stops.unanswered()
     if swallowed is not None:  # a stop that a library's bare except took: no further cell starts
         raise Stopped(swallowed)
-    task = task_of(cell)
-    cell = task.prepared(cell)
-    index, suffix = cell.launch.index, cell.launch.name_suffix
-    name = task.run_name(cell, names.shown_device(cell.device.name)) + suffix
+    cell = task_of(order.cell).prepared(order.cell)
+    index, name = order.index, order.name
     mark("job: started")
     progress.phase("recording the cell's settings in its run, starting the cell's process")
-    run_id = _create_run(cell, store, overrides, name)
+    run_id = _create_run(order, cell, store, name)
     mark("job: run created")
     outcome: str = "failed"
     reason: str | None = "the cell's launcher stopped unexpectedly"
@@ -102,9 +102,9 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         else:
             with liveness.Heartbeat(store.client, run_id, cell.sweep.heartbeat_s):
                 if cell.batch_size == "max":
-                    cell = _with_max_batch(cell, store, run_id, chatter)
+                    cell = _with_max_batch(order.running(cell), store, run_id, chatter)
                 with _system_metrics(store, run_id, cell.tracking.system_metrics_interval_s):
-                    result, stderr_tail = run_in_child(cell, store, run_id, suffix, chatter=chatter)
+                    result, stderr_tail = run_in_child(order.running(cell), store, run_id, chatter=chatter)
         outcome, reason = str(result["outcome"]), result.get("reason")
         if outcome == "finished":
             scaling.record(store.client, run_id, cell, result)
@@ -137,7 +137,7 @@ def run_cell(cell: CellConfig, store: Store, overrides: list[str]) -> CellResult
         _attempt(lambda: run_description.write(store.client, run_id, outcome, reason))
         _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
     if result.get("backend"):
-        name = task.run_name(cell, result["backend"]) + suffix
+        name = order.name_on(result["backend"])
     if outcome != "finished":
         print(outcome_line(name, outcome, reason, result, cell), file=sys.stderr, flush=True)
     return CellResult(index, name, outcome, result.get("samples_per_s"), reason, run_id, result.get("peak_tflops"))
@@ -173,18 +173,11 @@ def _attempt(call: Any) -> None:
         sys.stderr.write(f"trainbench: could not write to the tracking store: {tracking.private(str(error))[:200]}\n")
 
 
-def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str) -> str:
+def _create_run(order: CellOrder, cell: CellConfig, store: Store, name: str) -> str:
+    """The cell's run, with the tags its order asks for and what this process sees of the machine it runs on."""
     tags = {
-        "trainbench.kind": "cell",
-        "trainbench.framework": cell.framework.name,
-        "trainbench.device": cell.device.name,
-        "trainbench.config_hash": config_hash(cell),
+        **order.tags,
         "trainbench.outcome": "running",
-        "trainbench.sweep_id": store.sweep_id,
-        "trainbench.cell_index": cell.launch.index,
-        "trainbench.compile": str(cell.optimize.compile).lower(),
-        **task_of(cell).tags(cell),
-        **suite.tags(),
         "git.commit": tracking.git_commit(),
         "sw.python": sys.version.split()[0],
         "sw.mlflow": _version("mlflow"),
@@ -199,10 +192,9 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
     run_id = str(run.info.run_id)
     try:
         tracking.log_params(store.client, run_id, params(cell))
-        spec = to_spec(cell)
-        shown = {k: v for k, v in spec["cell"].items() if k != "launch"}
+        shown = to_spec(cell)["cell"]
         store.client.log_text(run_id, tracking.private(yaml.safe_dump(shown, sort_keys=False)), "config.yaml")
-        store.client.log_text(run_id, tracking.private("\n".join(overrides) + "\n"), "overrides.txt")
+        store.client.log_text(run_id, tracking.private("\n".join(order.overrides) + "\n"), "overrides.txt")
         store.client.log_text(run_id, tracking.installed_packages(), "requirements-freeze.txt")
     except tracking.StoreFailed as fault:  # e.g. its artifact folder is read-only while its database is not
         why = str(fault)
@@ -211,7 +203,7 @@ def _create_run(cell: CellConfig, store: Store, overrides: list[str], name: str)
     return run_id
 
 
-def _with_max_batch(cell: CellConfig, store: Store, run_id: str, chatter: FrameworkLog) -> CellConfig:
+def _with_max_batch(order: CellOrder, store: Store, run_id: str, chatter: FrameworkLog) -> CellConfig:
     """Search the largest batch that fits (trainbench.runner.batch_search), record it and the search, return
     the cell with that batch size. Raises SearchFailed when a probe fails for another reason or nothing fits.
 
@@ -219,6 +211,7 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str, chatter: Framew
     probes in itself for as long as its framework allows: all of them (PyTorch on CUDA), or one."""
     from trainbench.config import replace
 
+    cell = order.cell
     started = time.monotonic()
     limit = cell.cell.max_batch_size
     probes: list[Probe] = []
@@ -230,7 +223,7 @@ def _with_max_batch(cell: CellConfig, store: Store, run_id: str, chatter: Framew
     )
     while not found:
         processes += 1
-        result, _ = run_in_child(cell, store, None, "", {"limit": limit, "known": probes}, chatter)
+        result, _ = run_in_child(order, store, None, {"limit": limit, "known": probes}, chatter)
         finished = result["outcome"] == "finished"
         made = [Probe(**fields) for fields in (result["search"]["probes"] if finished else result.get("progress", []))]
         new = [p for p in made if p.batch_size not in {k.batch_size for k in probes}]

@@ -20,19 +20,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainbench import progress, tracking
-from trainbench.config import PROJECT_ROOT, CellConfig, to_spec
+from trainbench.config import PROJECT_ROOT
 from trainbench.config.schema import CellLimits
 from trainbench.runner import framework_log, slots
 from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.runner.framework_log import FrameworkLog
 from trainbench.runner.in_cell import ProcessResult
 from trainbench.runner.oom_evidence import OomEvidence
+from trainbench.runner.order import ORDER_ENV
 from trainbench.runner.orphan import remove_abandoned_scratch, remove_abandoned_shared_memory, scratch_prefix
 from trainbench.runner.worker import UNBLOCK_STOPS_ENV, traceback_path
 from trainbench.timeline import mark
 
 if TYPE_CHECKING:
     from trainbench.runner.cell import Store
+    from trainbench.runner.order import CellOrder
 
 STDERR_TAIL_LINES = 200
 GRACE_S = 10  # how long a cell's process gets to write its result after SIGINT/SIGTERM
@@ -51,17 +53,17 @@ def pinnable_cores() -> list[str]:
 
 
 def run_in_child(
-    cell: CellConfig,
+    order: CellOrder,
     store: Store,
     run_id: str | None,
-    name_suffix: str,
     search: dict[str, Any] | None = None,
     chatter: FrameworkLog | None = None,
 ) -> tuple[ProcessResult, str]:
-    """Run `cell` in a worker process (recording into run_id; None: records nothing), on the GPUs and cores it
+    """Run the order's cell in a worker process (recording into run_id; None: records nothing), on the GPUs and cores it
     may use; return (its result, its stderr tail with the traceback of an expected failure). `search`: the
     batch_size=max search's limit and the probes so far (the process probes and records nothing; the probes
     it made before dying are in the result's `progress`). `chatter` keeps the frameworks' own log records."""
+    cell = order.cell
     remove_abandoned_scratch()  # those of launchers killed with their cells
     remove_abandoned_shared_memory()  # what joblib's launcher left in /dev/shm when it was killed
     gpus_wanted = None if cell.device.name == "cpu" else (None if cell.device.count == "all" else cell.device.count)
@@ -79,12 +81,11 @@ def run_in_child(
         spec_path.write_text(
             json.dumps(
                 {
-                    "cell": to_spec(cell),
+                    "order": order.to_dict(),
                     "run_id": run_id,
                     "tracking_uri": store.uri,
                     "result_path": str(result_path),
                     "parent_pid": os.getpid(),
-                    "name_suffix": name_suffix,
                     "events_fd": events_write,
                     "cpus": [int(c) for c in cores] if cores else None,
                     "search": search,
@@ -153,6 +154,7 @@ def _run_child(
     env = {**os.environ, **extra_env}
     # The child logs by run id; an inherited MLFLOW_RUN_ID (set by `mlflow run`) must not redirect it.
     env.pop("MLFLOW_RUN_ID", None)
+    env.pop(ORDER_ENV, None)  # the job's order reaches the cell's process in its spec, as it reaches every rank
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "src"), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     tracking.configure_http_retries()

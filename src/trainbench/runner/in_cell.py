@@ -52,13 +52,15 @@ class ProcessResult(TypedDict, total=False):
     framework_version: str
 
 
-def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
-    """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
+def run(order: Any, log: Any) -> CellSummary:
+    """Bind the device, tag what runs where, run the task, add memory figures; return the summary. `order`: the
+    cell's trainbench.runner.order.CellOrder, its cell as it runs."""
     from trainbench import frameworks, hardware, progress
     from trainbench.tasks.base import DeviceInfo, task_of
     from trainbench.timeline import mark
 
     global selected_backend
+    cell = order.cell
     progress.phase(f"loading {cell.framework.name} and its device ({cell.device.name})")
     framework = frameworks.load(cell)
     mark("cell: framework imported")
@@ -73,7 +75,7 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     log.tags(
         {
             **host,
-            "mlflow.runName": task.run_name(cell, backend) + name_suffix,
+            "mlflow.runName": order.name_on(backend),
             "trainbench.backend": backend,
             "hw.label": label,
             "trainbench.framework_version": described.version,

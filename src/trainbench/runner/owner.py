@@ -5,7 +5,7 @@ and judges every one of them, and hands them here. The owner then, before any ce
 (closing runs whose process vanished as `lost`), makes sure every dataset and pretrained weights file the
 sweep needs is on disk and every dataset file can be read, decides what `sweep.resume` skips, and creates the
 parent run. The cells run through whatever Hydra launcher is configured (in this process, or joblib,
-submitit, Ray workers): each job carries everything its cell needs in `launch.*`, and its own process
+submitit, Ray workers): each job carries its cell's order, made here once (trainbench.runner.order), and its own process
 creates, heartbeats and closes the cell's run (trainbench.runner.cell). The owner reads the outcomes back (from the launcher, else from the
 store), closes anything left open, prints the summary and returns the exit status:
   0 every cell finished (or was skipped by resume); 1 some cell did not; 2 bad input, nothing ran;
@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from trainbench import device_probe, hardware, mlflow_project, suite, tracking, untrusted
-from trainbench.config import CellConfig
+from trainbench.config import CellConfig, config_hash
 from trainbench.runner import handoff, liveness, names, resume, sweep_clock
 from trainbench.runner.cell import CellResult, Stopped
 from trainbench.runner.needed_files import fetch_or_refuse_missing_files
+from trainbench.runner.order import IN_FORCE_TAGS, CellOrder, StoreAddress, launcher_override
 from trainbench.runner.summary import (
     bring_other_machines,
     browse_hint,
@@ -71,11 +72,9 @@ class Sweep:
         self.kinds = [sweep_clock.ABSENT if cell.device.name in absent else sweep_clock.kind(cell) for cell in cells]
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
-        base = [
-            task_of(cell).run_name(task_of(cell).prepared(cell), names.shown_device(cell.device.name)) for cell in cells
-        ]
-        self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
-        self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
+        base = [names.run_name(cell, names.shown_device(cell.device.name)) for cell in cells]
+        self.suffixes = names.suffixes(base, jobs)
+        self.names = [b + s for b, s in zip(base, self.suffixes, strict=True)]
         self.started = time.time()
         self.sweep_name = ""
         self.linked_run: str | None = None  # `mlflow run`'s run in another experiment, leading to the sweep's
@@ -144,7 +143,8 @@ class Sweep:
                 for i, decision in enumerate(decisions):
                     if not decision.run:
                         results[i] = self._record_skipped(store, experiment_id, parent, sweep_id, i, decision)
-                jobs = [self.jobs[i] + self._launch_overrides(uri, experiment_id, parent, sweep_id, i) for i in to_run]
+                address = StoreAddress(uri, experiment_id, parent, sweep_id)
+                jobs = [self.jobs[i] + [launcher_override(self._order(address, i))] for i in to_run]
                 if jobs:
                     for i, returned in zip(to_run, self._launch_all(jobs), strict=True):
                         if isinstance(returned, dict):
@@ -286,19 +286,30 @@ class Sweep:
             sys.stderr.write(f"trainbench: {tracking.private(why)}\n")
             return [why] * len(jobs)
 
-    def _launch_overrides(self, uri: str, experiment_id: str, parent: str | None, sweep_id: str, i: int) -> list[str]:
-        values = {
-            "tracking_uri": uri,
-            "experiment_id": experiment_id,
-            "parent_run_id": parent,
-            "sweep_id": sweep_id,
-            "index": i + 1,
-            "total": len(self.cells),
-            "name_suffix": self.suffixes[i],
-            "started_at": round(self.started, 3),
-            "kinds": ";".join(self.kinds),
+    def _order(self, address: StoreAddress, i: int) -> CellOrder:
+        """The i-th cell's order (trainbench.runner.order): made once, here, for its job and its processes."""
+        cell = self.cells[i]
+        asked = {
+            "trainbench.kind": "cell",
+            "trainbench.framework": cell.framework.name,
+            "trainbench.device": cell.device.name,
+            "trainbench.config_hash": config_hash(cell),
+            "trainbench.sweep_id": address.sweep_id,
+            "trainbench.cell_index": i + 1,
+            **task_of(cell).tags(task_of(cell).prepared(cell)),
+            **suite.tags(),
         }
-        return [f"++launch.{key}={_hydra_value(value)}" for key, value in values.items()]
+        return CellOrder(
+            cell=cell,
+            overrides=tuple(self.jobs[i]),
+            store=address,
+            index=i + 1,
+            total=len(self.cells),
+            name_suffix=self.suffixes[i],
+            started_at=round(self.started, 3),
+            kinds=tuple(self.kinds),
+            tags={key: str(value) for key, value in asked.items() if value is not None and key not in IN_FORCE_TAGS},
+        )
 
     def _record_skipped(
         self, store: Any, experiment_id: str, parent: str | None, sweep_id: str, i: int, decision: resume.Decision
@@ -430,7 +441,7 @@ class Sweep:
 
     def _parent_tags(self, sweep_name: str) -> dict[str, Any]:
         typed = self.command_line if self.command_line is not None else sorted({o for job in self.jobs for o in job})
-        overrides = [o for o in typed if not o.lstrip("+").startswith("launch.")]
+        overrides = list(typed)
         return {
             "trainbench.kind": "sweep",
             "trainbench.outcome": "running",
@@ -542,16 +553,6 @@ def _parent_heartbeat(store: Any, parent: str | None, interval_s: float) -> Iter
 
 
 # ----------------------------------------------------------------------------------------- output
-
-
-def _hydra_value(value: Any) -> str:
-    """A value as a Hydra override can carry it: quoted so URIs with `:`, `=` or `,` stay one string."""
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return str(value)
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
 
 
 def _adopted_project_run(store: Any, experiment: str) -> str | None:

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from trainbench.runner.in_cell import CellSummary
+    from trainbench.runner.order import CellOrder
 
 
-def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
-    """Run the cell here, or, where its framework runs one process per device and it asks for several, in
+def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
+    """Run the order's cell here, or, where its framework runs one process per device and it asks for several, in
     ranks started by the framework's own launcher (trainbench.runner.ranks); return rank 0's summary."""
+    cell = order.cell
     if cell.framework.rank_launcher is not None:
         import importlib
 
@@ -37,20 +39,21 @@ def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
             return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
     from trainbench.runner.in_cell import run
 
-    return run(cell, log, spec.get("name_suffix", ""))
+    return run(order, log)
 
 
 def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench import progress
-    from trainbench.config import from_spec
     from trainbench.runner.in_cell import die_with_parent, inject_fault, run
+    from trainbench.runner.order import CellOrder
     from trainbench.tracking import NullLog, RunLogger, quiet_logs
 
     spec = json.loads(spec_text)
     die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
     quiet_logs()
-    cell = from_spec(spec["cell"])
+    order = CellOrder.from_dict(spec["order"])
+    cell = order.cell
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0 and spec.get("run_id"):
         log: Any = RunLogger(spec["tracking_uri"], spec["run_id"])
@@ -60,19 +63,22 @@ def rank_main(spec_text: str) -> CellSummary:
         progress.quiet()
     if cell.debug.fault_rank == rank:
         inject_fault(cell.debug.inject_fault)
-    return run(cell, log, spec.get("name_suffix", ""))
+    return run(order, log)
 
 
 def main(overrides: list[str]) -> int:
     """A node joining a multi-node cell under torchrun: compose the cell as the sweep did, run this rank."""
     from hydra import compose, initialize_config_dir
 
-    from trainbench.config import CONF_DIR, to_spec, validate
+    from trainbench.config import CONF_DIR, validate
+    from trainbench.runner.order import CellOrder
     from trainbench.tasks.base import task_of
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose(config_name="config", overrides=overrides))
-    rank_main(json.dumps({"cell": to_spec(task_of(cell).prepared(cell))}))
+    # This node's order: the cell composed from the sweep's overrides, recording nowhere (rank 0 is on the head).
+    order = CellOrder(task_of(cell).prepared(cell), tuple(overrides), store=None)
+    rank_main(json.dumps({"order": order.to_dict()}))
     return 0
 
 
