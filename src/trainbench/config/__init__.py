@@ -27,7 +27,6 @@ from trainbench.config.schema import (
     GROUPS,
     CellConfig,
     CellLimits,
-    DebugConfig,
     SweepSettings,
     TrackingConfig,
 )
@@ -52,7 +51,6 @@ SETTING_TYPES = {
     "tracking": TrackingConfig,
     "cell": CellLimits,
     "sweep": SweepSettings,
-    "debug": DebugConfig,
 }
 
 
@@ -181,9 +179,6 @@ def params(cell: CellConfig) -> dict[str, Any]:
         flat.update(flatten(dataclasses.asdict(getattr(cell, group)), f"{group}."))
     flat.update(batch_size=cell.batch_size, seed=cell.seed)
     flat.update(flatten(dataclasses.asdict(cell.cell), "cell."))
-    if cell.debug.inject_fault:
-        flat["debug.inject_fault"] = cell.debug.inject_fault
-        flat["debug.fault_rank"] = cell.debug.fault_rank
     flat.pop("framework.adapter", None)
     flat.update(thread_settings())
     return {key: value for key, value in flat.items() if value is not None}

@@ -720,21 +720,6 @@ class SweepSettings:
 
 
 @dataclass
-class DebugConfig:
-    inject_fault: str | None = None  # test-only: abort | raise | sleep | exit
-    fault_rank: int | None = None  # data-parallel cells: only this rank injects the fault (null: the cell's process)
-
-    def check(self, at: str) -> None:
-        need(
-            self.inject_fault in (None, "abort", "raise", "sleep", "exit"),
-            f"{at}.inject_fault",
-            self.inject_fault,
-            "null or one of abort, raise, sleep, exit",
-        )
-        need_optional_count(self.fault_rank, f"{at}.fault_rank", 0, 1023)
-
-
-@dataclass
 class CellConfig:
     """One cell: framework x device x model x data x task x precision x batch size (and how it runs)."""
 
@@ -751,10 +736,9 @@ class CellConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     cell: CellLimits = field(default_factory=CellLimits)
     sweep: SweepSettings = field(default_factory=SweepSettings)
-    debug: DebugConfig = field(default_factory=DebugConfig)
 
 
 GROUPS = ("framework", "device", "model", "data", "task", "precision", "optim", "optimize")
 
 ConfigStore.instance().store(group="schema", name="cell", node=CellConfig, provider="trainbench")
-SETTINGS = ("tracking", "cell", "sweep", "debug")
+SETTINGS = ("tracking", "cell", "sweep")

@@ -45,7 +45,7 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
 def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench import progress
-    from trainbench.runner.in_cell import die_with_parent, inject_fault, run
+    from trainbench.runner.in_cell import die_with_parent, fault_for, inject_fault, run
     from trainbench.runner.order import CellOrder
     from trainbench.tracking import NullLog, RunLogger, quiet_logs
 
@@ -53,7 +53,6 @@ def rank_main(spec_text: str) -> CellSummary:
     die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
     quiet_logs()
     order = CellOrder.from_dict(spec["order"])
-    cell = order.cell
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0 and spec.get("run_id"):
         log: Any = RunLogger(spec["tracking_uri"], spec["run_id"])
@@ -61,8 +60,7 @@ def rank_main(spec_text: str) -> CellSummary:
         log = NullLog()
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
         progress.quiet()
-    if cell.debug.fault_rank == rank:
-        inject_fault(cell.debug.inject_fault)
+    inject_fault(fault_for(order.index, rank))
     return run(order, log)
 
 

@@ -62,6 +62,7 @@ from trainbench.runner.in_cell import (  # noqa: E402
     ProcessResult,
     die_with_parent,
     failure_kind,
+    fault_for,
     inject_fault,
     one_line,
     write_atomically,
@@ -112,8 +113,7 @@ def main(spec_path: str) -> int:
         # into another error (OmegaConf turns it into an AttributeError). From here on it unwinds to the
         # `except` below; one that came earlier is raised now.
         _raise_stops()
-        if cell.debug.fault_rank is None:
-            inject_fault(cell.debug.inject_fault)
+        inject_fault(fault_for(order.index, rank=None))
         if spec.get("search") is not None:  # batch_size=max: probes, no figures
             from trainbench.runner import batch_probes
 
