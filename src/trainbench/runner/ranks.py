@@ -3,7 +3,8 @@
 The cell's process (trainbench.runner.worker) starts the ranks through the framework's own launcher
 (`rank_launcher` in its config: torch elastic for PyTorch) and waits for them. Each rank runs the cell as a
 1-device cell would (trainbench.runner.in_cell.run) inside the process group the adapter joins; global rank
-0 logs into the cell's run, the others log nothing (tracking.NullLog). Light: no framework import here.
+0 records through the cell's process (runner.events.RankRelay: the same JSON lines every cell sends), the others
+record nothing (tracking.NullLog). Light: no framework import here.
 
 Across nodes, torchrun is the launcher on every node but the one running the sweep:
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -35,7 +37,14 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
         launcher = importlib.import_module(cell.framework.rank_launcher)
         count = launcher.processes(cell.device)
         if count > 1:
-            results = launcher.launch(count, rank_main, json.dumps(spec))
+            from trainbench.runner.events import PipeLog, RankRelay
+
+            relay = RankRelay(log) if isinstance(log, PipeLog) else None  # a probe's NullLog: nothing to relay
+            try:
+                results = launcher.launch(count, rank_main, json.dumps({**spec, "relay": relay and relay.address}))
+            finally:
+                if relay is not None:
+                    relay.close()
             return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
     from trainbench.runner.in_cell import run
 
@@ -45,17 +54,18 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
 def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench import progress
+    from trainbench.runner.events import rank_log
     from trainbench.runner.in_cell import die_with_parent, fault_for, inject_fault, run
     from trainbench.runner.order import CellOrder
-    from trainbench.tracking import NullLog, RunLogger, quiet_logs
+    from trainbench.tracking import NullLog, quiet_logs
 
     spec = json.loads(spec_text)
     die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
     quiet_logs()
     order = CellOrder.from_dict(spec["order"])
     rank = int(os.environ.get("RANK", "0"))
-    if rank == 0 and spec.get("run_id"):
-        log: Any = RunLogger(spec["tracking_uri"], spec["run_id"])
+    if rank == 0 and spec.get("relay"):  # through the cell's process, as every cell records (runner.events)
+        log: Any = rank_log(spec["relay"], Path(spec["relay"]).parent)
     else:
         log = NullLog()
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
