@@ -151,6 +151,22 @@ def test_keras_flops_match_torch_flop_counter_exactly(built: Path, model: str) -
     assert_same(key, counted(built, "pytorch", key, "flops"), counted(built, KERAS_SIDE, key, "flops"))
 
 
+@pytest.mark.parametrize("model", MODELS + TEXT_MODELS)
+def test_a_model_that_counts_itself_counts_what_every_framework_builds(built: Path, model: str) -> None:
+    """A model's own counts (ModelConfig.flops_per_sample, num_parameters) are the parameters of the network
+    each framework builds and the training FLOPs torch.utils.flop_counter counts running PyTorch's."""
+    keys = [f"{model}@text"] if model in TEXT_MODELS else [f"{model}@{shape}" for shape in SHAPES]
+    for key in keys:
+        own_parameters = counted(built, "pytorch", key, "own_parameters")
+        if own_parameters is None:
+            pytest.skip(f"model `{model}` leaves its counts to each framework's counter")
+        for framework in ("pytorch", KERAS_SIDE):
+            assert_same(f"{key} parameters ({framework})", own_parameters, counted(built, framework, key, "parameters"))
+        if key.endswith(("@text", f"@{FLOPS_SHAPE}")):
+            own, torch_counter = (counted(built, "pytorch", key, what) for what in ("own_flops", "counted_flops"))
+            assert_same(f"{key} flops", own, torch_counter)
+
+
 def test_resnet50_v1_5_does_about_6_percent_more_work_than_keras_applications_v1(built: Path) -> None:
     """Published ResNet-50 figures from keras.applications (the tf-metal study's) ran v1, which strides the
     downsampling blocks' first 1x1 convolution; trainbench's v1.5 strides their 3x3, so that 1x1 runs at 4x the
@@ -181,6 +197,19 @@ def test_preprocessing_matches_pytorch(built: Path, case: str, keras_side: str) 
 
 
 # -- the child process -------------------------------------------------------------------------------
+def sizes(model: Any, built: Any, data: Any, flops: bool) -> dict[str, Any]:
+    """The built network's parameters; where `flops`, the training FLOPs per sample the cell records and the
+    framework counter's figure (PyTorch counts by running the model: 224 px costs a minute); the model's own
+    counts, where it has them."""
+    from trainbench.tasks.base import flops_per_sample
+
+    found: dict[str, Any] = {"parameters": built.num_parameters, "own_parameters": model.num_parameters(data)}
+    if flops:
+        found |= {"flops": flops_per_sample(model, built, data, True), "counted_flops": built.flops_per_sample(True)}
+        found["own_flops"] = model.flops_per_sample(data, True)
+    return found
+
+
 def _child(framework: str, out: Path) -> None:
     from hydra import compose, initialize_config_dir
 
@@ -216,11 +245,9 @@ def _child(framework: str, out: Path) -> None:
                     f"model={model}", "data=synthetic", f"data.image_size={size}", f"data.num_classes={classes}"
                 )
                 built = adapter.build(cfg.model, data)
-                found[f"{model}@{shape}"] = {"parameters": built.num_parameters}
-                if shape == FLOPS_SHAPE:  # PyTorch counts by running the model: 224 px costs a minute
-                    found[f"{model}@{shape}"]["flops"] = built.flops_per_sample(True)
-                    if model == "resnet50" and framework == KERAS_SIDE:
-                        found[f"{model}@{shape}"]["forward_flops"] = built.flops_per_sample(False)
+                found[f"{model}@{shape}"] = sizes(cfg.model, built, data, flops=shape == FLOPS_SHAPE)
+                if model == "resnet50" and framework == KERAS_SIDE and shape == FLOPS_SHAPE:
+                    found[f"{model}@{shape}"]["forward_flops"] = built.flops_per_sample(False)
         if framework == KERAS_SIDE:  # v1, as keras.applications builds it, beside trainbench's v1.5
             import keras
 
@@ -234,8 +261,7 @@ def _child(framework: str, out: Path) -> None:
             }
         for model in [] if framework == "jax" else texts:
             cfg, adapter, data = cell(f"model={model}", "data=synthetic_text")
-            built = adapter.build(cfg.model, data)
-            found[f"{model}@text"] = {"parameters": built.num_parameters, "flops": built.flops_per_sample(True)}
+            found[f"{model}@text"] = sizes(cfg.model, adapter.build(cfg.model, data), data, flops=True)
         (out / f"{framework}.json").write_text(json.dumps(found, indent=1))
 
         batches = {}

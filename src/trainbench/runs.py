@@ -93,21 +93,66 @@ TAG_DEFAULTS = {
     "trainbench.pipeline": "device",
     "trainbench.num_devices": "1",
 }
-DEFAULT_TIMED_REGION = {"train": "epoch", "benchmark": "steps", "matmul": "steps"}
-# Tags that do not apply to a task: blank in its key, so that e.g. two benchmark cells with different
-# data.num_samples (unused by the benchmark) still compare.
-NOT_APPLICABLE = {
-    "matmul": set(SETTING_TAGS)
-    - {
-        "trainbench.task",
-        "trainbench.precision",
-        "trainbench.num_devices",
-        "trainbench.matmul_shape",
-        "trainbench.timed_region",
-    },
-    "benchmark": {"trainbench.samples_per_epoch", "trainbench.epochs", "trainbench.matmul_shape"},
-    "train": {"trainbench.matmul_shape"},
-}
+# What a model gives a setting: none of it applies to a task that uses no model.
+MODEL_TAGS = frozenset(
+    {
+        "trainbench.model",
+        "trainbench.data",
+        "trainbench.image_size",
+        "trainbench.seq_len",
+        "trainbench.batch_size",
+        "trainbench.compile",
+        "trainbench.channels_last",
+        "trainbench.optimize",
+        "trainbench.pipeline",
+    }
+)
+
+
+def _tasks() -> dict[str, Any]:
+    """The tasks this install has, by name."""
+    from trainbench.config.registry import SCHEMAS, load_all
+
+    load_all()
+    return SCHEMAS.get("task", {})
+
+
+def task_kind(name: str) -> Any:
+    """The task config class named `name`, which declares how its runs show (TaskConfig.uses_model,
+    setting_tags, headline, timed_region); a task this install does not have shows as a model's task."""
+    from trainbench.config.schema import TaskConfig
+
+    return _tasks().get(name, TaskConfig)
+
+
+def setting_tags() -> tuple[str, ...]:
+    """SETTING_TAGS and those a task declares (TaskConfig.setting_tags) beyond them."""
+    declared = {tag for cls in _tasks().values() for tag in cls.setting_tags}
+    return SETTING_TAGS + tuple(sorted(declared - set(SETTING_TAGS)))
+
+
+def not_applicable(task: str) -> set[str]:
+    """Tags that do not apply to a task: blank in its key, so that e.g. two benchmark cells with different
+    data.num_samples (unused by the benchmark) still compare: other tasks' own tags, and a model's when it
+    uses none."""
+    if task not in _tasks():
+        return set()  # a task this install does not have: all its tags are shown as recorded
+    kind = task_kind(task)
+    others = {tag for cls in _tasks().values() for tag in cls.setting_tags} - set(kind.setting_tags)
+    return others | (set() if kind.uses_model else set(MODEL_TAGS))
+
+
+def default_timed_region(task: str) -> str:
+    """What a run recorded before trainbench.timed_region existed timed: its task's (default) timed region."""
+    from dataclasses import MISSING, fields
+
+    if task not in _tasks():
+        return UNKNOWN
+    kind = task_kind(task)
+    field = next((f for f in fields(kind) if f.name == "timed_region"), None)  # a setting of some tasks
+    return field.default if field is not None and field.default is not MISSING else kind.timed_region
+
+
 UNKNOWN = "?"  # an old run that recorded neither the tag nor a param it could be read from
 # Training-set sizes of the real datasets, for old runs with data.num_samples=null (all of it).
 FULL_TRAIN_SIZES = {name: splits[0] for name, splits in FULL_SPLITS.items()}
@@ -120,9 +165,9 @@ def comparison_settings(tags: Mapping[str, str], params: Mapping[str, str] | Non
     params = params or {}
     task = tags.get("trainbench.task") or params.get("task.name") or UNKNOWN
     text = "trainbench.seq_len" in tags or params.get("data.input") == "text"
-    unused = NOT_APPLICABLE.get(task, set()) | {"trainbench.image_size" if text else "trainbench.seq_len"}
+    unused = not_applicable(task) | {"trainbench.image_size" if text else "trainbench.seq_len"}
     settings: dict[str, str] = {}
-    for key in SETTING_TAGS:
+    for key in setting_tags():
         value = tags.get(key) or _from_params(key, params) or _default(key, task)
         settings[key] = "" if key in unused else normal(value)
     return settings
@@ -145,8 +190,8 @@ def setting_name(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
     synthetic 32 px, 8192 x 3 epochs, bs64, fp32, timed: epoch" (a matmul: "matmul 4096, bf16, timed: steps")."""
     s = comparison_settings(tags, params)
     task = s["trainbench.task"]
-    if task == "matmul":
-        parts = [f"matmul {s['trainbench.matmul_shape']}"]
+    if not task_kind(task).uses_model:
+        parts = [" ".join([task, *(s[tag] for tag in task_kind(task).setting_tags)])]
     else:
         parts = [f"{s['trainbench.model']} {task}", model_variant(params)]
         size = (
@@ -155,7 +200,7 @@ def setting_name(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
             else (f" {s['trainbench.seq_len']} tokens" if s["trainbench.seq_len"] else "")
         )
         parts.append(f"{s['trainbench.data']}{size}")
-    if s["trainbench.samples_per_epoch"] and task == "train":
+    if s["trainbench.samples_per_epoch"]:  # blank for every task but train
         parts.append(f"{s['trainbench.samples_per_epoch']} x {s['trainbench.epochs']} epochs")
     if s["trainbench.batch_size"]:
         parts.append(f"bs{s['trainbench.batch_size']}")
@@ -218,7 +263,7 @@ def _from_params(key: str, params: Mapping[str, str]) -> str | None:
 
 def _default(key: str, task: str) -> str:
     if key == "trainbench.timed_region":
-        return DEFAULT_TIMED_REGION.get(task, UNKNOWN)
+        return default_timed_region(task)
     return TAG_DEFAULTS.get(key, UNKNOWN)
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from trainbench import untrusted
+from trainbench import flops, untrusted
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
 
@@ -200,6 +200,15 @@ class DeviceConfig(Choice):
 # -------------------------------------------------------------------------------------------------- model
 
 
+class SampleShape(Protocol):
+    """What one sample gives a model (trainbench.data.Dataset has these)."""
+
+    image_size: int  # pixels per side, after any resize (image data)
+    channels: int
+    seq_len: int  # tokens per sequence (text data)
+    num_classes: int
+
+
 @dataclass
 class ModelConfig(Choice):
     """A network, described once. Which framework builds it, and how, is the framework's business: each keys
@@ -213,6 +222,16 @@ class ModelConfig(Choice):
 
     def describe(self) -> str:
         return f"model `{self.name}` ({self.schema_kind} model)"  # type: ignore[attr-defined]
+
+    # A model counts itself where its sizes say it all, so every framework records one figure for it (and
+    # one MFU); None leaves the count to the framework's counter on the network it built.
+    def flops_per_sample(self, sample: SampleShape, training: bool) -> float | None:
+        """FLOPs per sample (training: forward + backward), as trainbench.flops counts them."""
+        return None
+
+    def num_parameters(self, sample: SampleShape) -> int | None:
+        """Trainable parameters of the network every framework builds for this sample shape."""
+        return None
 
 
 @schema("model", "mlp")
@@ -232,6 +251,12 @@ class MlpModel(ModelConfig):
 
     def layers(self) -> list[int]:
         return [self.width or 0] * self.depth if self.depth is not None else list(self.hidden_sizes)
+
+    def flops_per_sample(self, sample: SampleShape, training: bool) -> float | None:
+        return flops.mlp_flops_per_sample(self, _features(sample), sample.num_classes, training)
+
+    def num_parameters(self, sample: SampleShape) -> int | None:
+        return flops.mlp_parameters(self, _features(sample), sample.num_classes)
 
     def check(self, at: str) -> None:
         super().check(at)
@@ -264,6 +289,11 @@ class MlpModel(ModelConfig):
             "null (logits) or sigmoid",
         )
         need(self.init in ("torch", "glorot"), f"{at}.init", self.init, "torch or glorot")
+
+
+def _features(sample: SampleShape) -> int:
+    """An image flattened: what an MLP's first layer takes."""
+    return sample.channels * sample.image_size * sample.image_size
 
 
 @schema("model", "vision")
@@ -315,6 +345,12 @@ class VitModel(VisionModel):
     def patches(self, image_size: int) -> int:
         return (image_size // self.patch_size) ** 2
 
+    def flops_per_sample(self, sample: SampleShape, training: bool) -> float | None:
+        return flops.vit_flops_per_sample(self, sample.image_size, sample.num_classes, training)
+
+    def num_parameters(self, sample: SampleShape) -> int | None:
+        return flops.vit_parameters(self, sample.image_size, sample.num_classes)
+
 
 @schema("model", "transformer")
 @dataclass
@@ -334,6 +370,12 @@ class TransformerModel(ModelConfig):
 
     def architecture(self) -> str:
         return self.family  # one builder per family, at any size
+
+    def flops_per_sample(self, sample: SampleShape, training: bool) -> float | None:
+        return flops.transformer_flops_per_sample(self, sample.seq_len, sample.num_classes, training)
+
+    def num_parameters(self, sample: SampleShape) -> int | None:
+        return flops.transformer_parameters(self, sample.num_classes)
 
     def check(self, at: str) -> None:
         super().check(at)
@@ -504,6 +546,11 @@ class TaskConfig(Choice):
     sync_every_step: ClassVar[bool] = False  # fit regions: the loss read back after every step
     data_parallel: ClassVar[bool] = False  # true: it can run on several devices at once (device.count > 1)
     input_pipeline: ClassVar[bool] = False  # true: data.pipeline=loader feeds its timed steps
+    # How the report shows its runs (trainbench.runs, trainbench.report): the setting tags only this task
+    # records, each with its column's heading (shown in a table of its own when it uses no model), and the
+    # report metric its figure is (None: the first of the report's metrics a run has).
+    setting_tags: ClassVar[dict[str, str]] = {}
+    headline: ClassVar[str | None] = None
 
     def check_timing(self, at: str, regions: tuple[str, ...]) -> None:
         """For tasks whose timed region is a setting: one of `regions` (the first is the default, which never

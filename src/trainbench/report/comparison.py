@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from trainbench.figures import ci95, noisy, separate, spread_ci95
 from trainbench.report.selection import Column, Entry, ReportError
+from trainbench.runs import task_kind
 from trainbench.setting import describe, differences
 
 
@@ -79,10 +80,11 @@ class Table:
 
 
 def headline(e: Entry) -> str | None:
-    """The metric a run's figure is: a matmul sweep's peak TFLOPS (its total time is the whole sweep's), else
-    the first of TABLE_METRICS it has."""
-    if e.task == "matmul" and e.value("peak_tflops") is not None:
-        return "peak_tflops"
+    """The metric a run's figure is: the one its task declares (TaskConfig.headline: a matmul sweep's peak
+    TFLOPS, as its total time is the whole sweep's), else the first of TABLE_METRICS it has."""
+    declared = task_kind(e.task).headline
+    if declared is not None and e.value(declared) is not None:
+        return str(declared)
     return next((m.name for m in TABLE_METRICS if e.value(m.name) is not None), None)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from trainbench import untrusted
 from trainbench.report.selection import Entry
-from trainbench.runs import flags
+from trainbench.runs import flags, task_kind
 
 Series = dict[str, list[list[float]]]
 Panels = dict[str, Series]  # panel title -> series label -> points
@@ -39,9 +39,9 @@ def setting_text(e: Entry, leave_out: tuple[str, ...] = ()) -> str:
         if s["trainbench.image_size"]
         else (f" {s['trainbench.seq_len']} tokens" if s["trainbench.seq_len"] else "")
     )
-    if e.task != "matmul":
+    if task_kind(e.task).uses_model:
         parts.append(f"{s['trainbench.data']}{size}")
-    if s["trainbench.samples_per_epoch"] and e.task == "train":  # inference and benchmark have no epochs
+    if s["trainbench.samples_per_epoch"]:  # blank for every task but train: the others have no epochs
         parts.append(f"{s['trainbench.samples_per_epoch']} samples x {s['trainbench.epochs']} epochs")
     if s["trainbench.batch_size"] and "batch_size" not in leave_out:
         parts.append(f"bs{s['trainbench.batch_size']}")
@@ -82,7 +82,7 @@ def depth_panels(entries: list[Entry]) -> Panels:
     """total_time_s vs model.depth (the published M1 MLP depth chart), a panel per setting."""
     groups: dict[tuple[tuple[str, str], ...], list[Entry]] = defaultdict(list)
     for e in entries:
-        if e.depth is not None and e.metrics.get("total_time_s") is not None and e.task != "matmul":
+        if e.depth is not None and e.metrics.get("total_time_s") is not None and task_kind(e.task).uses_model:
             groups[_panel_key(e, "variant")].append(e)
     return dict(
         sorted(
@@ -125,7 +125,7 @@ def scaling_panels(entries: list[Entry]) -> tuple[Panels, Panels]:
     a device without a 1-device run has no efficiency line."""
     groups: dict[tuple[tuple[str, str], ...], list[Entry]] = defaultdict(list)
     for e in entries:
-        if e.metrics.get("samples_per_s") is not None and _devices(e) is not None and e.task != "matmul":
+        if e.metrics.get("samples_per_s") is not None and _devices(e) is not None and task_kind(e.task).uses_model:
             groups[_panel_key(e, "trainbench.num_devices")].append(e)
     throughput: Panels = {}
     efficiency: Panels = {}

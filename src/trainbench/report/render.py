@@ -13,6 +13,7 @@ from trainbench import untrusted
 from trainbench.report import standing
 from trainbench.report.comparison import Cell, Row, Table
 from trainbench.report.plots import flags
+from trainbench.runs import task_kind
 
 
 @dataclass
@@ -64,10 +65,11 @@ def head(table: Table) -> list[str]:
     tail = ["other settings"] if any(row.distinct for row in table.rows) else []
     if any(row.columns_differ for row in table.rows):
         tail.append("columns differ in")
-    if table.task == "matmul":
-        return [*columns, "shape", "precision", "settings", *tail]
+    kind = task_kind(table.task)
+    if not kind.uses_model:
+        return [*columns, *kind.setting_tags.values(), "precision", "settings", *tail]
     columns += ["batch size", "precision", "data"]
-    if table.task == "train":
+    if "trainbench.epochs" in kind.setting_tags:
         columns.append("samples × epochs")
     return [*columns, "timed", "settings", *tail]
 
@@ -79,15 +81,16 @@ def row_head(table: Table, row: Row, columns_differ: bool = True) -> list[str]:
     tail = [row.distinct or "-"] if any(r.distinct for r in table.rows) else []
     if columns_differ and any(r.columns_differ for r in table.rows):
         tail.append(row.columns_differ or "-")
-    if table.task == "matmul":
-        return [*values, s["trainbench.matmul_shape"], s["trainbench.precision"], settings, *tail]
+    kind = task_kind(table.task)
+    if not kind.uses_model:
+        return [*values, *(s[tag] for tag in kind.setting_tags), s["trainbench.precision"], settings, *tail]
     size = (
         f", {s['trainbench.image_size']} px"
         if s["trainbench.image_size"]
         else (f", {s['trainbench.seq_len']} tokens" if s["trainbench.seq_len"] else "")
     )
     values += [s["trainbench.batch_size"] or "-", s["trainbench.precision"], s["trainbench.data"] + size]
-    if table.task == "train":
+    if "trainbench.epochs" in kind.setting_tags:
         samples = s["trainbench.samples_per_epoch"]
         values.append(
             f"{int(samples):,} × {s['trainbench.epochs']}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainbench import hardware, untrusted
-from trainbench.runs import comparison_settings, model_variant
+from trainbench.runs import comparison_settings, model_variant, task_kind
 from trainbench.setting import describe, framework_knobs, normal, release, setting, setting_key
 from trainbench.sources import IMPORTED_FROM, FileSource, Found, search
 
@@ -114,8 +114,9 @@ class Entry:
 
     @property
     def model(self) -> str:
-        if self.task == "matmul":  # a matmul cell's model is configured but not used
-            return f"matmul_{self.settings['trainbench.matmul_shape']}"
+        kind = task_kind(self.task)
+        if not kind.uses_model:  # its model is configured but not used: its own settings name what it ran
+            return "_".join([self.task, *(self.settings[tag] for tag in kind.setting_tags)])
         return self.settings["trainbench.model"]
 
     @property
@@ -218,7 +219,7 @@ def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = No
         column=column,
         settings=settings,
         key=setting_key(compared),
-        variant="" if settings["trainbench.task"] == "matmul" else model_variant(params),
+        variant=model_variant(params) if task_kind(settings["trainbench.task"]).uses_model else "",
         params=dict(params),
         metrics=dict(metrics),
         setting=compared,

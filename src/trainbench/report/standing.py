@@ -23,6 +23,7 @@ from trainbench.figures import ci95, noisy, number, quoted, repeats, separate, s
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.plots import setting_text
 from trainbench.report.selection import Column, Entry
+from trainbench.runs import task_kind
 from trainbench.setting import describe, differences
 
 MAX_LINES = 8  # settings summarised on the terminal; the page has them all
@@ -114,7 +115,7 @@ def shared_metric(yours: Entry, others: list[Entry]) -> TableMetric | None:
     have none of it and share another of the report's metrics with the user's run (published studies give
     total_time_s alone: the report's total-time table sets the two side by side, and so does this)."""
     name = headline(yours)
-    if name and yours.task != "matmul" and not any(e.value(name) is not None for e in others):
+    if name and task_kind(yours.task).headline is None and not any(e.value(name) is not None for e in others):
         both = [m.name for m in TABLE_METRICS if yours.value(m.name) is not None]
         name = next((n for n in both if any(e.value(n) is not None for e in others)), name)
     return next((m for m in TABLE_METRICS if m.name == name), None)

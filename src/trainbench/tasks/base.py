@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from trainbench.config.schema import ImageData, TaskConfig, TextData
 
 if TYPE_CHECKING:
-    from trainbench.config.schema import CellConfig
+    from trainbench.config.schema import CellConfig, ModelConfig
     from trainbench.data import Dataset
     from trainbench.energy import EnergyMeter
-    from trainbench.frameworks.base import Device, Framework, RunLog
+    from trainbench.frameworks.base import BuiltModel, Device, Framework, RunLog
 
 
 # Step times on a quiet machine vary by a few percent (coefficient of variation). Above 10% the spread is as
@@ -123,11 +123,27 @@ def model_and_data(
     progress.phase(f"building the model ({cell.model.name})")
     built = framework.build(cell.model, data)
     mark("cell: model built")
+    flops = log_size(cell.model, built, data, training, log)
+    return built.network, data, flops
+
+
+def flops_per_sample(model: ModelConfig, built: BuiltModel, data: Dataset, training: bool) -> float | None:
+    """The model's own count where its sizes give one, so every framework records the same figure; else the
+    framework's counter's, on the network it built."""
+    own = model.flops_per_sample(data, training)
+    return own if own is not None else built.flops_per_sample(training)
+
+
+def log_size(model: ModelConfig, built: BuiltModel, data: Dataset, training: bool, log: RunLog) -> float | None:
+    """Log the built network's parameters and its FLOPs per sample (flops_per_sample); return the FLOPs."""
+    from trainbench import progress
+    from trainbench.timeline import mark
+
     progress.phase("counting the model's FLOPs")
-    flops = built.flops_per_sample(training)
+    flops = flops_per_sample(model, built, data, training)
     mark("cell: FLOPs counted")
     log.metrics({"num_parameters": built.num_parameters, "flops_per_sample": flops})
-    return built.network, data, flops
+    return flops
 
 
 def actual_data_params(cell: CellConfig, data: Dataset) -> dict[str, int]:

@@ -43,6 +43,8 @@ class MatmulTask(Task):
     uses_model: ClassVar[bool] = False
     unused_groups: ClassVar[tuple[str, ...]] = ("model", "data", "optim")
     timed_region: ClassVar[str] = "steps"
+    setting_tags: ClassVar[dict[str, str]] = {"trainbench.matmul_shape": "shape"}
+    headline: ClassVar[str | None] = "peak_tflops"  # its total time is the whole sweep of sizes'
     shape: str = "square"  # square: n x n @ n x n (2 n^3 FLOPs) | vector: 1 x n @ n x 1 (2 n FLOPs, memory-bound)
     sizes: list[int] | None = None  # null: square 128..16384 (CPU: up to 4096); vector 10^2..10^8
     warmup_steps: int = 2  # untimed products per size

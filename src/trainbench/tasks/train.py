@@ -48,6 +48,7 @@ from trainbench.tasks.base import (
     Task,
     actual_data_params,
     energy_meter,
+    log_size,
     model_and_data,
     noise_tags,
     throughput_extras,
@@ -95,6 +96,7 @@ class EpochStats:
 class TrainTask(Task):
     data_parallel: ClassVar[bool] = True
     input_pipeline: ClassVar[bool] = True
+    setting_tags: ClassVar[dict[str, str]] = {"trainbench.samples_per_epoch": "samples", "trainbench.epochs": "epochs"}
     epochs: int = 3  # 0 builds the model and records it without training
     timed_region: str = "epoch"  # type: ignore[misc]  # epoch | fit | build_fit (a setting here, fixed elsewhere)
     sync_every_step: bool = False  # type: ignore[misc]  # fit, build_fit: read the loss back after every step (tf.keras 2's progress bar)
@@ -232,8 +234,7 @@ class TrainTask(Task):
                 trainer = framework.trainer(built.network, data, cell)
             results = fit_epochs(device.bound, trainer, self.epochs, self.sync_every_step)
         if built is not None:  # build_fit: counted after the timed block, as counting may run the model
-            flops = built.flops_per_sample(True)
-            log.metrics({"num_parameters": built.num_parameters, "flops_per_sample": flops})
+            flops = log_size(cell.model, built, data, True, log)
         log.tags({"trainbench.samples_per_epoch": trainer.samples_per_epoch})
         val_loss, val_accuracy = trainer.evaluate()
         epochs = []

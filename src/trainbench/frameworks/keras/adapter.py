@@ -140,22 +140,10 @@ class KerasAdapter:
                 network = models.text_classifier(text_model, data.seq_len, data.num_classes, mask_padding=data.padded)
         else:
             network = models.build(model, (data.image_size, data.image_size, data.channels), data.num_classes)
+        # Read off the layer graph (matrix products and convolutions), for models that do not count themselves.
         return BuiltModel(
-            network,
-            models.count_trainable(network),
-            lambda training: self._flops_per_sample(network, data, training),
+            network, models.count_trainable(network), lambda training: models.flops_per_sample(network, training)
         )
-
-    def _flops_per_sample(self, model: Any, data: Dataset, training: bool) -> float | None:
-        from trainbench.config.schema import VitModel
-        from trainbench.frameworks.keras import models
-
-        if data.kind == "text":
-            text_model: Any = self.cell.model  # a TransformerModel, as above
-            return models.transformer_flops_per_sample(text_model, data.seq_len, data.num_classes, training)
-        if isinstance(self.cell.model, VitModel):
-            return models.vit_flops_per_sample(self.cell.model, data.image_size, data.num_classes, training)
-        return models.flops_per_sample(model, training)
 
     def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
         raise NotImplementedError

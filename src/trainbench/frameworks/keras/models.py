@@ -17,8 +17,8 @@ and 224 px / 1000 classes):
   224 px, since v1 strides a downsampling block's first 1x1 convolution, which v1.5 runs at 4x the positions):
   another network, not used.
 - distilbert, bert_base, bert_large: keras-hub backbones with transformers' heads; exact.
-- vit_b16: keras-hub's ViTBackbone with torchvision's head; exact. Its FLOPs come from trainbench.flops (the graph
-  reading below does not see inside keras-hub's attention layers), counted as torch counts torchvision's ViT.
+- vit_b16: keras-hub's ViTBackbone with torchvision's head; exact. It counts its own FLOPs, as text models do
+  (ModelConfig.flops_per_sample): the graph reading below does not see inside keras-hub's attention layers.
 Initialisation of keras.applications and keras-hub models is Keras' own (glorot/he as their authors chose), and
 BatchNorm momentum/epsilon follow each library's model; neither changes a parameter count.
 """
@@ -34,7 +34,6 @@ import numpy as np
 from keras import layers, ops
 
 from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel, VitModel
-from trainbench.flops import transformer_flops_per_sample, vit_flops_per_sample  # noqa: F401  (re-exported for the adapters)
 from trainbench.frameworks.keras import BUILDERS
 
 # Builders written here, by their name in trainbench.frameworks.keras.BUILDERS (keras.applications has no such class).

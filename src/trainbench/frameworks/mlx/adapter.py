@@ -134,14 +134,10 @@ class Adapter:
 
     def _flops_per_sample(self, network: Any, data: Dataset, training: bool) -> float | None:
         """Counted as torch.utils.flop_counter counts the PyTorch build: every Linear and convolution of
-        one forward pass on one sample, recorded as it runs (training: forward + backward)."""
-        from trainbench.config.schema import VitModel
-        from trainbench.flops import dense_and_conv_flops, transformer_flops_per_sample, vit_flops_per_sample
+        one forward pass on one sample, recorded as it runs (training: forward + backward). Attention is no
+        Linear: models with attention count themselves (ModelConfig.flops_per_sample)."""
+        from trainbench.flops import dense_and_conv_flops
 
-        if data.kind == "text":
-            return transformer_flops_per_sample(self.cell.model, data.seq_len, data.num_classes, training)  # type: ignore[arg-type]
-        if isinstance(self.cell.model, VitModel):  # attention is no Linear: counted from the sizes, as torch counts it
-            return vit_flops_per_sample(self.cell.model, data.image_size, data.num_classes, training)
         layers = _matrix_products(self.mx, network, self._inputs(data.train.first(1), data))
         return dense_and_conv_flops(layers, training)
 
