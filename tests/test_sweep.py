@@ -260,6 +260,12 @@ def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(tmp_pa
     assert {"stderr_tail.txt", "config.yaml", "overrides.txt", "requirements-freeze.txt"} <= artifacts
     assert "os.abort()" in Path(client.download_artifacts(crashed.info.run_id, "stderr_tail.txt")).read_text()
     assert healthy.data.tags["trainbench.outcome"] == "finished"
+    # What the cell's process found in force is written by it alone: a cell that died before its framework said
+    # has none of it, rather than what was asked under the same name (the asked values are the params).
+    in_force = ("trainbench.num_devices", "trainbench.compile")
+    assert not any(tag in crashed.data.tags for tag in in_force), crashed.data.tags
+    assert (healthy.data.tags["trainbench.num_devices"], healthy.data.tags["trainbench.compile"]) == ("1", "false")
+    assert crashed.data.params["device.count"] == "1" and crashed.data.params["optimize.compile"] == "False"
 
 
 def test_an_exception_names_its_class_and_a_hang_is_stopped_by_the_timeout(trainbench) -> None:
