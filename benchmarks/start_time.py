@@ -150,6 +150,18 @@ def load() -> str:
     return f"{one:.2f}, {five:.2f}, {fifteen:.2f} (1, 5, 15 min) on {os.cpu_count()} cores"
 
 
+def versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("mlflow", "hydra-core", "torch", "alembic", "sqlalchemy"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} absent")
+    return ", ".join(found)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
@@ -160,6 +172,7 @@ def main() -> int:
     options = parser.parse_args()
     print(f"python src/run.py {' '.join(options.overrides)}".rstrip() + f", {options.runs} run(s), each on a new store")
     print(f"{platform.platform()}, Python {platform.python_version()}; load before: {load()}")
+    print(f"versions: {versions()}")
     python_start = interpreter_start_s()
     runs = []
     for index in range(options.runs):

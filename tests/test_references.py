@@ -57,6 +57,7 @@ def imported(tmp_path_factory):
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setenv("TRAINBENCH_REFERENCES_CACHE", "off")  # composed here, whatever the user's cache holds
         patch.chdir(folder)
         returncode = cli.main([])
     return Imported(returncode, out.getvalue(), err.getvalue()), uri
@@ -435,3 +436,18 @@ def test_an_unreachable_store_is_one_line(tmp_path, monkeypatch, capsys) -> None
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
     assert cli.main([str(write_csv(tmp_path / "ok.csv", GOOD_ROWS))]) == 2
     assert capsys.readouterr().err.startswith("trainbench: cannot reach the MLflow tracking server http://127.0.0.1:9")
+
+
+def test_the_published_runs_are_composed_once_and_read_back_the_same(imported, tmp_path, monkeypatch) -> None:
+    """A new store's first sweep imports the published runs; their commands are composed once per CSV and code."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    composed_now = cli.load(CSV)
+    (cached,) = (tmp_path / "trainbench").glob("references-*.json")
+    read_back = cli.load(CSV)
+    assert read_back == composed_now
+    assert [r.content_hash for r in read_back] == [r.content_hash for r in composed_now]  # nothing "replaced"
+
+    cached.write_text("[{")  # damaged: composed again, never an error
+    assert cli.load(CSV) == composed_now
+    mine = write_csv(tmp_path / "mine.csv", GOOD_ROWS)  # other bytes: their own runs, not the cached ones
+    assert [r.name for r in cli.load(mine)] == ["pytorch-resnet18-mps-bs64", "pytorch-resnet18-cpu-bs64"]

@@ -76,3 +76,13 @@ def test_a_cache_that_cannot_be_written_leaves_the_new_store_to_mlflow(
     client = tracking.open_store(f"sqlite:///{tmp_path / 'mine.db'}")
     run = client.create_run(client.create_experiment("mine"))
     assert client.get_run(run.info.run_id).info.status == "RUNNING"
+
+
+def test_the_runs_record_of_installed_packages_is_pip_freezes_list_of_this_environment() -> None:
+    """Read from the top of each package's metadata file (fast), the same names and versions as its full parse."""
+    from importlib.metadata import distributions
+
+    parsed = {f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}
+    recorded = tracking.installed_packages()
+    assert recorded.endswith("\n") and set(recorded.splitlines()) == parsed
+    assert "mlflow==" + __import__("mlflow").__version__ in recorded.splitlines()

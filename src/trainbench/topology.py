@@ -4,6 +4,9 @@ Data-parallel training all-reduces the gradients every step, so the link between
 well a cell scales: runs on NVLink and on PCIe are different machines for that question. Tags:
   hw.gpu_interconnect  NVLink (every pair of the cell's GPUs on NVLink), PCIe (no pair), NVLink+PCIe
   hw.gpu_links         nvidia-smi's own codes for the pairs, e.g. NV18 (18 bonded NVLinks), PIX, PHB, NODE, SYS
+A cell spread over hosts (device.nodes > 1) adds how the hosts are linked (node_interconnect_tags):
+  hw.node_interconnect InfiniBand (NCCL over the host's adapters), Ethernet, IPoIB or loopback (TCP)
+  hw.node_link         the adapters (mlx5_0,mlx5_1) or the TCP interface and its speed (eth0 25000 Mb/s)
 The parser is a pure function of the printed matrix (tests/samples/*_nvidia_smi_topo.txt).
 """
 
@@ -90,3 +93,33 @@ def interconnect_tags(cuda_indices: list[int]) -> dict[str, str]:
 
 def _run(*command: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True, timeout=20).stdout
+
+
+def node_interconnect_tags(peer_host: str, backend: str) -> dict[str, str]:
+    """hw.node_interconnect and hw.node_link of a cell spread over hosts, as seen from this node: the kind of
+    link its collectives cross to reach `peer_host` (the rendezvous host). NCCL takes InfiniBand/RoCE adapters
+    where the host has them (/sys/class/infiniband); gloo, and NCCL without them, use TCP over the interface
+    the route to the peer leaves by. {} where that cannot be read (a missing fact is a missing tag)."""
+    with contextlib.suppress(OSError, ValueError):
+        adapters = sorted(os.listdir("/sys/class/infiniband")) if os.path.isdir("/sys/class/infiniband") else []
+        if backend == "nccl" and adapters and os.environ.get("NCCL_IB_DISABLE", "0") != "1":
+            return {"hw.node_interconnect": "InfiniBand", "hw.node_link": ",".join(adapters)}
+        return _tcp_interface(peer_host)
+    return {}
+
+
+def _tcp_interface(peer_host: str) -> dict[str, str]:
+    import socket
+
+    import psutil
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((peer_host, 9))  # UDP: no packet is sent, the kernel only picks the route
+        local_address = probe.getsockname()[0]
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(address.address == local_address for address in addresses):
+            stats = psutil.net_if_stats().get(name)
+            kind = "loopback" if local_address.startswith("127.") else "IPoIB" if name.startswith("ib") else "Ethernet"
+            speed = f" {stats.speed} Mb/s" if stats is not None and stats.speed > 0 else ""
+            return {"hw.node_interconnect": kind, "hw.node_link": f"{name}{speed}"}
+    return {}

@@ -783,8 +783,24 @@ def installed_packages() -> str:
     """`pip freeze` of the running environment, without running pip (which takes seconds)."""
     from importlib.metadata import distributions
 
-    lines = {f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}
+    lines = {f"{name}=={version}" for name, version in map(_name_and_version, distributions()) if name}
     return "\n".join(sorted(lines, key=str.lower)) + "\n"
+
+
+def _name_and_version(distribution: Any) -> tuple[str | None, str]:
+    """The Name and Version headers read from the top of the metadata file: parsing the whole file as email, as
+    importlib.metadata does, takes a new sweep's parent a noticeable part of a second for a few hundred packages."""
+    text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO") or ""
+    headers: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line:
+            break  # the headers end at the first blank line
+        key, _, value = line.partition(":")
+        if key in ("Name", "Version"):
+            headers.setdefault(key, value.strip())
+    if "Name" in headers and "Version" in headers:
+        return headers["Name"], headers["Version"]
+    return distribution.metadata["Name"], distribution.version
 
 
 def _git(*args: str) -> str:

@@ -22,13 +22,14 @@ from omegaconf.errors import OmegaConfBaseException
 
 from trainbench.config.catalogue import flatten
 from trainbench.config.errors import ConfigError, PlainError, first_line, need
-from trainbench.config.registry import SCHEMAS, kind_of, load_all
+from trainbench.config.registry import SCHEMAS, kind_of
 from trainbench.config.schema import (
     GROUPS,
     CellConfig,
     CellLimits,
     SweepSettings,
     TrackingConfig,
+    replace,
 )
 from trainbench.locations import CONF_DIR, PROJECT_ROOT, choices
 
@@ -43,6 +44,7 @@ __all__ = [
     "from_spec",
     "need",
     "params",
+    "replace",
     "to_spec",
     "validate",
 ]
@@ -167,6 +169,8 @@ def config_hash(cell: CellConfig) -> str:
         g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))} for g in groups_in_use(cell)
     }
     relevant.update(batch_size=cell.batch_size, seed=cell.seed)
+    if relevant.get("device", {}).get("nodes") == 1:
+        del relevant["device"]["nodes"]  # one host: the hash runs recorded before device.nodes existed have
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -180,6 +184,8 @@ def params(cell: CellConfig) -> dict[str, Any]:
     flat.update(batch_size=cell.batch_size, seed=cell.seed)
     flat.update(flatten(dataclasses.asdict(cell.cell), "cell."))
     flat.pop("framework.adapter", None)
+    if flat.get("device.nodes") == 1:
+        del flat["device.nodes"]  # one host: recorded as runs recorded before device.nodes existed were (config_hash)
     flat.update(thread_settings())
     return {key: value for key, value in flat.items() if value is not None}
 
@@ -212,22 +218,11 @@ def to_spec(cell: CellConfig) -> dict[str, Any]:
 
 
 def from_spec(spec: dict[str, Any]) -> CellConfig:
+    from trainbench.config import plugins
+
     values = dict(spec["cell"])
     for group, kind in spec["kinds"].items():
-        values[group] = SCHEMAS[group][kind](**values[group])
+        values[group] = plugins.SCHEMAS[group][kind](**values[group])
     for key, cls in SETTING_TYPES.items():
         values[key] = cls(**values[key])
     return CellConfig(**values)
-
-
-def replace(cell: CellConfig, **changes: Any) -> CellConfig:
-    """A copy of `cell` with top-level fields or `group={field: value}` changes applied."""
-    updated: dict[str, Any] = {}
-    for key, value in changes.items():
-        current = getattr(cell, key)
-        updated[key] = dataclasses.replace(current, **value) if isinstance(value, dict) else value
-    return dataclasses.replace(cell, **updated)
-
-
-# Last: the framework and task modules that register schemas import this module's functions.
-load_all()

@@ -19,7 +19,14 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def load(path: Path) -> list[ReferenceRun]:
-    """Every row validated, then grouped into reference runs. Raises BadReferences naming the first bad line."""
+    """Every row validated, then grouped into reference runs. Raises BadReferences naming the first bad line.
+    A file composed before (the same bytes, the same code and conf/) is read back from the cache instead."""
+    from trainbench.references import cache
+
+    cached_at = cache.cache_file(path)
+    cached = cache.read(cached_at)
+    if cached is not None:
+        return cached
     rows, overfull = read_rows(path)
     errors = [
         f"line {line}: more fields than the header's columns (an unquoted comma in a value?)" for line in overfull
@@ -39,6 +46,7 @@ def load(path: Path) -> list[ReferenceRun]:
         raise BadReferences(f"{path} {errors[0]}{more}; nothing was imported")
     if not runs:
         raise BadReferences(f"{path} has no rows; nothing was imported")
+    cache.write(cached_at, runs)
     return runs
 
 

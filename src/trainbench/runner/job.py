@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from trainbench import progress, tracking
 from trainbench.config import PlainError
-from trainbench.runner import launchers, order, sweep_clock
+from trainbench.runner import launchers, nodes, order, sweep_clock
 from trainbench.runner.cell import Store, run_cell
 
 
@@ -41,6 +41,9 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         address.parent_run_id,
         address.sweep_id,
     )
+    node = nodes.place(received.cell)
+    if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
+        return nodes.join(received, node) if received.cell.device.nodes > 1 else nodes.idle(received.cell, node)
     name, place = received.name, f"{received.index}/{received.total}"
     print(f"[cell {place}] {name}: {tracking.private(' '.join(received.overrides)) or '(defaults)'}", flush=True)
     _label_lines(name)

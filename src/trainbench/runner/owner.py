@@ -409,14 +409,19 @@ class Sweep:
         for i, name in enumerate(self.names):
             if i in results:
                 found = results[i]
-                outcome = "killed" if found.outcome == "running" else found.outcome
+                outcome, reason = found.outcome, found.reason
+                if found.outcome == "running" and broken is not None:
+                    # Its run was read back still open: the cell ran, and its outcome never reached the store.
+                    outcome, reason = "lost", f"it ran; its record was lost: {broken}"
+                elif found.outcome == "running":
+                    outcome = "killed"
                 rows.append(
                     CellResult(
                         i + 1,
                         name if found.outcome == "skipped" else found.name or name,
                         outcome,
                         found.samples_per_s,
-                        found.reason,
+                        reason,
                         found.run_id,
                         found.peak_tflops,
                     )

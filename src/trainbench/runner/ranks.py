@@ -6,12 +6,14 @@ The cell's process (trainbench.runner.worker) starts the ranks through the frame
 0 records through the cell's process (runner.events.RankRelay: the same JSON lines every cell sends), the others
 record nothing (tracking.NullLog). Light: no framework import here.
 
-Across nodes, torchrun is the launcher on every node but the one running the sweep:
+Across nodes (device.nodes=N), torchrun is the launcher on every node but the one running the cell's job:
 
-    torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 --master-addr=HEAD --master-port=29500 \\
-        -m trainbench.runner.ranks model=resnet50 ...   # the cell's overrides, as given to the sweep on HEAD
+    torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 \\
+        -m trainbench.runner.ranks model=resnet50 ... device.nodes=2   # the cell's overrides, as on HEAD
 
-Such a rank composes the cell from the same overrides and logs nothing (docs/multi-gpu.md, "Across nodes").
+Such a rank composes the cell from the same overrides and logs nothing (docs/multi-gpu.md, "Across nodes"); under
+a submitit job the later tasks do the same (trainbench.runner.nodes). The recording rank is node 0's first: the
+rendezvous may number another node first.
 """
 
 from __future__ import annotations
@@ -35,13 +37,14 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
         import importlib
 
         launcher = importlib.import_module(cell.framework.rank_launcher)
-        count = launcher.processes(cell.device)
-        if count > 1:
+        count, nodes = launcher.processes(cell.device), cell.device.nodes
+        if count > 1 or nodes > 1:
             from trainbench.runner.events import PipeLog, RankRelay
 
             relay = RankRelay(log) if isinstance(log, PipeLog) else None  # a probe's NullLog: nothing to relay
             try:
-                results = launcher.launch(count, rank_main, json.dumps({**spec, "relay": relay and relay.address}))
+                argument = json.dumps({**spec, "relay": relay and relay.address})
+                results = launcher.launch(count, rank_main, argument, nodes)
             finally:
                 if relay is not None:
                     relay.close()
@@ -64,14 +67,43 @@ def rank_main(spec_text: str) -> CellSummary:
     quiet_logs()
     order = CellOrder.from_dict(spec["order"])
     rank = int(os.environ.get("RANK", "0"))
-    if rank == 0 and spec.get("relay"):  # through the cell's process, as every cell records (runner.events)
+    cell = order.cell
+    # Across nodes the rendezvous may number another node first: the recording node's first rank records. Only
+    # the node running the cell's process has its relay (runner.events.RankRelay): the others record nothing.
+    first_here = int(os.environ.get("LOCAL_RANK", "0")) == 0 and cell.device.nodes > 1
+    records = bool(spec.get("relay")) and (rank == 0 or first_here)
+    os.environ["TRAINBENCH_RECORDING_RANK"] = "1" if records else "0"  # distributed.RECORDING_ENV
+    if records:  # through the cell's process, as every cell records (runner.events)
         log: Any = rank_log(spec["relay"], Path(spec["relay"]).parent)
     else:
         log = NullLog()
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
         progress.quiet()
     inject_fault(fault_for(order.index, rank))
-    return run(order, log)
+    try:
+        return run(order, log)
+    except Exception as error:
+        raise _named_lost_nodes(cell, log, error) from error
+
+
+class NodeLost(RuntimeError):
+    """A node of a multi-node cell went (killed, lost, its ranks stopped): str() names it."""
+
+
+def _named_lost_nodes(cell: Any, log: Any, error: Exception) -> Exception:
+    """Where a collective failed because other nodes' ranks went, the error naming them (and the tag
+    trainbench.lost_nodes on rank 0's run); otherwise `error` itself."""
+    if cell.device.nodes <= 1 or cell.framework.rank_launcher is None:
+        return error
+    import importlib
+
+    launcher = importlib.import_module(cell.framework.rank_launcher)
+    lost = launcher.lost_nodes()
+    if not lost:
+        return error
+    log.tags({"trainbench.lost_nodes": ", ".join(lost)})
+    gone = f"node{'s' if len(lost) > 1 else ''} {', '.join(lost)}"
+    return NodeLost(f"{gone} stopped answering: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
 
 
 def main(overrides: list[str]) -> int:

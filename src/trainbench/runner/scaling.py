@@ -2,6 +2,9 @@
 
     scaling_efficiency = samples_per_s(N devices) / (N x samples_per_s(1 device))
 
+A cell over several hosts (device.nodes=N) is measured against N times the same cell on one node
+(device.nodes=1, the same device.count per node): what crossing the hosts' interconnect costs.
+
 The 1-device figure comes from the store: the newest finished cell with the config hash this cell has at
 device.count=1, on a machine with the same label (trainbench.hardware.label of each run's tags: GPU model and
 memory, CPU and its cores), with the same framework version (as sweep.resume matches cells,
@@ -40,14 +43,19 @@ def record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult) ->
 def _record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult, devices: int, rate: float) -> None:
     from trainbench import tracking
 
-    digest = config_hash(replace(cell, device={"count": 1}))
+    # Across nodes the unit is one node: N nodes against N x the same cell on one node (device.nodes=1).
+    nodes = cell.device.nodes
+    single_unit = replace(cell, device={"nodes": 1}) if nodes > 1 else replace(cell, device={"count": 1})
+    unit, first = ("1-node", "device.nodes=1") if nodes > 1 else ("1-device", "device.count=1")
+    devices = nodes if nodes > 1 else devices
+    digest = config_hash(single_unit)
     baseline = find_baseline(client, run_id, digest, result["hw_label"], result["framework_version"])
     if baseline is None:
         looked_for = (
             f"trainbench.config_hash={digest}, hw.label={result['hw_label']}, "
             f"framework version {result['framework_version']}"
         )
-        reason = f"no finished 1-device run of this cell in the experiment ({looked_for}): run device.count=1 first"
+        reason = f"no finished {unit} run of this cell in the experiment ({looked_for}): run {first} first"
         tracking.set_tags(client, run_id, {"trainbench.scaling_reason": reason})
         return
     single = baseline.data.metrics["samples_per_s"]
@@ -61,7 +69,7 @@ def _record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult, d
     tags = {"trainbench.scaling_baseline_run_id": baseline.info.run_id}
     noisy = [
         f"{which} ({run.data.tags.get('trainbench.noisy_reason', 'noisy')})"
-        for which, run in (("this cell", this), ("the 1-device run", baseline))
+        for which, run in (("this cell", this), (f"the {unit} run", baseline))
         if run.data.tags.get("trainbench.noisy") == "true"
     ]
     if noisy:

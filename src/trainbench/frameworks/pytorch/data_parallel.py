@@ -83,9 +83,9 @@ class DataParallelTrainer(Trainer):
         return EpochResult(loss_total / self.samples_per_epoch, correct_total / self.samples_per_epoch)
 
     def evaluate(self) -> tuple[float | None, float | None]:
-        """Rank 0 alone, on its replica (every rank's weights are the same); the others go on to the next
-        epoch's barrier. Only rank 0's figures are logged."""
-        if self.world.rank != 0:
+        """The recording rank alone (rank 0 on one host), on its replica (every rank's weights are the same); the
+        others go on to the next epoch's barrier. Only its figures are logged."""
+        if not self.world.records:
             return None, None
         with self._unwrapped():
             return super().evaluate()

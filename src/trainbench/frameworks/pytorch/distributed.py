@@ -15,8 +15,10 @@ Inside each rank the adapter joins the process group (`join`), waits for every r
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +29,11 @@ if TYPE_CHECKING:
 
 # torchrun's environment variables that point a launch at a rendezvous shared with other nodes.
 MULTI_NODE_VARIABLES = ("PET_NNODES", "PET_RDZV_ENDPOINT", "PET_MASTER_ADDR")
+
+
+# "1" in the rank that records the cell (trainbench.runner.ranks sets it). On one host that is global rank 0; across
+# nodes the c10d rendezvous numbers the nodes in an order of its own, so it is the recording node's first rank.
+RECORDING_ENV = "TRAINBENCH_RECORDING_RANK"
 
 
 class RankFailed(RuntimeError):
@@ -59,26 +66,28 @@ def processes(device: DeviceConfig) -> int:
     return count
 
 
-def launch(count: int, entrypoint: Callable[[str], Any], argument: str) -> dict[int, Any]:
-    """Run entrypoint(argument) in `count` ranks on this node (more nodes when torchrun's PET_* variables
-    say so); return each local rank's result by global rank. A failed rank raises RankFailed, or
-    DeviceUnavailable when that is what it raised; a stop signal raises KeyboardInterrupt."""
+def launch(count: int, entrypoint: Callable[[str], Any], argument: str, nodes: int = 1) -> dict[int, Any]:
+    """Run entrypoint(argument) in `count` ranks on this node, one of `nodes` hosts meeting at torchrun's c10d
+    rendezvous (more nodes also when torchrun's PET_* variables say so); return each local rank's result by
+    global rank. A failed rank raises RankFailed, or DeviceUnavailable when that is what it raised; a stop
+    signal raises KeyboardInterrupt."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
-    config = launch_config(count)
+    config = launch_config(count, nodes)
     try:
         return elastic_launch(config, entrypoint)(argument)
     except ChildFailedError as error:
-        raise _cell_error(error, count) from None
+        raise _cell_error(error, count * nodes) from None
     except SignalException:  # the agent turned SIGTERM/SIGINT/SIGHUP into this after stopping the ranks
         raise KeyboardInterrupt from None
 
 
-def launch_config(count: int) -> Any:
+def launch_config(count: int, nodes: int = 1) -> Any:
     """torchrun's own LaunchConfig for `count` processes per node: standalone (a local rendezvous on a free
-    port) unless torchrun's PET_* variables describe several nodes; no restarts."""
+    port) unless torchrun's PET_* variables describe several nodes; for `nodes` > 1 a c10d rendezvous at
+    PET_RDZV_ENDPOINT (HOST:PORT, the same on every node) under PET_RDZV_ID; no restarts."""
     from torch.distributed.run import config_from_args, get_args_parser
 
     from trainbench.tracking import verbose
@@ -90,11 +99,27 @@ def launch_config(count: int) -> Any:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // count)))
     argv = ["--nproc-per-node", str(count), "--max-restarts", "0", "--monitor-interval", "0.5"]
-    if not any(os.environ.get(name) for name in MULTI_NODE_VARIABLES):
+    if nodes > 1:
+        argv += ["--nnodes", str(nodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", rendezvous_endpoint()]
+    elif not any(os.environ.get(name) for name in MULTI_NODE_VARIABLES):
         # What torchrun --standalone sets (its run() does it, not config_from_args).
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--rdzv-id", str(uuid.uuid4())]
     config, _, _ = config_from_args(get_args_parser().parse_args([*argv, "trainbench-cell"]))
     return config
+
+
+def rendezvous_endpoint() -> str:
+    """HOST:PORT where a multi-node cell's nodes meet (torchrun's PET_RDZV_ENDPOINT, set by hand or by
+    trainbench.runner.nodes under a Slurm/submitit job); raises DeviceUnavailable without one."""
+    from trainbench.frameworks.base import DeviceUnavailable
+
+    endpoint = os.environ.get("PET_RDZV_ENDPOINT", "")
+    if not endpoint:
+        raise DeviceUnavailable(
+            "device.nodes > 1 needs the nodes' meeting point: set PET_RDZV_ENDPOINT=HOST:PORT (the first node) "
+            "on every node, or launch with hydra/launcher=submitit_slurm (docs/multi-gpu.md#across-nodes)"
+        )
+    return endpoint
 
 
 def _cell_error(error: Any, count: int) -> Exception:
@@ -120,16 +145,19 @@ class World:
     local_rank: int = 0
     size: int = 1
     local_size: int = 1
+    records: bool = True  # the rank that logs the cell's run (and evaluates): see RECORDING_ENV
 
     @classmethod
     def from_environment(cls) -> World:
         if "TORCHELASTIC_RUN_ID" not in os.environ or "WORLD_SIZE" not in os.environ:
             return cls()
+        rank = int(os.environ["RANK"])
         return cls(
-            int(os.environ["RANK"]),
+            rank,
             int(os.environ["LOCAL_RANK"]),
             int(os.environ["WORLD_SIZE"]),
             int(os.environ["LOCAL_WORLD_SIZE"]),
+            os.environ.get(RECORDING_ENV, "1" if rank == 0 else "0") == "1",
         )
 
 
@@ -149,9 +177,83 @@ def join(torch: Any, backend: str, world: World) -> Any:
         torch.distributed.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")
-        torch.distributed.init_process_group("gloo")
+        torch.distributed.init_process_group("gloo", timeout=_collective_timeout())
     atexit.register(_leave, torch)
+    if world.size > world.local_size:
+        _answer_roll_call(torch, world)
     return device
+
+
+def _collective_timeout() -> Any:
+    """How long a collective waits for a rank that stopped answering: TRAINBENCH_COLLECTIVE_TIMEOUT_S, or torch's
+    own default. A node that vanishes without closing its sockets (a cut cable) is noticed after this."""
+    import datetime
+
+    seconds = os.environ.get("TRAINBENCH_COLLECTIVE_TIMEOUT_S")
+    return datetime.timedelta(seconds=float(seconds)) if seconds else None
+
+
+# Across nodes each rank writes which node it is on and counts up a heartbeat in a small store the recording rank
+# hosts itself, so that rank can name the node that went when a collective fails (lost_nodes). Not the process
+# group's store: that lives on the node the rendezvous numbered 0, which may be the node that went.
+HEARTBEAT_S = 0.25
+ROLL_JOIN_S = 60  # how long a rank waits for the recording rank's roll-call address (set right after joining)
+_ROLL = "trainbench/roll/"
+_roll_store: list[Any] = []  # the recording rank's own store, once made
+
+
+def _answer_roll_call(torch: Any, world: World) -> None:
+    """Best effort: a roll call that cannot be made leaves the cell's failures unnamed, never fails the cell."""
+    import datetime
+    import socket
+    import threading
+    import time
+
+    try:
+        group_store = torch.distributed.distributed_c10d._get_default_store()
+        if world.records:
+            roll = torch.distributed.TCPStore(socket.gethostname(), 0, None, True, wait_for_workers=False)
+            _roll_store.append(roll)
+            group_store.set(f"{_ROLL}at", f"{socket.gethostname()}:{roll.port}")
+        else:
+            group_store.wait([f"{_ROLL}at"], datetime.timedelta(seconds=ROLL_JOIN_S))
+            host, _, port = group_store.get(f"{_ROLL}at").decode().rpartition(":")
+            roll = torch.distributed.TCPStore(host, int(port), None, False, datetime.timedelta(seconds=10))
+        roll.set(f"{_ROLL}node/{world.rank}", f"{os.environ.get('GROUP_RANK', '?')} {socket.gethostname()}")
+    except Exception as error:
+        sys.stderr.write(f"trainbench: no roll call of the nodes: {type(error).__name__}: {error}\n")
+        return
+
+    def beat() -> None:
+        with contextlib.suppress(Exception):  # the recording rank gone: this rank's collectives fail on their own
+            while True:
+                roll.add(f"{_ROLL}beat/{world.rank}", 1)
+                time.sleep(HEARTBEAT_S)
+
+    if not world.records:
+        threading.Thread(target=beat, name="trainbench-heartbeat", daemon=True).start()
+
+
+def lost_nodes() -> list[str]:
+    """The nodes (`HOST (rendezvous node N)`, N as torch's rendezvous numbered them) whose ranks stopped beating,
+    seen from the recording rank after a collective failed; [] elsewhere, on one node, or where no roll call
+    was made. Waits a few heartbeats: bounded, about a second."""
+    import time
+
+    world = World.from_environment()
+    if world.size <= world.local_size or not _roll_store:
+        return []
+    roll = _roll_store[0]
+    others = [rank for rank in range(world.size) if rank != world.rank]
+    before = {rank: roll.add(f"{_ROLL}beat/{rank}", 0) for rank in others}
+    time.sleep(HEARTBEAT_S * 4)
+    silent = [rank for rank in others if roll.add(f"{_ROLL}beat/{rank}", 0) == before[rank]]
+    named = {
+        tuple(roll.get(f"{_ROLL}node/{rank}").decode().split(" ", 1))
+        for rank in silent
+        if roll.check([f"{_ROLL}node/{rank}"])
+    }
+    return [f"{host} (rendezvous node {node})" for node, host in sorted(named)]
 
 
 def _leave(torch: Any) -> None:
@@ -171,8 +273,18 @@ def barrier(torch: Any, device: Any) -> None:
 
 
 def tags(world: World, device: Any) -> dict[str, str]:
+    from trainbench import topology
+
     backend = "nccl" if device.type == "cuda" else "gloo"
-    return {
+    tags = {
         "trainbench.data_parallel": f"torch DistributedDataParallel ({backend}, {world.size} ranks)",
         "torch.distributed_backend": backend,
     }
+    if world.size > world.local_size:  # across nodes: how many, and how they are linked
+        nodes = world.size // world.local_size
+        tags["trainbench.data_parallel"] = (
+            f"torch DistributedDataParallel ({backend}, {world.size} ranks on {nodes} nodes)"
+        )
+        tags["hw.nodes"] = str(nodes)
+        tags.update(topology.node_interconnect_tags(os.environ.get("MASTER_ADDR", "localhost"), backend))
+    return tags

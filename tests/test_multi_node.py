@@ -1,0 +1,193 @@
+"""A data-parallel cell over several hosts (device.nodes=N), tried here as 2 nodes of 1 gloo rank each on one
+machine: joined by hand with torchrun, as one submitit job of two tasks, and with a node killed mid-cell.
+Node 0 records one run; its scaling efficiency is against the same cell on one node."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import ROOT, RUN_PY, child_env, with_schema
+
+TINY = ["model=mlp", "data=digits", "device=cpu", "batch_size=32", "tracking.system_metrics_interval_s=0"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def cell_runs(uri: str) -> list:
+    from conftest import runs_in
+
+    return [r for r in runs_in(uri) if r.data.tags["trainbench.kind"] == "cell"]
+
+
+def start(args: list[str], folder: Path, env: dict[str, str], log: str) -> subprocess.Popen:
+    """A process of its own session (its group killed as one, as a lost node's are), output in folder/log."""
+    with open(folder / log, "w") as out:
+        return subprocess.Popen(
+            args, cwd=folder, env=child_env(env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def joining_node(folder: Path, endpoint: str, env: dict[str, str], *overrides: str) -> subprocess.Popen:
+    """The documented by-hand command for every node but the first. is_host=false: on one machine both nodes
+    match the endpoint's host, so the first node is made the rendezvous' host as it is on a cluster."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1"]
+    rendezvous = ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", "--rdzv-conf=is_host=false"]
+    return start([*torchrun, *rendezvous, "-m", "trainbench.runner.ranks", *overrides], folder, env, "node1.log")
+
+
+def left_behind(mark: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("TRAINBENCH_TEST_MARK") == mark:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@pytest.fixture
+def nodes_env(tmp_path: Path) -> dict[str, str]:
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return {
+        "MLFLOW_TRACKING_URI": uri,
+        "PYTHONPATH": str(ROOT / "src"),
+        "TRAINBENCH_TEST_MARK": uuid.uuid4().hex,  # finds every process the test started, wherever it went
+    }
+
+
+@pytest.mark.slow
+def test_two_nodes_joined_by_torchrun_record_one_run_of_every_rank(tmp_path, nodes_env) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=1", "device.nodes=2")
+    try:
+        node0 = subprocess.run(
+            [sys.executable, str(RUN_PY), *TINY, "task.epochs=1", "device.nodes=2"],
+            cwd=tmp_path,
+            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint}),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
+        assert node1.wait(timeout=60) == 0, (tmp_path / "node1.log").read_text()[-3000:]
+    finally:
+        if node1.poll() is None:
+            os.killpg(node1.pid, signal.SIGKILL)
+    (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
+    tags, metrics = cell.data.tags, cell.data.metrics
+    assert tags["trainbench.data_parallel"] == "torch DistributedDataParallel (gloo, 2 ranks on 2 nodes)"
+    assert (tags["hw.nodes"], tags["hw.node_interconnect"], tags["hw.node_link"]) == ("2", "loopback", "lo")
+    assert metrics["num_devices"] == 2 and metrics["val_accuracy"] >= 0.8  # node 0's rank evaluated and logged
+    assert "run device.nodes=1 first" in tags["trainbench.scaling_reason"]
+
+
+@pytest.mark.slow
+def test_submitit_runs_a_two_node_cell_as_one_job_of_two_tasks_scaled_against_one_node(tmp_path, nodes_env) -> None:
+    node0 = subprocess.run(
+        [sys.executable, str(RUN_PY), "-m", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2"]
+        + [*TINY, "task.epochs=1", "device.nodes=1,2"],
+        cwd=tmp_path,
+        env=child_env({**nodes_env, "TRAINBENCH_HYDRA_DIR": "submitit"}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
+    runs = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])  # one run a cell, whatever the job's task count
+    one, two = sorted(runs, key=lambda r: r.data.params.get("device.nodes", "1"))
+    assert {r.data.tags["trainbench.outcome"] for r in runs} == {"finished"}
+    tags, metrics = two.data.tags, two.data.metrics
+    assert tags["hw.nodes"] == "2" and metrics["num_devices"] == 2 and "hw.nodes" not in one.data.tags
+    assert tags["trainbench.scaling_baseline_run_id"] == one.info.run_id
+    assert metrics["scaling_efficiency"] == pytest.approx(
+        metrics["samples_per_s"] / (2 * one.data.metrics["samples_per_s"])
+    )
+    assert "scaling_efficiency" not in one.data.metrics
+
+
+@pytest.mark.slow
+def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tmp_path, nodes_env) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    node0 = start(
+        [sys.executable, str(RUN_PY), *TINY, "task.epochs=20", "device.nodes=2"],
+        tmp_path,
+        {**nodes_env, "PET_RDZV_ENDPOINT": endpoint},
+        "node0.log",
+    )
+    node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=20", "device.nodes=2")
+    try:
+        deadline = time.monotonic() + 180
+        while "training: 20 epoch(s)" not in (tmp_path / "node0.log").read_text():  # both nodes have joined
+            assert node0.poll() is None and time.monotonic() < deadline, (tmp_path / "node0.log").read_text()
+            time.sleep(0.2)
+        time.sleep(1)  # into the epoch's steps
+        os.killpg(node1.pid, signal.SIGKILL)  # the whole node: its torchrun agent and its rank
+        killed_at = time.monotonic()
+        returncode = node0.wait(timeout=60)
+        took = time.monotonic() - killed_at
+    finally:
+        for process in (node0, node1):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    output = (tmp_path / "node0.log").read_text()
+    assert returncode == 1, output[-3000:]
+    assert took < 30, f"node 0 took {took:.0f} s to give up"
+    (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
+    reason, lost = cell.data.tags["trainbench.reason"], cell.data.tags.get("trainbench.lost_nodes", "")
+    assert cell.data.tags["trainbench.outcome"] == "failed"
+    # The killed node, as torch's rendezvous numbered it (on a cluster its host name tells it apart)
+    assert re.fullmatch(rf"{re.escape(socket.gethostname())} \(rendezvous node [01]\)", lost), (lost, reason)
+    assert re.match(rf"RankFailed: rank [01] of 2 failed: NodeLost: node {re.escape(lost)} stopped answering: ", reason)
+    deadline = time.monotonic() + 10
+    while left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) == []
+
+
+# ------------------------------------------------------------------------------------------ fast
+
+
+def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR, ConfigError, config_hash, params, validate
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        with pytest.raises(ConfigError, match="framework=jax runs a cell on one host: use device.nodes=1"):
+            validate(compose("config", overrides=["framework=jax", "task=benchmark", "device.nodes=2"]))
+        with pytest.raises(ConfigError, match="must be a whole number >= 1, e.g. device.nodes=2"):
+            validate(compose("config", overrides=["task=benchmark", "device.nodes=0"]))
+        one = validate(compose("config", overrides=["task=benchmark"]))
+        two = validate(compose("config", overrides=["task=benchmark", "device.nodes=2"]))
+    assert config_hash(one) != config_hash(two)
+    # One host is recorded as runs were before device.nodes existed: they stay the same setting, the same cell
+    assert "device.nodes" not in params(one) and params(two)["device.nodes"] == 2
+
+
+def test_a_cell_over_nodes_meets_at_a_c10d_rendezvous_and_says_when_it_has_none(monkeypatch) -> None:
+    from trainbench.frameworks.base import DeviceUnavailable
+    from trainbench.frameworks.pytorch.distributed import launch_config
+
+    monkeypatch.delenv("PET_RDZV_ENDPOINT", raising=False)
+    with pytest.raises(DeviceUnavailable, match="set PET_RDZV_ENDPOINT=HOST:PORT"):
+        launch_config(1, nodes=2)
+    monkeypatch.setenv("PET_RDZV_ENDPOINT", "node0:29400")
+    config = launch_config(4, nodes=2)
+    assert (config.nproc_per_node, config.min_nodes, config.max_nodes, config.max_restarts) == (4, 2, 2, 0)
+    assert (config.rdzv_backend, config.rdzv_endpoint) == ("c10d", "node0:29400")
