@@ -110,6 +110,7 @@ def main(overrides: list[str]) -> int:
     """A node joining a multi-node cell under torchrun: compose the cell as the sweep did, run this rank."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas the YAML choices name)
     from trainbench.config import CONF_DIR, validate
     from trainbench.runner.order import CellOrder
     from trainbench.tasks.base import task_of
