@@ -185,6 +185,7 @@ def run_cell(
     from trainbench import frameworks, progress
     from trainbench.measure import timing
     from trainbench.runner import in_cell
+    from trainbench.runner.order import CellOrder
 
     cell = compose(*task)
     trace: list[str] = []
@@ -195,7 +196,7 @@ def run_cell(
     monkeypatch.setattr(progress, "line", lambda text: trace.append(f"print: {text}"))
     monkeypatch.setattr(timing, "BLOCK_LINES_EVERY_S", 0.0)
     recorded = Recorded(folder)
-    in_cell.run(cell, recorded.log)
+    in_cell.run(CellOrder(cell, task, store=None), recorded.log)
     return recorded.data(), trace
 
 

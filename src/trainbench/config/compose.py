@@ -1,6 +1,6 @@
 """From overrides to judged cells: the trainbench sweeper's `expand_and_judge` expands a sweep the way Hydra's basic
-sweeper does (presets' own sweeps included) and judges every job before the first one runs; `cells_for` does the same
-for tests and the references.
+sweeper does (presets' own sweeps included) and judges every job before the first one runs: the one place a sweep's
+cells are judged. `cells_for` does the same for tests and the references.
 """
 
 from __future__ import annotations
