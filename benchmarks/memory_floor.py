@@ -3,8 +3,8 @@
 python benchmarks/memory_floor.py [--frameworks pytorch tensorflow jax] [--resolution-mb 16] [--write results/]
 
 For each framework, a tiny training cell (model=mlp, data=digits, task.epochs=1, device=cpu) runs exactly as a
-sweep runs it (trainbench.runner.cell.run_cell: the run created in a scratch MLflow store, the cell's own
-process under RLIMIT_DATA as runner/worker.py applies it, logging into the run), with limits bisected between
+sweep runs it (trainbench.sweep.cell_run.run_cell: the run created in a scratch MLflow store, the cell's own
+process under RLIMIT_DATA as cell/worker.py applies it, logging into the run), with limits bisected between
 one that fails and one that finishes. The judge's floor (min_memory_mb) is bypassed on purpose: it is what is
 being measured. Prints the floor per framework and what min_memory_mb() should say (floor + MARGIN, rounded up
 to a multiple of ROUND_MB); --write adds a dated markdown file with the machine and versions.
@@ -24,11 +24,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run as a script, from anywhere
+from trainbench.cell.order import CellOrder, StoreAddress  # noqa: E402
 from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.measure import hardware
-from trainbench.runner.cell import Store, run_cell  # noqa: E402
-from trainbench.runner.order import CellOrder, StoreAddress  # noqa: E402
 from trainbench.store import tracking  # noqa: E402
+from trainbench.sweep.cell_run import Store, run_cell  # noqa: E402
 
 # cell.timeout_s: a cell that spins at its cap forever (a library retrying a failed allocation) does not fit.
 TINY_CELL = ["model=mlp", "data=digits", "task.epochs=1", "device=cpu", "batch_size=64",
@@ -121,7 +121,7 @@ def main() -> int:
         "",
         f"- Machine: {machine}; Python {platform.python_version()}.",
         f"- Versions: {versions}.",
-        f"- Cell: `{' '.join(TINY_CELL)}`, RLIMIT_DATA as runner/worker.py sets it, bisected to "
+        f"- Cell: `{' '.join(TINY_CELL)}`, RLIMIT_DATA as cell/worker.py sets it, bisected to "
         f"{args.resolution_mb} MB, the floor confirmed by a second run; {time.time() - started:.0f} s in all.",
         f"- min_memory_mb() = floor + {MARGIN:.0%}, rounded up to a multiple of {ROUND_MB} MB.",
         "",

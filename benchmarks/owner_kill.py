@@ -47,7 +47,7 @@ def leftovers(temp: Path) -> set[str]:
 def cell_processes(sweep: psutil.Process) -> list[psutil.Process]:
     try:  # a process may end while the tree is read (a launcher's short-lived helpers): read it again
         tree = sweep.children(recursive=True)
-        cells = [p for p in tree if "trainbench.runner.worker" in " ".join(p.cmdline())]
+        cells = [p for p in tree if "trainbench.cell.worker" in " ".join(p.cmdline())]
         return [p for c in cells for p in (c, *c.children(recursive=True))]
     except psutil.Error:
         return []

@@ -27,9 +27,9 @@ def main() -> None:
     import hydra  # noqa: F401
 
     from trainbench import cli  # noqa: F401
-    from trainbench.runner.job import run_job  # noqa: F401
+    from trainbench.sweep.job import run_job  # noqa: F401
 
-    lap("import hydra, trainbench.cli, trainbench.runner.job")
+    lap("import hydra, trainbench.cli, trainbench.sweep.job")
     import mlflow  # noqa: F401
 
     lap("import mlflow")

@@ -216,7 +216,7 @@ def still_running(sweep: subprocess.Popen[str], late: subprocess.TimeoutExpired)
 def running_cells(sweep_pid: int) -> list[psutil.Process]:
     try:
         tree = psutil.Process(sweep_pid).children(recursive=True)
-        return [p for p in tree if "trainbench.runner.worker" in " ".join(p.cmdline())]
+        return [p for p in tree if "trainbench.cell.worker" in " ".join(p.cmdline())]
     except psutil.Error:
         return []
 

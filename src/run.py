@@ -15,7 +15,7 @@ with exit_quietly_on_stop():
     from omegaconf import DictConfig
 
     from trainbench import cli
-    from trainbench.runner.job import run_job
+    from trainbench.sweep.job import run_job
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

@@ -76,6 +76,6 @@ class _Trainer:
 
 def largest_batch() -> int:
     """The largest batch that fits within batch_size=max's headroom."""
-    from trainbench.runner.batch_search import HEADROOM
+    from trainbench.cell.batch_search import HEADROOM
 
     return int((min(FITS_UNDER_MB, (1 - HEADROOM) * CAPACITY_MB) - FIXED_MB) // PER_SAMPLE_MB)

@@ -20,12 +20,12 @@ from conftest import ROOT, TINY, child_env
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import owner_kill  # noqa: E402
 
-from trainbench.runner.launchers import bound_cpu_ranks  # noqa: E402
-from trainbench.runner.orphan import (  # noqa: E402
+from trainbench.cell.orphan import (  # noqa: E402
     remove_abandoned_scratch,
     remove_abandoned_shared_memory,
     scratch_prefix,
 )
+from trainbench.sweep.launchers import bound_cpu_ranks  # noqa: E402
 
 DIGITS = ["model=mlp", "data=digits", "device=cpu", "tracking.system_metrics_interval_s=0"]
 
@@ -130,7 +130,7 @@ def test_no_shared_memory_file_outlives_a_sweep_sigkilled_with_its_cells_and_the
         deadline = time.monotonic() + 180
         while True:  # until a cell's loader workers are up: every kind of file is made by then
             tree = owner.children(recursive=True)
-            cells = [p for p in tree if "trainbench.runner.worker" in " ".join(p.cmdline())]
+            cells = [p for p in tree if "trainbench.cell.worker" in " ".join(p.cmdline())]
             if any(cell.children() for cell in cells):
                 break
             assert sweep.poll() is None and time.monotonic() < deadline, "no cell started its loader workers"

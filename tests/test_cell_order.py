@@ -1,4 +1,4 @@
-"""The cell order (trainbench.runner.order): made once by the sweep's owner, it reaches a launcher's job through
+"""The cell order (trainbench.cell.order): made once by the sweep's owner, it reaches a launcher's job through
 Hydra's own override grammar unchanged, and a job on another machine judges its cell again."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import dataclasses
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from trainbench.cell import order as orders
+from trainbench.cell.order import CellOrder, StoreAddress
 from trainbench.config import ConfigError
 from trainbench.config.compose import cells_for
-from trainbench.runner import order as orders
-from trainbench.runner.order import CellOrder, StoreAddress
 
 # A store URI with the characters Hydra's grammar gives meaning to (`:`, `=`, `,`, quotes, `$`).
 ADDRESS = StoreAddress("postgresql://u:p@host:5432/db?a=1,b='x'&c=${y}", "7", "abc123", "abc123")

@@ -3,6 +3,7 @@ the settings in pyproject.toml), and the code is ruff-clean and ruff-formatted."
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,27 @@ def test_an_adapter_that_breaks_the_contract_fails_the_type_check(
 def test_the_code_is_ruff_clean(check: list[str]) -> None:
     checked = run(sys.executable, "-m", "ruff", *check, *CHECKED)
     assert checked.returncode == 0, (checked.stdout + checked.stderr)[-3000:]
+
+
+MAX_MODULE_LINES = 600  # a module a newcomer reads whole; a longer one is split by concern (docs/development.md)
+
+
+def test_no_module_under_src_is_longer_than_600_lines() -> None:
+    """Small modules, named after what they hold: the longest module under src/ is at most MAX_MODULE_LINES."""
+    lengths = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")}
+    too_long = {path: lines for path, lines in lengths.items() if lines > MAX_MODULE_LINES}
+    assert not too_long, f"split these by concern (at most {MAX_MODULE_LINES} lines each): {too_long}"
+
+
+def test_the_cells_side_imports_nothing_of_the_sweeps_side() -> None:
+    """The process line in the layout: trainbench/cell/ (what runs in a cell's own process, and what crosses to it)
+    imports nothing from trainbench/sweep/ (the parent's side), at module level or inside functions."""
+    crossing = []
+    for path in sorted((ROOT / "src" / "trainbench" / "cell").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            crossing += [f"{path.name}:{node.lineno} {name}" for name in names if name.startswith("trainbench.sweep")]
+    assert not crossing, crossing

@@ -2,7 +2,7 @@
 what is wrong and what to do; no traceback, no run in the store. Files are written here in the real formats
 (test_data's writers) and then damaged; nothing touches the network.
 
-Most cases call trainbench.runner.needed_files.fetch_or_refuse_missing_files, the function the sweep calls before
+Most cases call trainbench.sweep.needed_files.fetch_or_refuse_missing_files, the function the sweep calls before
 it creates any run; a few go through the real entry point, and its line is the in-process message exactly."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from test_data import write_cifar10, write_idx, write_mnist
 from trainbench import cli, data
 from trainbench.config import CONF_DIR, PlainError, validate
 from trainbench.data import images as image_readers
-from trainbench.runner.needed_files import fetch_or_refuse_missing_files
 from trainbench.store import tracking
+from trainbench.sweep.needed_files import fetch_or_refuse_missing_files
 
 CIFAR = "cifar-10-batches-py"
 MNIST = Path("MNIST") / "raw"

@@ -12,10 +12,10 @@ import pytest
 
 from conftest import metric_history
 from test_report import make_entry
+from trainbench.cell.in_cell import INJECT_FAULT_ENV
 from trainbench.measure.topology import interconnect, parse_topology_matrix, physical_indices
 from trainbench.report.plots import scaling_panels
 from trainbench.report.selection import Entry
-from trainbench.runner.in_cell import INJECT_FAULT_ENV
 
 SAMPLES = Path(__file__).parent / "samples"
 DIGITS = ["model=mlp", "data=digits", "device=cpu", "batch_size=32", "tracking.system_metrics_interval_s=0"]
@@ -39,7 +39,7 @@ def test_an_efficiency_carries_both_figures_errors_and_says_when_either_was_nois
     from test_config import cell as compose_cell
     from trainbench.config import config_hash, replace
     from trainbench.measure.hardware import run_label
-    from trainbench.runner import scaling
+    from trainbench.sweep import scaling
 
     client = MlflowClient(with_schema(f"sqlite:///{tmp_path}/mlflow.db"))
     experiment = client.create_experiment("trainbench", artifact_location=str(tmp_path / "artifacts"))
@@ -180,7 +180,7 @@ def test_more_gpus_than_the_cell_sees_is_unavailable_not_an_error() -> None:
 
     with pytest.raises(DeviceUnavailable, match="device.count=8 asks for 8 GPUs; this cell sees 0"):
         processes(DeviceConfig(name="gpu", count=8))
-    # CPU ranks: as asked, up to a rank per core (trainbench.runner.launchers.bound_cpu_ranks)
+    # CPU ranks: as asked, up to a rank per core (trainbench.sweep.launchers.bound_cpu_ranks)
     assert processes(DeviceConfig(name="cpu", count=3)) == min(3, len(os.sched_getaffinity(0)))
 
 

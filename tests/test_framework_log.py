@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from trainbench.runner import framework_log
-from trainbench.runner.cell_process import Activity, _pump
+from trainbench.sweep import framework_log
+from trainbench.sweep.cell_process import Activity, _pump
 
 CHATTER = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -36,7 +36,7 @@ FATAL = "F0000 00:00:1732788867.200000    4211 cuda_blas.cc:190] Check failed: s
 OURS = [
     "trainbench: tensorflow-mlp-cpu-bs64 failed: ValueError: shapes do not match",
     "Traceback (most recent call last):",
-    '  File "/x/trainbench/runner/worker.py", line 120, in main',
+    '  File "/x/trainbench/cell/worker.py", line 120, in main',
     "ValueError: shapes do not match",
     "/x/keras/src/trainers/trainer.py:1032: UserWarning: the loss is nan",
     "WARNING:absl:You are saving your model as an HDF5 file",  # Python logging's format: a framework's warning

@@ -160,7 +160,7 @@ def test_the_walk_sees_lazy_imports_and_skips_type_only_ones() -> None:
     """The rule above, on the real package: the worker's lazy import of the ranks is seen; the Framework
     type-only import of the config schema is not."""
     graph = import_graph()
-    assert "trainbench.runner.ranks" in graph["trainbench.runner.worker"]  # inside main()
+    assert "trainbench.cell.ranks" in graph["trainbench.cell.worker"]  # inside main()
     assert "trainbench.config.schema" not in graph["trainbench.frameworks.base"]  # under TYPE_CHECKING
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
 

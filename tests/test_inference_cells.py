@@ -38,7 +38,7 @@ def test_a_noisy_figure_gets_one_warning_line_saying_what_to_try() -> None:
 
 
 def test_a_data_parallel_cells_noise_warning_comes_from_rank_0_alone(monkeypatch, capsys) -> None:
-    """Every rank measures its own step times; the ranks other than 0 (runner/ranks.py quiets them) still tag the
+    """Every rank measures its own step times; the ranks other than 0 (cell/ranks.py quiets them) still tag the
     figure noisy, but print nothing: one warning per cell, not one per GPU."""
     from trainbench import progress
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import Invocation, invoke, metric_history
-from trainbench.runner.batch_search import HEADROOM, TOLERANCE, Probe, find_max_batch, next_batch
+from trainbench.cell.batch_search import HEADROOM, TOLERANCE, Probe, find_max_batch, next_batch
 
 QUIET = "tracking.system_metrics_interval_s=0"
 
@@ -385,7 +385,7 @@ def fake_gpu_cell(recovers: bool) -> Any:
 
 def test_a_probing_process_probes_every_batch_where_the_framework_recovers_from_running_out(tmp_path) -> None:
     import fake_gpu
-    from trainbench.runner import batch_probes
+    from trainbench.cell import batch_probes
 
     progress = tmp_path / "probes.json"
     found = batch_probes.search(fake_gpu_cell(True), {"limit": 65536, "known": [], "progress_path": str(progress)})
@@ -406,7 +406,7 @@ def test_where_it_does_not_recover_each_process_probes_once_and_the_next_goes_on
     """What the launcher's loop does with TensorFlow, JAX or a CPU: a process per probe, each told the probes so
     far, the last one returning the result."""
     import fake_gpu
-    from trainbench.runner import batch_probes
+    from trainbench.cell import batch_probes
 
     cell, known, processes = fake_gpu_cell(False), [], 0
     while True:

@@ -180,12 +180,12 @@ INFERENCE = ("task=inference", "task.warmup_steps=2", f"task.steps={STEPS}", "ta
 def run_cell(
     folder: Path, monkeypatch: pytest.MonkeyPatch, backend: str, task: tuple[str, ...], fallbacks: FallingBack | None
 ) -> tuple[Any, list[str]]:
-    """The cell's process's own code (trainbench.runner.in_cell.run) on the fake backend, logging into a real
+    """The cell's process's own code (trainbench.cell.in_cell.run) on the fake backend, logging into a real
     store: (the run's data, the trace)."""
     from trainbench import frameworks, progress
+    from trainbench.cell import in_cell
+    from trainbench.cell.order import CellOrder
     from trainbench.measure import timing
-    from trainbench.runner import in_cell
-    from trainbench.runner.order import CellOrder
 
     cell = compose(*task)
     trace: list[str] = []

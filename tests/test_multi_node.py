@@ -47,7 +47,7 @@ def joining_node(folder: Path, endpoint: str, env: dict[str, str], *overrides: s
     match the endpoint's host, so the first node is made the rendezvous' host as it is on a cluster."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1"]
     rendezvous = ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", "--rdzv-conf=is_host=false"]
-    return start([*torchrun, *rendezvous, "-m", "trainbench.runner.ranks", *overrides], folder, env, "node1.log")
+    return start([*torchrun, *rendezvous, "-m", "trainbench.cell.ranks", *overrides], folder, env, "node1.log")
 
 
 def left_behind(mark: str) -> list[psutil.Process]:

@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in, with_schema
-from trainbench.runner.in_cell import INJECT_FAULT_ENV
+from trainbench.cell.in_cell import INJECT_FAULT_ENV
 from trainbench.store.tracking import private, redact
 
 SECRET = "s3cr3tpass"
@@ -42,7 +42,7 @@ def test_credentials_are_redacted_wherever_a_uri_appears() -> None:
 def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_shell(tmp_path, monkeypatch) -> None:
     """The closing hint names the store with $HOME, not ~: a shell expands $HOME inside `sqlite:///$HOME/...`,
     while `sqlite:///~/...` would make SQLite open a new, empty store in a folder named `~`."""
-    from trainbench.runner.summary import browse_hint
+    from trainbench.sweep.summary import browse_hint
 
     home = tmp_path / "home"
     store = home / "benchmarks" / "mlflow.db"
@@ -63,8 +63,8 @@ def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_sh
 def test_the_browse_hint_sends_the_reader_on_to_the_comparison_links(tmp_path) -> None:
     """`mlflow ui` alone opens MLflow's home page: the hint beside it must name the printed links (the sweep
     prints them as `Browse: URL` and `Side by side in MLflow: ...`) that open the runs and the compare view."""
-    from trainbench.runner.owner import browse_hint
     from trainbench.store import tracking
+    from trainbench.sweep.owner import browse_hint
 
     for uri in (tracking.default_tracking_uri(), f"sqlite:///{tmp_path / 'mlflow.db'}", "http://team:5000"):
         hint = browse_hint(uri)
@@ -107,7 +107,7 @@ def test_a_sweep_with_a_password_in_its_uri_stores_and_prints_no_password(mlflow
     tail = Path(client.download_artifacts(failed.info.run_id, "stderr_tail.txt", str(tmp_path))).read_text()
     for text in (tail, failed.data.tags["trainbench.reason"]):
         assert str(ROOT) not in text
-    assert 'File "./src/trainbench/runner/worker.py"' in tail  # the traceback, relative to the project
+    assert 'File "./src/trainbench/cell/worker.py"' in tail  # the traceback, relative to the project
 
 
 def test_whatever_a_process_prints_after_quiet_logs_names_no_password(tmp_path) -> None:

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from trainbench import progress
-from trainbench.runner.sweep_clock import ABSENT, estimate
+from trainbench.sweep.sweep_clock import ABSENT, estimate
 
 CPU, GPU = "train/resnet50/cpu", "train/resnet50/gpu"
 

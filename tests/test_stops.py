@@ -66,7 +66,7 @@ def test_a_stop_swallowed_between_cells_starts_no_further_cell() -> None:
     starting (a sweep of 300 cells would otherwise run them all before its block ends)."""
     done = run(
         """
-        from trainbench.runner.cell import Stopped, run_cell
+        from trainbench.sweep.cell_run import Stopped, run_cell
 
         try:
             with raising_on_stop(Stopped):

@@ -22,8 +22,8 @@ import pytest
 
 from conftest import RUN_PY, child_env, runs_in, start_multirun, with_schema
 from trainbench.config.schema import CellLimits
-from trainbench.runner import cell_process as runner
-from trainbench.runner.oom_evidence import OomEvidence
+from trainbench.sweep import cell_process as runner
+from trainbench.sweep.oom_evidence import OomEvidence
 
 pytestmark = pytest.mark.slow
 
@@ -102,8 +102,8 @@ def test_a_read_only_artifact_folder_ends_the_sweep_at_once_with_every_run_close
 def test_a_full_disk_ends_the_sweep_with_one_line_and_the_next_invocation_closes_what_it_left(tmp_path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from trainbench.runner import liveness
     from trainbench.store import tracking
+    from trainbench.sweep import liveness
 
     with tmpfs(tmp_path / "store", "4m") as store:
         uri = f"sqlite:///{store / 'mlflow.db'}"
@@ -231,8 +231,8 @@ def test_resume_reads_its_own_history_whatever_a_run_managed_to_record(tmp_path)
     from trainbench.config import config_hash
     from trainbench.config.compose import cells_for
     from trainbench.measure import hardware
-    from trainbench.runner import resume
     from trainbench.store import tracking
+    from trainbench.sweep import resume
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)

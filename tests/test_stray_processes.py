@@ -16,8 +16,8 @@ import pytest
 from conftest import runs_in, start_multirun
 from servers import group_processes, kill_group
 from test_data import write_mnist
-from trainbench.runner.in_cell import INJECT_FAULT_ENV
-from trainbench.runner.launchers import bound_parallelism
+from trainbench.cell.in_cell import INJECT_FAULT_ENV
+from trainbench.sweep.launchers import bound_parallelism
 
 # Cells that cost next to nothing: the cell's process hangs (TRAINBENCH_INJECT_FAULT=sleep, set by `start`) before
 # importing a framework.
@@ -116,7 +116,7 @@ def test_a_joblib_sweep_stopped_mid_cell_leaves_no_process_behind(start, stop, t
     sweep, uri = start("hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1", *HANGING_CELL)
     pgid = sweep.pid
     try:
-        wait_until(lambda: len(with_command(pgid, "trainbench.runner.worker")) == 2, 120, "both cells", sweep)
+        wait_until(lambda: len(with_command(pgid, "trainbench.cell.worker")) == 2, 120, "both cells", sweep)
         time.sleep(0.5)  # the cells hang now, their jobs wait on them in two joblib workers
         os.killpg(pgid, stop) if to_group else sweep.send_signal(stop)
         _, err = sweep.communicate(timeout=60)
@@ -132,7 +132,7 @@ def test_a_joblib_sweep_stopped_mid_cell_leaves_no_process_behind(start, stop, t
     cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
     assert len(cells) == 2
     # SIGKILL: each cell's process saw its launcher die and handed its run to a closing process
-    # (trainbench.runner.orphan), which closes it within seconds; otherwise the sweep closed them.
+    # (trainbench.cell.orphan), which closes it within seconds; otherwise the sweep closed them.
     closing_by = time.monotonic() + 30
     while any(c.info.status == "RUNNING" for c in cells) and time.monotonic() < closing_by:
         time.sleep(0.5)
@@ -152,7 +152,7 @@ def test_a_stop_in_the_first_instants_of_a_cell_prints_no_traceback_and_is_recor
     sweep, uri = start(*HANGING_CELL)
     pgid = sweep.pid
     try:
-        wait_until(lambda: with_command(pgid, "trainbench.runner.worker"), 120, "the cell's process", sweep, 0.02)
+        wait_until(lambda: with_command(pgid, "trainbench.cell.worker"), 120, "the cell's process", sweep, 0.02)
         time.sleep(delay_s)
         os.killpg(pgid, stop)
         out, err = sweep.communicate(timeout=60)
@@ -207,7 +207,7 @@ def test_a_stop_while_loader_workers_feed_a_cell_prints_no_traceback(start, tmp_
     pgid = sweep.pid
 
     def workers_feeding() -> bool:  # loader workers are forked, so they carry the cell's command line
-        return len(with_command(pgid, "trainbench.runner.worker")) >= 3
+        return len(with_command(pgid, "trainbench.cell.worker")) >= 3
 
     try:
         wait_until(workers_feeding, 120, "the loader's workers", sweep)

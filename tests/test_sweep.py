@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in, start_multirun, with_schema
 from trainbench import api
-from trainbench.runner.in_cell import INJECT_FAULT_ENV
+from trainbench.cell.in_cell import INJECT_FAULT_ENV
 
 pytestmark = pytest.mark.slow
 EPOCH_METRICS = {"epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"}
@@ -38,7 +38,7 @@ def workers(folder: Path) -> list[psutil.Process]:
     this one have their own)."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
-        if "trainbench.runner.worker" in " ".join(process.info["cmdline"] or []):
+        if "trainbench.cell.worker" in " ".join(process.info["cmdline"] or []):
             with contextlib.suppress(psutil.Error):
                 if Path(process.cwd()) == folder:
                     found.append(process)
@@ -311,7 +311,7 @@ def test_a_killed_sweep_leaves_no_orphan_and_nothing_running_after_the_next_invo
     sweep.kill()  # SIGKILL: no handler runs in the sweep's process
     sweep.wait(timeout=30)
     wait_for(lambda: not workers(tmp_path), timeout=30, what="the orphaned cell process to notice and exit")
-    # the cell stopped at once and handed its run to a small closing process (trainbench.runner.orphan)
+    # the cell stopped at once and handed its run to a small closing process (trainbench.cell.orphan)
     wait_for(lambda: cells_of(uri)[0].info.status != "RUNNING", timeout=30, what="the cell's run to be closed")
     (cell,) = cells_of(uri)
     assert cell.data.tags["trainbench.outcome"] == "killed"  # recorded on the cell's behalf

@@ -240,7 +240,7 @@ def test_a_terminal_bar_counts_epochs_and_moves_only_between_them(tmp_path: Path
 # -- total_time_s: the training alone, whatever task.timed_region ------------------------------------------------
 class RecordedLog:
     """A RunLog (trainbench.frameworks.base) that keeps a cell's metrics in memory, step by step, with the moment
-    each was logged: for cells run in this process by the cell's own `run` (trainbench.runner.in_cell; no store needed)."""
+    each was logged: for cells run in this process by the cell's own `run` (trainbench.cell.in_cell; no store needed)."""
 
     def __init__(self) -> None:
         self.series: dict[str, dict[int, float]] = {}
@@ -265,12 +265,12 @@ class RecordedLog:
 
 def run_here(*overrides: str) -> RecordedLog:
     """A cell (PyTorch unless the overrides say otherwise) composed as a sweep composes it, run in this process
-    on the CPU by the cell's own `run` (trainbench.runner.in_cell)."""
+    on the CPU by the cell's own `run` (trainbench.cell.in_cell)."""
     from hydra import compose, initialize_config_dir
 
+    from trainbench.cell import in_cell
+    from trainbench.cell.order import CellOrder
     from trainbench.config import CONF_DIR, validate
-    from trainbench.runner import in_cell
-    from trainbench.runner.order import CellOrder
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose("config", overrides=["framework=pytorch", "device=cpu", QUIET, *overrides]))

@@ -13,7 +13,7 @@ read where a run stands against other machines, as the first screen shows it.
 `trainbench` and `python src/run.py`) and waits for it: the sweep installs signal handlers, sets environment
 variables for its cells and keeps Hydra's global state, none of which belongs in the caller's interpreter, and the
 caller may already have imported a deep-learning framework that must stay out of the sweep. The sweep hands its
-cells back through a file (trainbench.runner.handoff); figures, intervals and setting ids are then read from the
+cells back through a file (trainbench.sweep.handoff); figures, intervals and setting ids are then read from the
 MLflow store, as every screen reads them. Bad input raises BadInput with the line the command line prints, and
 nothing is recorded.
 
@@ -172,7 +172,7 @@ def run(
     cwd: where the sweep runs (outputs/compare/ and Hydra's multirun/ are written there); the caller's by default.
     Raises BadInput for bad overrides (nothing recorded), SweepError when the sweep's process ended without
     handing back its cells. Ctrl-C stops the sweep as on the command line, then raises KeyboardInterrupt."""
-    from trainbench.runner import handoff
+    from trainbench.sweep import handoff
 
     argv = _command_line(overrides, experiment)
     with tempfile.TemporaryDirectory(prefix="trainbench-run-") as folder:
@@ -210,7 +210,7 @@ def _hydra_string(value: str) -> str:
 
 def _run_command_line(argv: list[str], handed: Path, output: Output, cwd: Any, tracking_uri: str | None) -> int:
     """`python -m trainbench.cli run ARGV...` with this interpreter and this trainbench; its exit status."""
-    from trainbench.runner import handoff
+    from trainbench.sweep import handoff
 
     sources = str(Path(__file__).resolve().parents[1])  # holds trainbench and its Hydra plugin (hydra_plugins)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != sources]

@@ -17,10 +17,10 @@ tracking.experiment=...), turned into its own flags here (SUBCOMMAND_SETTINGS).
 
 Before Hydra sees the command line it is checked here, so that bad input gets one line and exit 2, never
 Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, which owns the cells and
-ends the process with the sweep's exit status (trainbench.runner.owner).
+ends the process with the sweep's exit status (trainbench.sweep.owner).
 
 The Python API (trainbench.run) runs this same command line in a process of its own; the sweep, or the refusal
-of its input, is handed back to it typed (trainbench.runner.handoff).
+of its input, is handed back to it typed (trainbench.sweep.handoff).
 """
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ def _export_sources() -> None:
 
 
 def fail(message: str) -> int:
-    from trainbench.runner import handoff
     from trainbench.store.mlflow_project import record_refusal
     from trainbench.store.tracking import private
+    from trainbench.sweep import handoff
 
     print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
     handoff.write_refusal(private(message))  # for trainbench.run(), which raises it as trainbench.BadInput
@@ -142,7 +142,7 @@ def hydra_entry() -> Callable[[], Any]:
         import hydra
 
         from trainbench.config import CONF_DIR
-        from trainbench.runner.job import run_job
+        from trainbench.sweep.job import run_job
 
     return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(run_job)
 

@@ -2,8 +2,8 @@
 
 Hydra expands the command line (comma lists, glob, range, choice; a preset's `hydra.sweeper.params`)
 exactly as its basic sweeper does; every job is then composed and judged before the first one runs, and
-trainbench.runner.owner.Sweep runs them through the configured launcher (basic, joblib, submitit, ray)
-and owns their runs, summary and exit status; trainbench.runner.launchers bounds how many cells a launcher runs
+trainbench.sweep.owner.Sweep runs them through the configured launcher (basic, joblib, submitit, ray)
+and owns their runs, summary and exit status; trainbench.sweep.launchers bounds how many cells a launcher runs
 at once and ties its workers to the sweep's life. Hydra finds this plugin in the `hydra_plugins` namespace.
 """
 
@@ -35,8 +35,8 @@ class TrainbenchSweeper(BasicSweeper):
         from trainbench.config import ConfigError, PlainError
         from trainbench.config.compose import expand_and_judge
         from trainbench.frameworks import not_installed
-        from trainbench.runner.owner import Sweep
         from trainbench.store.tracking import TrackingUnavailable
+        from trainbench.sweep.owner import Sweep
 
         assert self.hydra_context is not None and self.config is not None and self.launcher is not None
         try:
@@ -61,7 +61,7 @@ class TrainbenchSweeper(BasicSweeper):
         return self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
 
     def _launch(self, jobs: list[list[str]]) -> list[Any]:
-        from trainbench.runner import launchers
+        from trainbench.sweep import launchers
 
         assert self.launcher is not None
         at_a_time = max(1, launchers.prepare(self.launcher, len(jobs), self._cpus_per_cell))

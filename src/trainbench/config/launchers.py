@@ -4,7 +4,7 @@ Hydra types a launcher's settings from the launcher's own schema (hydra_joblib_l
 submitit's queue confs), so `hydra.launcher.n_jobs=abc` is refused while composing. What a type cannot say
 (`n_jobs=0`, a joblib backend that does not exist) would surface only once the launcher starts, after the
 sweep's run is recorded, as a failed sweep: checked here instead, from the values each schema documents.
-Large values are left alone (trainbench.runner bounds how many cells run at once).
+Large values are left alone (trainbench.sweep.launchers bounds how many cells run at once).
 """
 
 from __future__ import annotations

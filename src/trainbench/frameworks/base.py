@@ -34,7 +34,7 @@ class DeviceUnavailable(RuntimeError):
 
 class RunLog(Protocol):
     """Where a cell's figures go: the cell's MLflow run (as JSON lines to the process that launched the cell:
-    trainbench.runner.events.PipeLog), or nowhere (trainbench.store.tracking.NullLog, for the probes of batch_size=max
+    trainbench.cell.events.PipeLog), or nowhere (trainbench.store.tracking.NullLog, for the probes of batch_size=max
     and for data-parallel ranks > 0)."""
 
     def metrics(self, values: Mapping[str, float | None], step: int = 0) -> None: ...
@@ -179,7 +179,7 @@ class Device(Protocol):
         counter exists there)."""
 
     def pool_mb(self) -> tuple[float, float] | None:
-        """For batch_size=max's memory line (trainbench.runner.batch_search), in MiB: the most device memory the
+        """For batch_size=max's memory line (trainbench.cell.batch_search), in MiB: the most device memory the
         framework's allocator held since it started or since `release` (its pool where it has one, so the
         fragmentation a batch at the edge meets is in it), and the most it could hold. None on a CPU, or where
         the framework does not say."""

@@ -3,7 +3,7 @@ steps and task=train's epochs go through it (`time_block`, `measure`), for every
 of their own, each around one thing a block cannot hold: the epochs Keras runs inside its own `fit` (its adapter's
 EpochClock) and the host's input preparation before them (`host_prep_time_s`), the time a loader-fed step waits for
 its batch (the PyTorch and Keras trainers' `input_wait_s`), the energy meter's window (energy.EnergyMeter), the
-device's first product (tasks.train.initialise_device) and the batch_size=max search (trainbench.runner).
+device's first product (tasks.train.initialise_device) and the batch_size=max search (trainbench.sweep.cell_run).
 
 Accelerators run asynchronously: a step "returns" when its kernels are queued, not done. Throughput therefore
 comes from *blocks*: synchronize, read the clock, run N steps back to back, synchronize, read the clock.

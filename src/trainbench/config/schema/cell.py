@@ -74,7 +74,7 @@ MAX_TIMEOUT_S = 365 * 24 * 3600.0
 class CellLimits:
     timeout_s: float | None = None  # stop a cell that runs longer (recorded failed)
     memory_limit_mb: int | None = None  # cap the cell's host memory (Linux); a cell over it is tagged oom
-    max_batch_size: int = 65536  # batch_size=max searches up to this (trainbench.runner.batch_search)
+    max_batch_size: int = 65536  # batch_size=max searches up to this (trainbench.cell.batch_search)
     cpus: int | None = None  # pin the cell to this many cores (cells running side by side get different ones)
     # stop a cell that shows no sign of progress for this long (no event, no output line, no CPU time: a stopped
     # or deadlocked process), recorded `hung`; null: never. A compile or a long epoch keeps a core busy.

@@ -106,7 +106,7 @@ class FrameworkConfig(Choice):
         return None
 
     def for_probes(self) -> FrameworkConfig:
-        """These settings as batch_size=max's probes use them (trainbench.runner.batch_probes): the same, unless
+        """These settings as batch_size=max's probes use them (trainbench.cell.batch_probes): the same, unless
         a setting costs every new batch size time the probes do not need to spend. The cell itself runs with
         the settings as given."""
         return self

@@ -1,10 +1,10 @@
 """Data-parallel PyTorch cells: one process per device, started by torch's own launcher, trained with
 DistributedDataParallel.
 
-The cell's process (trainbench.runner.worker) stays the process the sweep watches and becomes torch
+The cell's process (trainbench.cell.worker) stays the process the sweep watches and becomes torch
 elastic's agent: `launch` builds a LaunchConfig with torchrun's own argument parser (so torchrun's PET_*
 environment variables, e.g. a multi-node rendezvous, apply exactly as they do to torchrun) and starts
-`count` ranks with `elastic_launch`, each running the cell (trainbench.runner.ranks.rank_main). NCCL on
+`count` ranks with `elastic_launch`, each running the cell (trainbench.cell.ranks.rank_main). NCCL on
 CUDA GPUs, gloo on the CPU. max_restarts=0: a rank that fails fails the cell; the agent stops the other
 ranks and raises ChildFailedError, turned here into the cell's outcome and reason.
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 MULTI_NODE_VARIABLES = ("PET_NNODES", "PET_RDZV_ENDPOINT", "PET_MASTER_ADDR")
 
 
-# "1" in the rank that records the cell (trainbench.runner.ranks sets it). On one host that is global rank 0; across
+# "1" in the rank that records the cell (trainbench.cell.ranks sets it). On one host that is global rank 0; across
 # nodes the c10d rendezvous numbers the nodes in an order of its own, so it is the recording node's first rank.
 RECORDING_ENV = "TRAINBENCH_RECORDING_RANK"
 
@@ -60,7 +60,7 @@ def processes(device: DeviceConfig) -> int:
         raise DeviceUnavailable(f"device.count={count} asks for {count} GPUs; this cell sees {gpus}{shown}")
     if count > 1 and gpus == 0:  # ranks on the CPU: bounded by its cores and memory
         from trainbench.frameworks.pytorch import MIN_MEMORY_MB
-        from trainbench.runner.launchers import cut_cpu_ranks
+        from trainbench.sweep.launchers import cut_cpu_ranks
 
         return cut_cpu_ranks(count, MIN_MEMORY_MB)
     return count
@@ -110,7 +110,7 @@ def launch_config(count: int, nodes: int = 1) -> Any:
 
 def rendezvous_endpoint() -> str:
     """HOST:PORT where a multi-node cell's nodes meet (torchrun's PET_RDZV_ENDPOINT, set by hand or by
-    trainbench.runner.nodes under a Slurm/submitit job); raises DeviceUnavailable without one."""
+    trainbench.sweep.nodes under a Slurm/submitit job); raises DeviceUnavailable without one."""
     from trainbench.frameworks.base import DeviceUnavailable
 
     endpoint = os.environ.get("PET_RDZV_ENDPOINT", "")

@@ -169,7 +169,7 @@ def _create(
     stops: StopRequests,
 ) -> str:
     """One run, as recorded. Its `trainbench.kind` and import id come last, once the run is complete and
-    closed: until then no sweep's check for vanished runs (trainbench.runner.liveness) takes it for a cell whose
+    closed: until then no sweep's check for vanished runs (trainbench.sweep.liveness) takes it for a cell whose
     process died, and an import cut short leaves no run that a later import would take as already here."""
     from mlflow.entities import Metric, Param
 

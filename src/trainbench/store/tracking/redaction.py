@@ -31,7 +31,7 @@ def verbose() -> bool:
 def quiet_logs() -> None:
     """MLflow's INFO lines say nothing a user must act on: off unless hydra.verbose is given. TensorFlow's C++
     log (oneDNN notes, a `failed call to cuInit` on machines without a GPU) is left on: the cell's launcher keeps
-    it out of the terminal and in the cell's run (trainbench.runner.framework_log). Whatever is printed,
+    it out of the terminal and in the cell's run (trainbench.sweep.framework_log). Whatever is printed,
     verbose or not, names no password (redact_output)."""
     redact_output()
     if verbose():

@@ -1,6 +1,6 @@
-"""What runs inside a cell's own process, however it was started: by the worker (trainbench.runner.worker), as
-one rank of a data-parallel cell (trainbench.runner.ranks), or as a batch_size=max probe
-(trainbench.runner.batch_probes). Each of those imports this module; it imports none of them.
+"""What runs inside a cell's own process, however it was started: by the worker (trainbench.cell.worker), as
+one rank of a data-parallel cell (trainbench.cell.ranks), or as a batch_size=max probe
+(trainbench.cell.batch_probes). Each of those imports this module; it imports none of them.
 
 Light: no framework import at module level (the worker imports it before its stop handlers are even set).
 """
@@ -34,9 +34,9 @@ class CellSummary(TypedDict):
 
 
 class ProcessResult(TypedDict, total=False):
-    """RESULT, the JSON a cell's process writes for its launcher (trainbench.runner.cell), and what the launcher
+    """RESULT, the JSON a cell's process writes for its launcher (trainbench.sweep.cell_run), and what the launcher
     makes of a process that wrote none: the outcome and its reason, what ran out, and a cell's summary
-    (CellSummary's keys) or batch_size=max's search (trainbench.runner.batch_probes.search)."""
+    (CellSummary's keys) or batch_size=max's search (trainbench.cell.batch_probes.search)."""
 
     outcome: str  # finished, failed, killed, unavailable, hung
     reason: str | None
@@ -54,7 +54,7 @@ class ProcessResult(TypedDict, total=False):
 
 def run(order: Any, log: Any) -> CellSummary:
     """Bind the device, tag what runs where, run the task, add memory figures; return the summary. `order`: the
-    cell's trainbench.runner.order.CellOrder, its cell as it runs."""
+    cell's trainbench.cell.order.CellOrder, its cell as it runs."""
     from trainbench import frameworks, progress
     from trainbench.measure import hardware
     from trainbench.measure.timeline import mark
@@ -80,7 +80,7 @@ def run(order: Any, log: Any) -> CellSummary:
             "trainbench.backend": backend,
             "hw.label": label,
             "trainbench.framework_version": described.version,
-            # which GPUs the cell's process could see (set per cell when cells share a machine: runner/slots.py)
+            # which GPUs the cell's process could see (set per cell when cells share a machine: sweep/slots.py)
             "trainbench.visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "all"),
             **described.tags,
         }
@@ -153,7 +153,7 @@ def peak_host_memory_mb() -> float:
 def die_with_parent(parent_pid: int) -> None:
     """Get PARENT_DIED when the parent dies: the kernel's parent-death signal on Linux, and on every system a
     thread that notices the parent pid change (the process was re-parented). Its default action ends the
-    process, as in the ranks (runner/ranks.py), which install no handler."""
+    process, as in the ranks (cell/ranks.py), which install no handler."""
     if sys.platform.startswith("linux"):
         import ctypes
 

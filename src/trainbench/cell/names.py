@@ -39,7 +39,7 @@ def suffixes(base_names: list[str], overrides: list[list[str]]) -> list[str]:
 
 def run_name(cell: Any, device: str, suffix: str = "") -> str:
     """A cell's run name on `device` (its task's `pytorch-mlp-cpu-bs32`), with the suffix that sets it apart from
-    its siblings: the one place a run's name is made (trainbench.runner.order.CellOrder.name_on)."""
+    its siblings: the one place a run's name is made (trainbench.cell.order.CellOrder.name_on)."""
     from trainbench.tasks.base import task_of
 
     task = task_of(cell)

@@ -1,6 +1,6 @@
 """The Hydra task function: one job = one cell, stateless.
 
-Everything the cell needs travels in its order (trainbench.runner.order: the judged cell, the store, the
+Everything the cell needs travels in its order (trainbench.cell.order: the judged cell, the store, the
 experiment, the sweep's run, the cell's place and name), which the sweep's owner made once and a Hydra launcher
 carries to the job, so any launcher can run it in this process, in a joblib worker, on a Slurm node or a Ray worker.
 It returns the cell's result as a plain dict (picklable).
@@ -15,10 +15,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from trainbench import progress
+from trainbench.cell import order
 from trainbench.config import PlainError
-from trainbench.runner import launchers, nodes, order, sweep_clock
-from trainbench.runner.cell import Store, run_cell
 from trainbench.store import tracking
+from trainbench.sweep import launchers, nodes, sweep_clock
+from trainbench.sweep.cell_run import Store, run_cell
 
 
 def run_job(composed: DictConfig) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""The batch_size=max search inside a cell's process (`search` in its spec; trainbench.runner.cell starts it).
+"""The batch_size=max search inside a cell's process (`search` in its spec; trainbench.sweep.cell_run starts it).
 
-The search (trainbench.runner.batch_search) replays the probes earlier processes made and probes the next batch
+The search (trainbench.cell.batch_search) replays the probes earlier processes made and probes the next batch
 in this process. It goes on probing here only while the framework says an out-of-memory error leaves it fit for
 another step (Device.release). That holds for PyTorch on CUDA with eager steps: the allocator
 frees every block after an OutOfMemoryError once nothing refers to the failed step's tensors (pytorch/pytorch
@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainbench.runner.batch_search import Probe, find_max_batch
+from trainbench.cell.batch_search import Probe, find_max_batch
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig
@@ -41,7 +41,7 @@ def search(cell: CellConfig, spec: dict[str, Any]) -> dict[str, Any]:
     None when the next probe needs a process of its own, "estimate": the memory line's first estimate,
     "backend": where the probes ran ("" for ranks of their own)}."""
     from trainbench import progress
-    from trainbench.runner.in_cell import write_atomically
+    from trainbench.cell.in_cell import write_atomically
 
     known = {p.batch_size: p for p in (Probe(**fields) for fields in spec["known"])}
     progress_path = Path(spec["progress_path"])
@@ -150,7 +150,7 @@ class _Prober:
         return "" if self._bound is None else self._bound[1].backend
 
     def probe(self, batch: int) -> Probe:
-        from trainbench.runner.in_cell import failure_kind, one_line
+        from trainbench.cell.in_cell import failure_kind, one_line
 
         try:
             peak_mb, capacity_mb = self._step(batch)
@@ -198,8 +198,8 @@ class _RankProber(_Prober):
         return True
 
     def _step(self, batch: int) -> tuple[float | None, float | None]:
-        from trainbench.runner.order import CellOrder
-        from trainbench.runner.ranks import launch
+        from trainbench.cell.order import CellOrder
+        from trainbench.cell.ranks import launch
         from trainbench.store.tracking import NullLog
 
         probe = CellOrder(self._cell(batch), (), store=None)  # a probe records nothing
@@ -212,7 +212,7 @@ def _host_memory_mb(limit_mb: int | None) -> tuple[float, float]:
     has available plus what this process holds), in MiB."""
     import psutil
 
-    from trainbench.runner.in_cell import peak_host_memory_mb
+    from trainbench.cell.in_cell import peak_host_memory_mb
 
     if limit_mb:
         return peak_host_memory_mb(), float(limit_mb)

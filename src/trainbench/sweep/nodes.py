@@ -1,6 +1,6 @@
 """A cell spread over hosts (device.nodes=N) as one Slurm/submitit job of N tasks, one task per node.
 
-Every task runs the same cell job (trainbench.runner.job). The first task (global rank 0) is node 0: it runs the cell
+Every task runs the same cell job (trainbench.sweep.job). The first task (global rank 0) is node 0: it runs the cell
 as any other (its process, its run, the elastic agent of its ranks); the others join it (`join`): each starts this
 node's ranks with the same launcher and records nothing. They meet at torchrun's c10d rendezvous on the first
 task's host, at a port drawn from the job's id, so every task finds it without talking first (PET_RDZV_ENDPOINT,
@@ -68,11 +68,11 @@ def idle(cell: Any, task: int) -> dict[str, Any]:
 
 
 def join(order: Any, node: int) -> dict[str, Any]:
-    """Run this node's ranks of the cell (its trainbench.runner.order.CellOrder, as node 0 has it) node 0 records;
+    """Run this node's ranks of the cell (its trainbench.cell.order.CellOrder, as node 0 has it) node 0 records;
     return what became of them (the run is node 0's: these ranks have no relay to record through)."""
     import importlib
 
-    from trainbench.runner.ranks import rank_main
+    from trainbench.cell.ranks import rank_main
     from trainbench.tasks.base import task_of
 
     cell = order.cell

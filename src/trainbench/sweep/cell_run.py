@@ -12,7 +12,7 @@ still on record; keeps the run's heartbeat while the cell runs; and always close
 A cell that did not finish prints one line as it ends (outcome_line). Running out of memory, a missing device,
 a timeout or a stop is expected, and prints no traceback. The run's stderr_tail.txt keeps the traceback of an
 out-of-memory error. The frameworks' own log lines (TensorFlow's, XLA's, absl's) go to the run's framework_log.txt,
-not to the terminal (trainbench.runner.framework_log); the run's description leads with its figures
+not to the terminal (trainbench.sweep.framework_log); the run's description leads with its figures
 (trainbench.run_description).
 """
 
@@ -29,17 +29,18 @@ from typing import Any
 import yaml
 
 from trainbench import progress, run_description, stops
+from trainbench.cell import batch_probes, batch_search
+from trainbench.cell.batch_search import Probe, SearchFailed
+from trainbench.cell.in_cell import ProcessResult
+from trainbench.cell.order import CellOrder
 from trainbench.config import CellConfig, params, to_spec
 from trainbench.measure import device_probe, hardware
 from trainbench.measure.timeline import mark
-from trainbench.runner import batch_probes, batch_search, framework_log, liveness, scaling
-from trainbench.runner.batch_search import Probe, SearchFailed
-from trainbench.runner.cell_process import run_in_child
-from trainbench.runner.framework_log import FrameworkLog
-from trainbench.runner.in_cell import ProcessResult
-from trainbench.runner.order import CellOrder
 from trainbench.store import tracking
 from trainbench.store.runs import tag_setting_name
+from trainbench.sweep import framework_log, liveness, scaling
+from trainbench.sweep.cell_process import run_in_child
+from trainbench.sweep.framework_log import FrameworkLog
 from trainbench.tasks.base import task_of
 
 
@@ -83,7 +84,7 @@ class Stopped(KeyboardInterrupt):
 
 def run_cell(order: CellOrder, store: Store) -> CellResult:
     """Create the cell's run, run the cell in its own process, close the run with the outcome. `order`: what the
-    sweep's owner decided about the cell (trainbench.runner.order); `store`: the client of its store."""
+    sweep's owner decided about the cell (trainbench.cell.order); `store`: the client of its store."""
     swallowed = stops.unanswered()
     if swallowed is not None:  # a stop that a library's bare except took: no further cell starts
         raise Stopped(swallowed)
@@ -206,10 +207,10 @@ def _create_run(order: CellOrder, cell: CellConfig, store: Store, name: str) -> 
 
 
 def _with_max_batch(order: CellOrder, store: Store, run_id: str, chatter: FrameworkLog) -> CellConfig:
-    """Search the largest batch that fits (trainbench.runner.batch_search), record it and the search, return
+    """Search the largest batch that fits (trainbench.cell.batch_search), record it and the search, return
     the cell with that batch size. Raises SearchFailed when a probe fails for another reason or nothing fits.
 
-    Each process the search starts (trainbench.runner.batch_probes) goes on from the probes made so far, and
+    Each process the search starts (trainbench.cell.batch_probes) goes on from the probes made so far, and
     probes in itself for as long as its framework allows: all of them (PyTorch on CUDA), or one."""
     from trainbench.config import replace
 

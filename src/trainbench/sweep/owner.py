@@ -5,8 +5,8 @@ and judges every one of them, and hands them here. The owner then, before any ce
 (closing runs whose process vanished as `lost`), makes sure every dataset and pretrained weights file the
 sweep needs is on disk and every dataset file can be read, decides what `sweep.resume` skips, and creates the
 parent run. The cells run through whatever Hydra launcher is configured (in this process, or joblib,
-submitit, Ray workers): each job carries its cell's order, made here once (trainbench.runner.order), and its own process
-creates, heartbeats and closes the cell's run (trainbench.runner.cell). The owner reads the outcomes back (from the launcher, else from the
+submitit, Ray workers): each job carries its cell's order, made here once (trainbench.cell.order), and its own process
+creates, heartbeats and closes the cell's run (trainbench.sweep.cell_run). The owner reads the outcomes back (from the launcher, else from the
 store), closes anything left open, prints the summary and returns the exit status:
   0 every cell finished (or was skipped by resume); 1 some cell did not; 2 bad input, nothing ran;
   128 + the signal when stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
@@ -25,14 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from trainbench import suite, untrusted
+from trainbench.cell import names
+from trainbench.cell.order import IN_FORCE_TAGS, CellOrder, StoreAddress, launcher_override
 from trainbench.config import CellConfig, config_hash
 from trainbench.measure import device_probe, hardware
 from trainbench.measure.timeline import mark
-from trainbench.runner import handoff, liveness, names, resume, sweep_clock
-from trainbench.runner.cell import CellResult, Stopped
-from trainbench.runner.needed_files import fetch_or_refuse_missing_files
-from trainbench.runner.order import IN_FORCE_TAGS, CellOrder, StoreAddress, launcher_override
-from trainbench.runner.summary import (
+from trainbench.stops import STOP_SIGNALS, raising_on_stop
+from trainbench.store import mlflow_project, tracking
+from trainbench.sweep import handoff, liveness, resume, sweep_clock
+from trainbench.sweep.cell_run import CellResult, Stopped
+from trainbench.sweep.needed_files import fetch_or_refuse_missing_files
+from trainbench.sweep.summary import (
     bring_other_machines,
     browse_hint,
     cell_setting_id,
@@ -46,8 +49,6 @@ from trainbench.runner.summary import (
     sweep_outcome,
     where_it_stands,
 )
-from trainbench.stops import STOP_SIGNALS, raising_on_stop
-from trainbench.store import mlflow_project, tracking
 from trainbench.tasks.base import task_of
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
@@ -289,7 +290,7 @@ class Sweep:
             return [why] * len(jobs)
 
     def _order(self, address: StoreAddress, i: int) -> CellOrder:
-        """The i-th cell's order (trainbench.runner.order): made once, here, for its job and its processes."""
+        """The i-th cell's order (trainbench.cell.order): made once, here, for its job and its processes."""
         cell = self.cells[i]
         asked = {
             "trainbench.kind": "cell",

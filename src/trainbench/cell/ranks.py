@@ -1,18 +1,18 @@
 """One rank of a data-parallel cell whose framework runs a process per device (PyTorch DDP).
 
-The cell's process (trainbench.runner.worker) starts the ranks through the framework's own launcher
+The cell's process (trainbench.cell.worker) starts the ranks through the framework's own launcher
 (`rank_launcher` in its config: torch elastic for PyTorch) and waits for them. Each rank runs the cell as a
-1-device cell would (trainbench.runner.in_cell.run) inside the process group the adapter joins; global rank
+1-device cell would (trainbench.cell.in_cell.run) inside the process group the adapter joins; global rank
 0 records through the cell's process (runner.events.RankRelay: the same JSON lines every cell sends), the others
 record nothing (tracking.NullLog). Light: no framework import here.
 
 Across nodes (device.nodes=N), torchrun is the launcher on every node but the one running the cell's job:
 
     torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=HEAD:29400 \\
-        -m trainbench.runner.ranks model=resnet50 ... device.nodes=2   # the cell's overrides, as on HEAD
+        -m trainbench.cell.ranks model=resnet50 ... device.nodes=2   # the cell's overrides, as on HEAD
 
 Such a rank composes the cell from the same overrides and logs nothing (docs/multi-gpu.md, "Across nodes"); under
-a submitit job the later tasks do the same (trainbench.runner.nodes). The recording rank is node 0's first: the
+a submitit job the later tasks do the same (trainbench.sweep.nodes). The recording rank is node 0's first: the
 rendezvous may number another node first.
 """
 
@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from trainbench.runner.in_cell import CellSummary
-    from trainbench.runner.order import CellOrder
+    from trainbench.cell.in_cell import CellSummary
+    from trainbench.cell.order import CellOrder
 
 
 def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
     """Run the order's cell here, or, where its framework runs one process per device and it asks for several, in
-    ranks started by the framework's own launcher (trainbench.runner.ranks); return rank 0's summary."""
+    ranks started by the framework's own launcher (trainbench.cell.ranks); return rank 0's summary."""
     cell = order.cell
     if cell.framework.rank_launcher is not None:
         import importlib
@@ -39,7 +39,7 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
         launcher = importlib.import_module(cell.framework.rank_launcher)
         count, nodes = launcher.processes(cell.device), cell.device.nodes
         if count > 1 or nodes > 1:
-            from trainbench.runner.events import PipeLog, RankRelay
+            from trainbench.cell.events import PipeLog, RankRelay
 
             relay = RankRelay(log) if isinstance(log, PipeLog) else None  # a probe's NullLog: nothing to relay
             try:
@@ -49,7 +49,7 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
                 if relay is not None:
                     relay.close()
             return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
-    from trainbench.runner.in_cell import run
+    from trainbench.cell.in_cell import run
 
     return run(order, log)
 
@@ -57,9 +57,9 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
 def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench import progress
-    from trainbench.runner.events import rank_log
-    from trainbench.runner.in_cell import die_with_parent, fault_for, inject_fault, run
-    from trainbench.runner.order import CellOrder
+    from trainbench.cell.events import rank_log
+    from trainbench.cell.in_cell import die_with_parent, fault_for, inject_fault, run
+    from trainbench.cell.order import CellOrder
     from trainbench.store.tracking import NullLog, quiet_logs
 
     spec = json.loads(spec_text)
@@ -111,8 +111,8 @@ def main(overrides: list[str]) -> int:
     from hydra import compose, initialize_config_dir
 
     import trainbench.config.plugins  # noqa: F401  (the schemas the YAML choices name)
+    from trainbench.cell.order import CellOrder
     from trainbench.config import CONF_DIR, validate
-    from trainbench.runner.order import CellOrder
     from trainbench.tasks.base import task_of
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -11,9 +11,9 @@ from typing import Any
 
 from trainbench import untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig
-from trainbench.runner import resume
-from trainbench.runner.cell import CellResult, Stopped
 from trainbench.store import tracking
+from trainbench.sweep import resume
+from trainbench.sweep.cell_run import CellResult, Stopped
 from trainbench.tasks.base import task_of
 
 

@@ -8,7 +8,7 @@ A cell over several hosts (device.nodes=N) is measured against N times the same 
 The 1-device figure comes from the store: the newest finished cell with the config hash this cell has at
 device.count=1, on a machine with the same label (trainbench.measure.hardware.label of each run's tags: GPU model and
 memory, CPU and its cores), with the same framework version (as sweep.resume matches cells,
-trainbench.runner.resume). In a sweep over device.count=1,2,4,8 the 1-device cell runs
+trainbench.sweep.resume). In a sweep over device.count=1,2,4,8 the 1-device cell runs
 first and the others find it. Without one, trainbench.scaling_reason says what was looked for.
 
 An efficiency is a ratio of two measurements, so it carries both their errors: scaling_efficiency_ci95 is
@@ -23,8 +23,8 @@ import math
 import sys
 from typing import Any
 
+from trainbench.cell.in_cell import ProcessResult
 from trainbench.config import CellConfig, config_hash, replace
-from trainbench.runner.in_cell import ProcessResult
 
 
 def record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult) -> None:

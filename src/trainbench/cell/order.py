@@ -1,10 +1,10 @@
 """A cell order: what the sweep's owner decided about one cell, made once and never changed on the way.
 
-The owner (trainbench.runner.owner) composes and judges every cell once, opens the store, creates the sweep's run,
+The owner (trainbench.sweep.owner) composes and judges every cell once, opens the store, creates the sweep's run,
 then makes one CellOrder per cell: the judged cell, the overrides that made it, its place and name in the sweep,
 where its run goes and the tags the owner asks for. The order is serialised once (`to_json`) and travels, as it
-is, through any Hydra launcher to the job (trainbench.runner.job), into the cell's own process
-(trainbench.runner.worker) and to every rank of a data-parallel cell (trainbench.runner.ranks). Where it crosses
+is, through any Hydra launcher to the job (trainbench.sweep.job), into the cell's own process
+(trainbench.cell.worker) and to every rank of a data-parallel cell (trainbench.cell.ranks). Where it crosses
 to another process that is not the sweep's own (a launcher's worker, another machine), the cell is judged again
 there (`from_json(..., judge=True)`): that machine's memory, data folder and frameworks may differ.
 
@@ -58,7 +58,7 @@ class CellOrder:
     total: int = 1
     name_suffix: str = ""  # what tells this cell apart from its siblings (` precision=tf32`)
     started_at: float | None = None  # when the sweep began (seconds since the epoch): elapsed time and estimate
-    # Each cell's kind for the sweep's estimate (trainbench.runner.sweep_clock), in order; `-` for a cell on a
+    # Each cell's kind for the sweep's estimate (trainbench.sweep.sweep_clock), in order; `-` for a cell on a
     # device this machine cannot have.
     kinds: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)  # the tags the owner asks the cell's run to carry
@@ -66,14 +66,14 @@ class CellOrder:
     @property
     def name(self) -> str:
         """The run's name before the cell's process binds a device: with the device asked for
-        (trainbench.runner.names.shown_device); renamed with `name_on` once the backend is known."""
-        from trainbench.runner.names import shown_device
+        (trainbench.cell.names.shown_device); renamed with `name_on` once the backend is known."""
+        from trainbench.cell.names import shown_device
 
         return self.name_on(shown_device(self.cell.device.name))
 
     def name_on(self, backend: str) -> str:
         """The run's name on `backend` (`pytorch-mlp-cpu-bs32` plus the suffix that sets it apart)."""
-        from trainbench.runner.names import run_name
+        from trainbench.cell.names import run_name
 
         return run_name(self.cell, backend, self.name_suffix)
 

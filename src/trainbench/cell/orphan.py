@@ -1,4 +1,4 @@
-"""Closing the run of a cell whose launcher died: `python -m trainbench.runner.orphan ARGS.json-text`.
+"""Closing the run of a cell whose launcher died: `python -m trainbench.cell.orphan ARGS.json-text`.
 
 A cell's process that loses the process that launched it (SIGKILL, the OOM killer) must stop at once: computing on,
 or taking seconds to import MLflow and close its run, would keep cores and memory from whatever runs next. So it
@@ -82,7 +82,7 @@ def hand_over(tracking_uri: str | None, run_id: str | None, outcome: str, reason
                  "scratch": str(scratch)}  # fmt: skip
     with contextlib.suppress(OSError):
         subprocess.Popen(
-            [sys.executable, "-m", "trainbench.runner.orphan", json.dumps(arguments)],
+            [sys.executable, "-m", "trainbench.cell.orphan", json.dumps(arguments)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -1,9 +1,9 @@
 """How a cell's process reports to its run without importing MLflow: JSON lines over a pipe.
 
-The cell's process (runner/worker.py) imports only its framework: importing MLflow and opening a store
+The cell's process (cell/worker.py) imports only its framework: importing MLflow and opening a store
 cost ~5 s per cell on a 2-core machine, which is overhead no user asked to pay. It writes what it records
 (metrics, tags, params, texts, figures) as one JSON line per event to a pipe; the process that launched it
-(runner/cell_process.py) reads them in a thread and hands them to a second thread that logs them into the run,
+(sweep/cell_process.py) reads them in a thread and hands them to a second thread that logs them into the run,
 in order. The queue between the two threads is the buffer: when the tracking server blinks, MLflow's
 retries hold up the logging thread, never the cell, and the queue is replayed in order once the server
 answers (the launcher waits for it to drain before closing the run).

@@ -31,7 +31,7 @@ Without peaks or a capacity (MLX on a CPU, ranks of their own) there is no line 
 doubles, then bisects. Where not even batch 1 is acceptable but it fits, the answer is 1.
 
 Where the framework recovers reliably from running out of memory (PyTorch on CUDA, eager steps), every probe
-runs in one process. Elsewhere each probe runs in a process of its own (trainbench.runner.batch_probes). The
+runs in one process. Elsewhere each probe runs in a process of its own (trainbench.cell.batch_probes). The
 search needs no framework, only each probe's outcome, so the parent can replay the probes a process made and
 go on from there.
 """

@@ -8,10 +8,10 @@ on a 2-cell sweep started 1000 processes, 20 GB, a load of 90. A request above t
 
 None outlives the sweep: a launcher's worker on this machine (a joblib/loky worker, a submitit job, a Ray
 worker) dies with the sweep's process, however that ends (SIGKILL included). Like a cell's process
-(runner/worker.py) it gets the kernel's parent-death signal when the sweep is its parent (Linux), and on every
+(cell/worker.py) it gets the kernel's parent-death signal when the sweep is its parent (Linux), and on every
 system a thread that checks every second that the sweep's process is still there. It dies at once (SIGKILL):
 the cell it was running notices its launcher's death within a second and records its own run `killed`
-(runner/worker.py), and a run it had not handed to a cell yet is closed `lost` by the next invocation.
+(cell/worker.py), and a run it had not handed to a cell yet is closed `lost` by the next invocation.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A cell's own process as its launcher (trainbench.runner.cell) sees it: started on the GPUs and cores the cell
+"""A cell's own process as its launcher (trainbench.sweep.cell_run) sees it: started on the GPUs and cores the cell
 may use, its events relayed into the run, its stderr echoed and its tail kept, watched for a timeout, a hang, a
 process spinning at its memory cap or a store that stopped taking its records, stopped politely then firmly, and
 its outcome read from the result it wrote or, when it wrote none, from how it ended.
@@ -20,22 +20,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainbench import progress
+from trainbench.cell.events import DRAIN_MARGIN_S, RunWriter
+from trainbench.cell.in_cell import ProcessResult
+from trainbench.cell.order import ORDER_ENV
+from trainbench.cell.orphan import remove_abandoned_scratch, remove_abandoned_shared_memory, scratch_prefix
+from trainbench.cell.worker import UNBLOCK_STOPS_ENV, traceback_path
 from trainbench.config import PROJECT_ROOT
 from trainbench.config.schema import CellLimits
 from trainbench.measure.timeline import mark
-from trainbench.runner import framework_log, slots
-from trainbench.runner.events import DRAIN_MARGIN_S, RunWriter
-from trainbench.runner.framework_log import FrameworkLog
-from trainbench.runner.in_cell import ProcessResult
-from trainbench.runner.oom_evidence import OomEvidence
-from trainbench.runner.order import ORDER_ENV
-from trainbench.runner.orphan import remove_abandoned_scratch, remove_abandoned_shared_memory, scratch_prefix
-from trainbench.runner.worker import UNBLOCK_STOPS_ENV, traceback_path
 from trainbench.store import tracking
+from trainbench.sweep import framework_log, slots
+from trainbench.sweep.framework_log import FrameworkLog
+from trainbench.sweep.oom_evidence import OomEvidence
 
 if TYPE_CHECKING:
-    from trainbench.runner.cell import Store
-    from trainbench.runner.order import CellOrder
+    from trainbench.cell.order import CellOrder
+    from trainbench.sweep.cell_run import Store
 
 STDERR_TAIL_LINES = 200
 GRACE_S = 10  # how long a cell's process gets to write its result after SIGINT/SIGTERM
@@ -170,7 +170,7 @@ def _run_child(
         env[UNBLOCK_STOPS_ENV] = "1"
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "trainbench.runner.worker", str(spec_path)],
+            [sys.executable, "-m", "trainbench.cell.worker", str(spec_path)],
             env=env,
             stderr=subprocess.PIPE,
             text=True,
@@ -298,7 +298,7 @@ class _CapWatch:
 
 def _pump(stream: Any, tail: collections.deque[str], activity: Activity, chatter: FrameworkLog | None) -> None:
     """Echo the cell's stderr (credentials redacted: MLflow's errors quote the store's URI) and keep its tail;
-    the frameworks' own log records go to `chatter` instead (trainbench.runner.framework_log says which)."""
+    the frameworks' own log records go to `chatter` instead (trainbench.sweep.framework_log says which)."""
     quiet = not tracking.verbose()
     label = progress.label()
     for line in stream:

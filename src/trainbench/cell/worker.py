@@ -1,15 +1,15 @@
-"""A cell's own process: `python -m trainbench.runner.worker SPEC.json`.
+"""A cell's own process: `python -m trainbench.cell.worker SPEC.json`.
 
-The process that launched it (trainbench.runner.cell) wrote SPEC (the cell, where to send what it records,
+The process that launched it (trainbench.sweep.cell_run) wrote SPEC (the cell, where to send what it records,
 where to put the result) and closes the run whatever happens here. This process imports exactly one
 framework and not MLflow: it sends its metrics, tags and artifacts as JSON lines over a pipe
-(trainbench.runner.events), which the launcher logs into the run, and writes RESULT (outcome, reason,
+(trainbench.cell.events), which the launcher logs into the run, and writes RESULT (outcome, reason,
 samples/s) atomically. If it dies without writing one (abort, segfault, the OOM killer), the parent works
 out the outcome from its exit status. An exception's traceback goes to stderr, which the parent echoes and
 attaches to the run, unless running out of memory raised it: an expected outcome, whose traceback goes to
 traceback.txt beside RESULT, for the run only, while the parent prints one line.
 
-With `search` in SPEC, the process searches batch_size=max (trainbench.runner.batch_probes) instead of running
+With `search` in SPEC, the process searches batch_size=max (trainbench.cell.batch_probes) instead of running
 the cell.
 
 If the parent dies (SIGKILL, the OOM killer, a lost node), this process notices within a second (Linux:
@@ -30,7 +30,7 @@ import os
 import signal
 import sys
 
-from trainbench.runner.in_cell import PARENT_DIED
+from trainbench.cell.in_cell import PARENT_DIED
 
 UNBLOCK_STOPS_ENV = "TRAINBENCH_UNBLOCK_SIGINT"
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, PARENT_DIED)
@@ -57,8 +57,8 @@ import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, NoReturn  # noqa: E402
 
-from trainbench.runner import in_cell  # noqa: E402
-from trainbench.runner.in_cell import (  # noqa: E402
+from trainbench.cell import in_cell  # noqa: E402
+from trainbench.cell.in_cell import (  # noqa: E402
     ProcessResult,
     die_with_parent,
     failure_kind,
@@ -95,7 +95,7 @@ def main(spec_path: str) -> int:
         _guard_against_orphanhood(spec, parent_pid)
         if spec.get("cpus"):
             os.sched_setaffinity(0, spec["cpus"])
-        from trainbench.runner.order import CellOrder
+        from trainbench.cell.order import CellOrder
         from trainbench.store.tracking import NullLog, quiet_logs
 
         quiet_logs()  # also redacts credentials in whatever this process prints
@@ -103,7 +103,7 @@ def main(spec_path: str) -> int:
         cell = order.cell
         mark("cell: config read")
         _limit_memory(cell.cell.memory_limit_mb)
-        from trainbench.runner.events import PipeLog
+        from trainbench.cell.events import PipeLog
 
         if spec.get("events_fd") is not None:
             log: Any = PipeLog(os.fdopen(spec["events_fd"], "w", buffering=1), Path(spec["result_path"]).parent)
@@ -115,11 +115,11 @@ def main(spec_path: str) -> int:
         _raise_stops()
         inject_fault(fault_for(order.index, rank=None))
         if spec.get("search") is not None:  # batch_size=max: probes, no figures
-            from trainbench.runner import batch_probes
+            from trainbench.cell import batch_probes
 
             result["search"] = batch_probes.search(cell, spec["search"])
         else:
-            from trainbench.runner.ranks import launch
+            from trainbench.cell.ranks import launch
 
             result.update(launch(order, log, spec))
         _stop_listening()  # done: a stop signal now would only lose the result
@@ -130,8 +130,8 @@ def main(spec_path: str) -> int:
         result.update({"outcome": "killed", "reason": "stopped by the sweep (Ctrl-C, SIGTERM or a timeout)"})
     except Exception as error:
         _stop_listening()
+        from trainbench.cell.events import LauncherGone
         from trainbench.frameworks.base import DeviceUnavailable
-        from trainbench.runner.events import LauncherGone
         from trainbench.store.tracking import private
 
         parent_died = isinstance(error, LauncherGone) or os.getppid() != parent_pid or PARENT_DIED in _stops
@@ -167,14 +167,14 @@ _handing_over = threading.Lock()
 
 
 def _orphaned(spec: dict[str, Any], parent_pid: int) -> NoReturn:
-    """The launcher died: hand the run's closing and the scratch folder to trainbench.runner.orphan and end now,
+    """The launcher died: hand the run's closing and the scratch folder to trainbench.cell.orphan and end now,
     without the seconds an interpreter with a framework loaded takes to tear down. Once, from whichever thread
     gets here first (the main thread unwinding a stop, or the guard when the main thread is stuck in C code)."""
     if not _handing_over.acquire(blocking=False):
         threading.Event().wait()  # the other thread is ending the process
     _stop_listening()
     _silence_output()
-    from trainbench.runner.orphan import hand_over
+    from trainbench.cell.orphan import hand_over
 
     reason = f"the process that launched this cell (pid {parent_pid}) died"
     hand_over(spec.get("tracking_uri"), spec.get("run_id"), "killed", reason, Path(spec["result_path"]).parent)
