@@ -3,7 +3,7 @@
 The cell's process (trainbench.cell.worker) starts the ranks through the framework's own launcher
 (`rank_launcher` in its config: torch elastic for PyTorch) and waits for them. Each rank runs the cell as a
 1-device cell would (trainbench.cell.in_cell.run) inside the process group the adapter joins; global rank
-0 records through the cell's process (runner.events.RankRelay: the same JSON lines every cell sends), the others
+0 records through the cell's process (cell.events.RankRelay: the same JSON lines every cell sends), the others
 record nothing (tracking.NullLog). Light: no framework import here.
 
 Across nodes (device.nodes=N), torchrun is the launcher on every node but the one running the cell's job:
@@ -69,11 +69,11 @@ def rank_main(spec_text: str) -> CellSummary:
     rank = int(os.environ.get("RANK", "0"))
     cell = order.cell
     # Across nodes the rendezvous may number another node first: the recording node's first rank records. Only
-    # the node running the cell's process has its relay (runner.events.RankRelay): the others record nothing.
+    # the node running the cell's process has its relay (cell.events.RankRelay): the others record nothing.
     first_here = int(os.environ.get("LOCAL_RANK", "0")) == 0 and cell.device.nodes > 1
     records = bool(spec.get("relay")) and (rank == 0 or first_here)
     os.environ["TRAINBENCH_RECORDING_RANK"] = "1" if records else "0"  # distributed.RECORDING_ENV
-    if records:  # through the cell's process, as every cell records (runner.events)
+    if records:  # through the cell's process, as every cell records (cell.events)
         log: Any = rank_log(spec["relay"], Path(spec["relay"]).parent)
     else:
         log = NullLog()

@@ -210,7 +210,7 @@ class Sweep:
     def _hand_over(
         self, rows: list[CellResult], uri: str, experiment_id: str, sweep_id: str, parent: str | None
     ) -> None:
-        """The cells as the summary has them, for the Python API that started this sweep (runner.handoff)."""
+        """The cells as the summary has them, for the Python API that started this sweep (sweep.handoff)."""
         if not handoff.wanted():
             return
         cells = [

@@ -107,7 +107,7 @@ class SweepSettings:
     lost_after_s: float = 300.0  # a RUNNING run without a heartbeat for this long is closed as `lost`
 
     def check(self, at: str) -> None:
-        # `is`, not `in`: 0 == False in Python, so `0 in (False, True, "failed")` holds, and runner.resume, which
+        # `is`, not `in`: 0 == False in Python, so `0 in (False, True, "failed")` holds, and sweep.resume, which
         # tests `mode is False`, would then resume
         need(
             self.resume is True or self.resume is False or self.resume == "failed",
