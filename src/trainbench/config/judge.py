@@ -197,11 +197,11 @@ def _devices(cell: CellConfig) -> None:
     nodes = cell.device.nodes
     if nodes != 1 and not getattr(cell.task, "data_parallel", False):
         raise ConfigError("device.nodes", nodes, f"task={cell.task.name} runs on one device: use device.nodes=1")
-    if nodes != 1 and cell.framework.rank_launcher is None:
+    if nodes != 1 and cell.framework.rank_launcher is None and not cell.framework.spans_nodes:
         raise ConfigError(
             "device.nodes",
             nodes,
-            f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch",
+            f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch or jax",
         )
     if count != "all" and limit is not None:
         need(

@@ -16,6 +16,7 @@ from trainbench.frameworks.keras import KerasConfig
 class JaxConfig(KerasConfig):
     adapter: str = "trainbench.frameworks.jax.adapter"
     package: str = "jax"
+    spans_nodes: ClassVar[bool] = True  # jax.distributed: one process per node (.nodes)
     version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.jax")
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
         title="JAX",

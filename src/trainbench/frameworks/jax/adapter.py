@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from trainbench.frameworks.base import uses_loader
-from trainbench.frameworks.jax import data_parallel
+from trainbench.frameworks.jax import data_parallel, nodes
 from trainbench.frameworks.keras.adapter import (
     FitTrainer,
     HostBatches,
@@ -73,10 +73,12 @@ class Adapter(KerasAdapter):
         data_parallel.split_host(device.count)
         import jax
 
+        if device.nodes > 1:  # before JAX makes its devices: they are then every node's
+            nodes.join(jax, device.nodes, cpu=device.name == "cpu")
         gpus: list[Any] = []
         if device.name != "cpu":
             try:
-                gpus = jax.devices("gpu")
+                gpus = jax.local_devices(backend="gpu")
             except RuntimeError:  # no GPU platform at all
                 gpus = []
         if gpus:
@@ -85,9 +87,10 @@ class Adapter(KerasAdapter):
             raise DeviceUnavailable(_no_jax_gpu_reason(jax))
         else:
             backend = "cpu"
-        self.devices = data_parallel.choose(gpus or jax.devices("cpu"), device.count, backend)
+        local = data_parallel.choose(gpus or jax.local_devices(backend="cpu"), device.count, backend)
+        self.devices = nodes.global_devices(jax, local) if device.nodes > 1 else local
         self.replicas = len(self.devices)
-        jax.config.update("jax_default_device", self.devices[0])
+        jax.config.update("jax_default_device", local[0])
         self.shardings = data_parallel.Shardings(jax, self.devices) if self.replicas > 1 else None
         # JAX lets fp32 matmuls and convolutions use TF32 on NVIDIA by default: "fp32" must mean fp32.
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if self.tf32 else "highest")
@@ -116,6 +119,8 @@ class Adapter(KerasAdapter):
         }
         if self.replicas > 1:
             tags.update(data_parallel.tags(self.devices))
+        if self.cell.device.nodes > 1:
+            tags.update(nodes.tags(self.jax, self.devices, self.backend))
         return tags
 
     def jit_compile(self) -> bool:
