@@ -197,7 +197,7 @@ def _devices(cell: CellConfig) -> None:
     nodes = cell.device.nodes
     if nodes != 1 and not getattr(cell.task, "data_parallel", False):
         raise ConfigError("device.nodes", nodes, f"task={cell.task.name} runs on one device: use device.nodes=1")
-    if nodes != 1 and cell.framework.rank_launcher is None and not cell.framework.spans_nodes:
+    if nodes != 1 and cell.framework.rank_launcher is None and cell.framework.node_joiner is None:
         raise ConfigError(
             "device.nodes",
             nodes,

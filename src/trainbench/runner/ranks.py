@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,7 +40,10 @@ def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
             return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
     from trainbench.runner.in_cell import run
 
-    return run(cell, log, spec.get("name_suffix", ""))
+    try:
+        return run(cell, log, spec.get("name_suffix", ""))
+    except Exception as error:  # a cell over nodes in this one process (JAX): name a node that went
+        raise _named_lost_nodes(cell, log, error) from error
 
 
 def rank_main(spec_text: str) -> CellSummary:
@@ -79,17 +83,23 @@ class NodeLost(RuntimeError):
 def _named_lost_nodes(cell: Any, log: Any, error: Exception) -> Exception:
     """Where a collective failed because other nodes' ranks went, the error naming them (and the tag
     trainbench.lost_nodes on rank 0's run); otherwise `error` itself."""
-    if cell.device.nodes <= 1 or cell.framework.rank_launcher is None:
+    if cell.device.nodes <= 1:
         return error
     import importlib
 
-    launcher = importlib.import_module(cell.framework.rank_launcher)
-    lost = launcher.lost_nodes()
+    if cell.framework.rank_launcher is not None:
+        lost = importlib.import_module(cell.framework.rank_launcher).lost_nodes()
+    elif cell.framework.node_joiner is not None:
+        lost = importlib.import_module(cell.framework.node_joiner).lost_nodes(cell.device.nodes)
+    else:
+        return error
     if not lost:
         return error
     log.tags({"trainbench.lost_nodes": ", ".join(lost)})
     gone = f"node{'s' if len(lost) > 1 else ''} {', '.join(lost)}"
-    return NodeLost(f"{gone} stopped answering: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
+    # XLA repeats its prefix once per queued step ("Error dispatching computation: " x N): once says it.
+    first_line = re.sub(r"((?:[^:]+: ))\1+", r"\1", str(error).splitlines()[0] if str(error) else "")
+    return NodeLost(f"{gone} stopped answering: {type(error).__name__}: {first_line[:300]}")
 
 
 def main(overrides: list[str]) -> int:

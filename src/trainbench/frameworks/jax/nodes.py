@@ -11,6 +11,10 @@ CPU processes, NCCL between GPUs. Light: JAX is handed in, never imported here.
 from __future__ import annotations
 
 import os
+import socket
+import sys
+import threading
+import time
 from typing import Any
 
 NODE_RANK_ENV = "TRAINBENCH_NODE_RANK"
@@ -65,7 +69,73 @@ def join(jax: Any, nodes: int, cpu: bool) -> int:
         initialization_timeout=JOIN_TIMEOUT_S,
         heartbeat_timeout_seconds=heartbeat,
     )
+    _answer_roll_call(process)
     return process
+
+
+# Each joining node writes its host name and counts up a heartbeat in the coordination service's key-value store,
+# which node 0 (the recording one) hosts: when a collective fails there, node 0 names the nodes whose count
+# stopped (lost_nodes), long before the service's own heartbeat timeout would.
+BEAT_S = 0.25
+_ROLL = "trainbench/roll/"
+_roll: dict[str, Any] = {}
+
+
+def _client() -> Any:
+    from jax._src import distributed  # the runtime client jax.distributed.initialize made (no public handle)
+
+    return distributed.global_state.client
+
+
+def _answer_roll_call(process: int) -> None:
+    """Best effort: a roll call that cannot be made leaves a lost node unnamed, never fails the cell."""
+    try:
+        client = _client()
+        client.key_value_set(f"{_ROLL}node/{process}", socket.gethostname())
+    except Exception as error:
+        sys.stderr.write(f"trainbench: no roll call of the nodes: {type(error).__name__}: {error}\n")
+        return
+    _roll.update(client=client, process=process)
+    if process == 0:
+        return
+
+    def beat() -> None:
+        try:  # node 0 gone: this node's collectives fail on their own
+            while True:
+                client.key_value_increment(f"{_ROLL}beat/{process}", 1)
+                time.sleep(BEAT_S)
+        except Exception:
+            return
+
+    threading.Thread(target=beat, name="trainbench-heartbeat", daemon=True).start()
+
+
+def lost_nodes(nodes: int) -> list[str]:
+    """The joining nodes (`HOST (node N)`) whose heartbeat stopped, seen from node 0 after a collective failed;
+    [] elsewhere or without a roll call. Waits a few heartbeats: about a second. Where some are named, this
+    process ends without JAX's shutdown barrier, which would wait for the lost node until the service's own
+    heartbeat timeout and then abort the process."""
+    client = _roll.get("client")
+    if client is None or _roll.get("process") != 0:
+        return []
+    try:
+        before = {node: client.key_value_increment(f"{_ROLL}beat/{node}", 0) for node in range(1, nodes)}
+        time.sleep(BEAT_S * 4)
+        silent = [node for node in before if client.key_value_increment(f"{_ROLL}beat/{node}", 0) == before[node]]
+        named = [f"{client.key_value_try_get(f'{_ROLL}node/{node}')} (node {node})" for node in silent]
+    except Exception:
+        return []
+    if named:
+        import atexit
+
+        atexit.register(_end_without_shutdown)  # runs first: the result is written by then
+    return named
+
+
+def _end_without_shutdown() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def global_devices(jax: Any, local: list[Any]) -> list[Any]:
