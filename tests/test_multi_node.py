@@ -245,6 +245,9 @@ def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         with pytest.raises(ConfigError, match="framework=tensorflow runs a cell on one host: use device.nodes=1"):
             validate(compose("config", overrides=["framework=tensorflow", "task=benchmark", "device.nodes=2"]))
+        with pytest.raises(ConfigError, match="fit runs on one host here .*use task.timed_region=epoch"):
+            validate(compose("config", overrides=["framework=jax", "task.timed_region=fit", "device.nodes=2"]))
+        validate(compose("config", overrides=["framework=jax", "data.pipeline=loader", "device.nodes=2"]))
         with pytest.raises(ConfigError, match="must be a whole number >= 1, e.g. device.nodes=2"):
             validate(compose("config", overrides=["task=benchmark", "device.nodes=0"]))
         one = validate(compose("config", overrides=["task=benchmark"]))
@@ -286,3 +289,15 @@ def test_a_jax_node_finds_the_coordinator_beside_the_rendezvous_and_needs_its_no
             process_id(4)
     monkeypatch.setenv("TRAINBENCH_NODE_RANK", "3")
     assert process_id(4) == 3
+
+
+def test_each_jax_node_prepares_its_own_share_of_a_batch_and_every_device_as_many_rows() -> None:
+    import numpy as np
+
+    from trainbench.frameworks.jax.nodes import own_share
+
+    batch = np.arange(10, 18)  # a global batch of 8 over 2 nodes x 2 devices
+    shares = [own_share(batch, node, 2, 4).tolist() for node in (0, 1)]
+    assert shares == [[10, 11, 12, 13], [14, 15, 16, 17]]
+    tail = np.arange(5)  # an epoch's last batch of 5 over 4 devices: filled up to 8 with its own first samples
+    assert [own_share(tail, node, 2, 4).tolist() for node in (0, 1)] == [[0, 1, 2, 3], [4, 0, 1, 2]]

@@ -203,6 +203,13 @@ def _devices(cell: CellConfig) -> None:
             nodes,
             f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch or jax",
         )
+    if nodes != 1 and getattr(cell.task, "timed_region", "") in ("fit", "build_fit"):
+        raise ConfigError(
+            "task.timed_region",
+            cell.task.timed_region,
+            "a framework's own fit runs on one host here (Keras' fit across processes takes only a tf.data "
+            "pipeline sharded per host): use task.timed_region=epoch with device.nodes > 1",
+        )
     if count != "all" and limit is not None:
         need(
             count <= limit,

@@ -322,11 +322,16 @@ class LoaderTrainer(HostBatches, Trainer):
             self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="trainbench-loader")
         model = self.model
         self._train = self.jax.jit(lambda state, x, y: model.train_step(state, (x, y))[1], donate_argnums=0)
+        self._across_nodes = adapter.shardings is not None and cell.device.nodes > 1
 
     def _prepare(self, positions: Any) -> tuple[Any, Any]:
         from trainbench.data import Split
         from trainbench.frameworks.keras.adapter import host_split
 
+        if self._across_nodes:  # each node prepares its own share of the global batch, no more
+            positions = nodes.own_share(
+                positions, self.jax.process_index(), self.jax.process_count(), self.adapter.replicas
+            )
         return host_split(Split(self.data.train.inputs[positions], self.data.train.labels[positions]), self.data)
 
     def _iterate(self, order: Any) -> Iterator[tuple[Any, Any]]:
@@ -360,7 +365,12 @@ class LoaderTrainer(HostBatches, Trainer):
         if self._batches is None:
             self._batches = self._iterate(self.shuffle.permutation(self.samples_per_epoch))
         x, y = self.wait(self._batches)
-        self.state = self._train(self.state, self.jax.device_put(x), self.jax.device_put(y))
+        if self._across_nodes:  # the nodes' shares, one global batch split along the mesh
+            batch = self.adapter.shardings.batch  # type: ignore[attr-defined]
+            x, y = (self.jax.make_array_from_process_local_data(batch, part) for part in (x, y))
+        else:
+            x, y = self.jax.device_put(x), self.jax.device_put(y)
+        self.state = self._train(self.state, x, y)
         self.adapter.pending = self.state
 
     def end_epoch(self) -> Any:

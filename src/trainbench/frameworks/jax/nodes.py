@@ -148,6 +148,15 @@ def global_devices(jax: Any, local: list[Any]) -> list[Any]:
     return [device for process in sorted(by_process) for device in by_process[process][: len(local)]]
 
 
+def own_share(positions: Any, process: int, processes: int, devices: int) -> Any:
+    """This node's contiguous share of a global batch's sample positions. A batch that the devices do not divide
+    (an epoch's last) is filled up with its own first samples, so every device gets as many rows."""
+    import numpy as np
+
+    size = -(-len(positions) // devices) * devices
+    return np.resize(positions, size).reshape(processes, -1)[process]
+
+
 def tags(jax: Any, devices: list[Any], backend: str) -> dict[str, str]:
     """The hardware identity of a cell over nodes: hw.nodes and how the hosts are linked."""
     from trainbench import topology
