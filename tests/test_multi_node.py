@@ -248,6 +248,8 @@ def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count()
         with pytest.raises(ConfigError, match="fit runs on one host here .*use task.timed_region=epoch"):
             validate(compose("config", overrides=["framework=jax", "task.timed_region=fit", "device.nodes=2"]))
         validate(compose("config", overrides=["framework=jax", "data.pipeline=loader", "device.nodes=2"]))
+        with pytest.raises(ConfigError, match="probes batches on one host: run it with device.nodes=1"):
+            validate(compose("config", overrides=["framework=jax", "batch_size=max", "device.nodes=2"]))
         with pytest.raises(ConfigError, match="must be a whole number >= 1, e.g. device.nodes=2"):
             validate(compose("config", overrides=["task=benchmark", "device.nodes=0"]))
         one = validate(compose("config", overrides=["task=benchmark"]))

@@ -203,6 +203,12 @@ def _devices(cell: CellConfig) -> None:
             nodes,
             f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch or jax",
         )
+    if nodes != 1 and cell.batch_size == "max":
+        raise ConfigError(
+            "batch_size",
+            "max",
+            "the search probes batches on one host: run it with device.nodes=1, then batch_size=N with device.nodes",
+        )
     if nodes != 1 and getattr(cell.task, "timed_region", "") in ("fit", "build_fit"):
         raise ConfigError(
             "task.timed_region",

@@ -41,7 +41,7 @@ class JaxDevice(KerasDevice):
     adapter: Adapter
 
     def _stats(self) -> dict[str, Any]:
-        return self.adapter.jax.devices()[0].memory_stats() or {}
+        return self.adapter.jax.local_devices()[0].memory_stats() or {}  # across nodes: this node's first
 
     def peak_memory_mb(self) -> float | None:
         if self.backend == "cpu":
