@@ -199,6 +199,24 @@ def test_two_jax_nodes_joined_by_hand_record_one_run_scaled_against_one_node(tmp
 
 
 @pytest.mark.slow
+def test_a_jax_node_joining_without_its_node_rank_says_so_in_one_line(tmp_path, nodes_env) -> None:
+    joining = subprocess.run(
+        [sys.executable, "-m", "trainbench.runner.ranks", "framework=jax", *TINY, "device.nodes=2"],
+        cwd=tmp_path,
+        env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": f"127.0.0.1:{free_port()}"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert joining.returncode == 2, joining.stderr[-3000:]
+    assert joining.stderr.strip().splitlines()[-1] == (
+        "trainbench: a node joining a JAX cell over 2 nodes needs its node rank: set TRAINBENCH_NODE_RANK=1 "
+        "(one per node; node 0 runs src/run.py), got none"
+    )
+    assert "Traceback" not in joining.stderr
+
+
+@pytest.mark.slow
 def test_a_jax_node_killed_mid_cell_fails_the_run_naming_it_within_seconds(tmp_path, nodes_env) -> None:
     endpoint = f"127.0.0.1:{free_port()}"
     jax_cell = ["framework=jax", *TINY, "task.epochs=40", "device.nodes=2"]

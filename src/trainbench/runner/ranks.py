@@ -103,15 +103,21 @@ def _named_lost_nodes(cell: Any, log: Any, error: Exception) -> Exception:
 
 
 def main(overrides: list[str]) -> int:
-    """A node joining a multi-node cell under torchrun: compose the cell as the sweep did, run this rank."""
+    """A node joining a multi-node cell under torchrun (or, JAX, by itself): compose the cell as the sweep did, run
+    this rank. Bad overrides or a missing node rank: one line, exit 2."""
     from hydra import compose, initialize_config_dir
 
-    from trainbench.config import CONF_DIR, to_spec, validate
+    from trainbench.config import CONF_DIR, ConfigError, to_spec, validate
+    from trainbench.frameworks.base import DeviceUnavailable
     from trainbench.tasks.base import task_of
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cell = validate(compose(config_name="config", overrides=overrides))
-    rank_main(json.dumps({"cell": to_spec(task_of(cell).prepared(cell))}))
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cell = validate(compose(config_name="config", overrides=overrides))
+        rank_main(json.dumps({"cell": to_spec(task_of(cell).prepared(cell))}))
+    except (ConfigError, DeviceUnavailable) as error:
+        sys.stderr.write(f"trainbench: {error}\n")
+        return 2
     return 0
 
 

@@ -49,8 +49,9 @@ def process_id(nodes: int) -> int:
         return 0
     text = os.environ.get(NODE_RANK_ENV) or os.environ.get("SLURM_NODEID") or ""
     if not text.isdigit() or not 1 <= int(text) < nodes:
+        ranks = "1" if nodes == 2 else f"1..{nodes - 1}"
         raise DeviceUnavailable(
-            f"a node joining a JAX cell over {nodes} nodes needs its node rank: set {NODE_RANK_ENV}=1..{nodes - 1} "
+            f"a node joining a JAX cell over {nodes} nodes needs its node rank: set {NODE_RANK_ENV}={ranks} "
             f"(one per node; node 0 runs src/run.py), got {text or 'none'}"
         )
     return int(text)
