@@ -39,12 +39,17 @@ def noop(steps: int, rounds: int) -> dict[str, float]:
     def step(_: int) -> None:
         pass
 
-    wall: dict[str, list[float]] = {"bare": [], "wrapped": []}
-    cpu: dict[str, list[float]] = {"bare": [], "wrapped": []}
+    wall: dict[str, list[float]] = {"bare": [], "wrapped": [], "blocks": []}
+    cpu: dict[str, list[float]] = {"bare": [], "wrapped": [], "blocks": []}
+    makers = {
+        "bare": lambda: step,
+        "wrapped": lambda: wrapped(step, steps),
+        # task=benchmark's and task=inference's wrapper (progress.steps_with_lines), lines off
+        "blocks": lambda: progress.steps_with_lines(step, "benchmark", every_s=3600.0),
+    }
     for round_ in range(rounds):
-        order = ("bare", "wrapped") if round_ % 2 == 0 else ("wrapped", "bare")
-        for kind in order:
-            block_step = step if kind == "bare" else wrapped(step, steps)
+        for kind in list(makers)[round_ % 3 :] + list(makers)[: round_ % 3]:
+            block_step = makers[kind]()
             cpu_start = time.process_time()
             wall[kind].append(time_block(block_step, steps, lambda: None).seconds)
             cpu[kind].append(time.process_time() - cpu_start)
@@ -55,6 +60,7 @@ def noop(steps: int, rounds: int) -> dict[str, float]:
     }
     per_step["added_cpu_ns_per_step"] = per_step["cpu_wrapped_ns_per_step"] - per_step["cpu_bare_ns_per_step"]
     per_step["added_wall_ns_per_step"] = per_step["wall_wrapped_ns_per_step"] - per_step["wall_bare_ns_per_step"]
+    per_step["blocks_added_cpu_ns_per_step"] = per_step["cpu_blocks_ns_per_step"] - per_step["cpu_bare_ns_per_step"]
     return per_step
 
 

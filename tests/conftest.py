@@ -91,7 +91,11 @@ os.environ.setdefault("TRAINBENCH_SHARED_RUNS", "off")
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    """This process's environment without the store and the thread-count variables (part of every cell's
+    setting: a test that wants one passes it in `extra`), plus `extra`."""
+    from trainbench.config import THREAD_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_") and k not in THREAD_VARIABLES}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra or {})
     return env

@@ -17,10 +17,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, child_env, with_schema
-from trainbench.config.registry import SCHEMAS, load_all
+from trainbench.config.plugins import SCHEMAS
 from trainbench.locations import choices
-
-load_all()
 
 
 def test_no_model_yaml_names_a_framework_or_its_builder() -> None:

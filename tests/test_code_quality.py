@@ -35,7 +35,9 @@ def test_an_adapter_that_breaks_the_contract_fails_the_type_check(
 ) -> None:
     """Adapters are imported by name at run time, so only their own modules tie them to Framework and Device: an
     adapter whose device's `synchronize` is renamed must fail mypy, naming the adapter and the missing member
-    (twice: the device class, and the adapter whose `bind` returns it)."""
+    (twice: the device class, and the adapter whose `bind` returns it). The same for the Keras backends' own
+    hooks (keras.adapter.KerasBackend: a JAX adapter without `jit_compile`) and a trainer's optional fit
+    (base.FittingTrainer: Keras' FitTrainer without `host_prep_time_s`)."""
     shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     # The checkout's cache: mypy checks again only what changed and what depends on it (a cold check of the copy
@@ -45,6 +47,14 @@ def test_an_adapter_that_breaks_the_contract_fails_the_type_check(
     source = adapter.read_text()
     assert "    def synchronize(self) -> None:" in source
     adapter.write_text(source.replace("    def synchronize(self) -> None:", "    def synchronise(self) -> None:"))
+    frameworks = tmp_path / "src" / "trainbench" / "frameworks"
+    for path, old, new in (
+        ("jax/adapter.py", "    def jit_compile(self) -> bool:", "    def jit_compiles(self) -> bool:"),
+        ("keras/adapter.py", "        self.host_prep_time_s = ", "        self.host_prep_s = "),
+    ):
+        source = (frameworks / path).read_text()
+        assert old in source, path
+        (frameworks / path).write_text(source.replace(old, new, 1))
 
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy_cache")],
@@ -56,7 +66,9 @@ def test_an_adapter_that_breaks_the_contract_fails_the_type_check(
     assert checked.returncode == 1, checked.stdout[-3000:]
     assert "frameworks/mlx/adapter.py" in checked.stdout and "synchronize" in checked.stdout, checked.stdout
     assert '"MlxDevice" is missing following "Device" protocol member' in checked.stdout, checked.stdout
-    assert "errors in 1 file" in checked.stdout, checked.stdout  # the rest of the copy still checks
+    assert 'Cannot instantiate abstract class "Adapter" with abstract attribute "jit_compile"' in checked.stdout
+    assert '"FitTrainer" is missing following "FittingTrainer" protocol member' in checked.stdout, checked.stdout
+    assert "errors in 3 files" in checked.stdout, checked.stdout  # the rest of the copy still checks
 
 
 @pytest.mark.skipif(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, child_env, with_schema
+from conftest import ROOT, TINY, child_env, start_multirun, with_schema
 from servers import PostgresCluster, postgres_bin_dir
 from trainbench.sharing import IMPORT_ID_TAG
 
@@ -67,14 +67,15 @@ def import_ids(uri: str) -> list[str]:
     return sorted(str(run.data.tags.get(IMPORT_ID_TAG)) for run in imported(uri))  # type: ignore[attr-defined]
 
 
-def two_imports_at_once(folder: Path, uri: str) -> None:
+def two_imports_at_once(folder: Path, uri: str, besides: bool = False) -> None:
+    """`besides`: the store also holds runs that are not the file's (a sweep's)."""
     file = folder / "runs.json"
     count = many_runs(file, 2)
     first, second = start_import(folder, uri, file), start_import(folder, uri, file)
     for process in (first, second):
         out, err = process.communicate(timeout=300)
         assert process.returncode == 0, err
-    ids = import_ids(uri)
+    ids = [i for i in import_ids(uri) if i != "None"] if besides else import_ids(uri)
     assert len(ids) == count, f"{len(ids)} runs for {count}"
     assert len(set(ids)) == count
 
@@ -90,6 +91,31 @@ def test_two_imports_of_one_file_at_once_land_its_runs_once_on_postgresql(tmp_pa
     with PostgresCluster() as cluster:
         MlflowClient(tracking_uri=cluster.uri).search_experiments()  # the schema, made once before the race
         two_imports_at_once(tmp_path, cluster.uri)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(postgres_bin_dir() is None, reason="PostgreSQL is not installed (apt-get install postgresql)")
+def test_two_imports_beside_a_running_sweep_on_postgresql_land_once_and_the_sweep_finishes(tmp_path: Path) -> None:
+    """The team-store case: a sweep records its cells into the same PostgreSQL database, and the same
+    experiment, while two colleagues import one file."""
+    with PostgresCluster() as cluster:
+        MlflowClient(tracking_uri=cluster.uri).search_experiments()  # the schema, made once before the race
+        sweep = start_multirun(cluster.uri, tmp_path / "sweep", "seed=0,1", "device=cpu", "model=mlp", *TINY)
+        try:
+            deadline = time.monotonic() + 120
+            while not [r for r in imported(cluster.uri) if r.data.tags.get("trainbench.kind") == "cell"]:  # type: ignore[attr-defined]
+                assert sweep.poll() is None and time.monotonic() < deadline, sweep.communicate()[1][-3000:]
+                time.sleep(0.2)
+            two_imports_at_once(tmp_path, cluster.uri, besides=True)
+            out, err = sweep.communicate(timeout=300)
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+        assert sweep.returncode == 0 and "Traceback" not in err, err[-3000:]
+        runs = imported(cluster.uri)
+        cells = [r for r in runs if r.data.tags.get("trainbench.kind") == "cell" and IMPORT_ID_TAG not in r.data.tags]  # type: ignore[attr-defined]
+        assert [c.data.tags["trainbench.outcome"] for c in cells] == ["finished", "finished"]  # type: ignore[attr-defined]
+        assert not [r for r in runs if r.info.status == "RUNNING"]  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow

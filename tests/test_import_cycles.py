@@ -10,15 +10,18 @@ What counts as an import of module A by module B (read with ast from src/trainbe
   would otherwise tie each of them to every other).
 
 What does not count:
-- imports under `if TYPE_CHECKING:`: type-only, never executed;
-- modules loaded by name at run time through importlib: the adapter a framework's YAML names
-  (trainbench.frameworks.load) and the schema modules trainbench.config.registry.load_all registers. That is
-  the plug-in design: the name comes from the config, not from code of the loader that depends on the module.
+- imports under `if TYPE_CHECKING:`: type-only, never executed.
+
+An import by name counts when its name is written in the code: `importlib.import_module("trainbench.x")` and
+`__import__("trainbench.x")` tie B to trainbench.x as a plain import does. A name read from data (the adapter a
+framework's YAML names, loaded by trainbench.frameworks.load) is the plug-in design and cannot be seen here.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import ROOT
@@ -36,6 +39,17 @@ def is_type_checking(node: ast.If) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
+
+
+def named_import(call: ast.Call) -> str | None:
+    """The module a call imports by a name written in the code (`importlib.import_module("a.b")`,
+    `import_module("a.b")`, `__import__("a.b")`), else None."""
+    function = call.func
+    called = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+    if called not in ("import_module", "__import__") or not call.args:
+        return None
+    name = call.args[0]
+    return name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
 
 
 def imported_modules(path: Path, modules: set[str]) -> dict[str, int]:
@@ -63,6 +77,8 @@ def imported_modules(path: Path, modules: set[str]) -> dict[str, int]:
         line = 0
         if isinstance(child, ast.Import):
             targets, line = [known(alias.name) for alias in child.names], child.lineno
+        elif isinstance(child, ast.Call) and named_import(child) is not None:
+            targets, line = [known(named_import(child) or "")], child.lineno
         elif isinstance(child, ast.ImportFrom):
             base = child.module or ""
             if child.level:
@@ -149,14 +165,46 @@ def test_the_walk_sees_lazy_imports_and_skips_type_only_ones() -> None:
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
 
 
-def test_the_task_base_loads_as_a_processs_first_import() -> None:
-    """Loading the config registers every task module (registry.load_all), and each of them imports tasks.base:
-    a process whose first trainbench import is tasks.base (a test, a tool, the runner's modules) still gets it
-    whole, not half-loaded by the task modules it set loading."""
-    import subprocess
-    import sys
+def test_an_import_by_a_written_name_counts() -> None:
+    """`importlib.import_module("trainbench.x")` names trainbench.x as a plain import does; a name read from data
+    does not."""
 
-    loaded = subprocess.run(
-        [sys.executable, "-c", "import trainbench.tasks.base"], cwd=PACKAGE.parent, capture_output=True, text=True
+    def named(code: str) -> str | None:
+        call = ast.parse(code).body[0].value  # type: ignore[attr-defined]
+        return named_import(call)
+
+    assert named("importlib.import_module('trainbench.config.schema')") == "trainbench.config.schema"
+    assert named("import_module('trainbench.tasks.train')") == "trainbench.tasks.train"
+    assert named("__import__('trainbench.frameworks')") == "trainbench.frameworks"
+    assert named("importlib.import_module(cell.framework.adapter)") is None
+
+
+def test_importing_the_config_loads_no_framework_and_no_task() -> None:
+    """A tool that reads a cell's config (the report, the references, a stored run's setting) loads only the
+    config: no framework's package, no adapter, no task module, no deep-learning framework."""
+    shown = (
+        "import sys, trainbench.config; "
+        "print('\\n'.join(m for m in sys.modules if m.startswith(('trainbench.frameworks', 'trainbench.tasks'))"
+        " or m.split('.')[0] in ('torch', 'tensorflow', 'keras', 'jax', 'mlx')))"
     )
-    assert loaded.returncode == 0, loaded.stderr.strip().splitlines()[-1]
+    loaded = subprocess.run([sys.executable, "-c", shown], cwd=PACKAGE.parent, capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.split() == []
+
+
+def test_every_schema_a_choice_names_is_registered_by_the_plugins() -> None:
+    """config.plugins registers the shipped frameworks and tasks by plain imports: a package or task module left
+    out of frameworks/shipped.py or tasks/shipped.py is named here, not met as Hydra's error in a user's sweep."""
+    import re
+
+    from trainbench.config.plugins import SCHEMAS
+    from trainbench.locations import CONF_DIR
+
+    named = {
+        (group, kind)
+        for path in CONF_DIR.glob("*/*.yaml")
+        for group, kind in re.findall(r"/schema/(\w+)/(\w+)@", path.read_text())
+    }
+    assert {group for group, _ in named} >= {"framework", "task"}
+    missing = sorted(f"schema/{group}/{kind}" for group, kind in named if kind not in SCHEMAS.get(group, {}))
+    assert not missing, f"named in conf/ but registered by no module config.plugins imports: {missing}"

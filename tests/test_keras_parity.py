@@ -68,10 +68,10 @@ def models_by_input() -> tuple[dict[str, int], list[str]]:
     from hydra import compose, initialize_config_dir
 
     from trainbench.config import choices, to_cell
-    from trainbench.config.registry import schema_class
+    from trainbench.config.plugins import SCHEMAS
     from trainbench.config.schema import TransformerModel, VisionModel
 
-    both = [schema_class("framework", name)() for name in ("pytorch", KERAS_SIDE)]
+    both = [SCHEMAS["framework"][name]() for name in ("pytorch", KERAS_SIDE)]
     images, texts = {}, []
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for name in choices("model"):

@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import TINY
-from trainbench.config.registry import SCHEMAS
+from trainbench.config.plugins import SCHEMAS
 from trainbench.config.schema import CellLimits
 from trainbench.runner import cell as runner
 

@@ -282,6 +282,7 @@ def test_a_cell_over_nodes_meets_at_a_c10d_rendezvous_and_says_when_it_has_none(
     from trainbench.frameworks.pytorch.distributed import launch_config
 
     monkeypatch.delenv("PET_RDZV_ENDPOINT", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # launch_config sets it where unset: kept to this test
     with pytest.raises(DeviceUnavailable, match="set PET_RDZV_ENDPOINT=HOST:PORT"):
         launch_config(1, nodes=2)
     monkeypatch.setenv("PET_RDZV_ENDPOINT", "node0:29400")

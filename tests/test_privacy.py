@@ -59,6 +59,17 @@ def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_sh
     assert MlflowClient(pasted).get_run(run.info.run_id).info.run_id == run.info.run_id
 
 
+def test_the_browse_hint_sends_the_reader_on_to_the_comparison_links(tmp_path) -> None:
+    """`mlflow ui` alone opens MLflow's home page: the hint beside it must name the printed links (the sweep
+    prints them as `Browse: URL` and `Side by side in MLflow: ...`) that open the runs and the compare view."""
+    from trainbench import tracking
+    from trainbench.runner.owner import browse_hint
+
+    for uri in (tracking.default_tracking_uri(), f"sqlite:///{tmp_path / 'mlflow.db'}", "http://team:5000"):
+        hint = browse_hint(uri)
+        assert "Browse link" in hint and "Side by side link" in hint, hint
+
+
 @pytest.mark.slow
 def test_a_sweep_with_a_password_in_its_uri_stores_and_prints_no_password(mlflow_server_sqlite, tmp_path) -> None:
     server = mlflow_server_sqlite

@@ -127,3 +127,25 @@ def test_off_a_terminal_a_long_epoch_says_how_far_it_got_between_steps_at_most_e
     assert all(re.fullmatch(r"  epoch 1/2: \d+ of 40 steps, \d s", line) for line in lines), lines
     counts = [int(line.split(": ")[1].split()[0]) for line in lines]
     assert counts == printed_at and all(b - a >= 0.2 / 0.02 - 1 for a, b in zip(counts, counts[1:], strict=False))
+
+
+def test_off_a_terminal_a_benchmarks_blocks_say_how_far_they_got_between_steps(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """task=benchmark and task=inference run a step through a warm-up and blocks, each counting its steps from
+    0 again: the lines count every step run so far, and come within the blocks, not only when they end."""
+    import time
+
+    from trainbench.timing import Plan, measure
+
+    def step(index: int) -> None:
+        time.sleep(0.01)
+
+    stepped = progress.steps_with_lines(step, "benchmark", every_s=0.2)
+    measure(stepped, lambda: None, Plan(warmup_steps=10, steps=40, repeats=2))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  benchmark:")]
+    # 90 steps of 10 ms (and the blocks' bookkeeping): about 0.9 s, a line about every 0.2 s
+    assert 2 <= len(lines) <= 6, lines
+    assert all(re.fullmatch(r"  benchmark: \d+ steps, \d s", line) for line in lines), lines
+    counts = [int(line.split(": ")[1].split()[0]) for line in lines]
+    assert counts == sorted(counts) and counts[-1] > 50  # past the first block: the count goes on across blocks

@@ -7,13 +7,13 @@ import json
 
 from conftest import with_schema
 from trainbench import tracking
+from trainbench.run_naming import run_name
 from trainbench.runs import (
     EXPERIMENT_KIND_TAG,
     SETTING_TAGS,
     SHARED_VIEW_TAG,
     comparison_settings,
     model_variant,
-    run_name,
     search_all,
     ui_url,
 )

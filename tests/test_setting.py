@@ -13,7 +13,7 @@ import pytest
 from trainbench import hardware
 from trainbench.config import params
 from trainbench.config.compose import cells_for
-from trainbench.config.registry import SCHEMAS, load_all
+from trainbench.config.plugins import SCHEMAS
 from trainbench.report.comparison import build_tables
 from trainbench.report.selection import Selection, entry
 from trainbench.setting import (
@@ -70,7 +70,6 @@ def test_every_config_field_outside_the_speed_neutral_list_splits_rows(overrides
 
 
 def test_the_speed_neutral_list_names_only_real_fields_each_with_a_reason() -> None:
-    load_all()
     fields = {
         f"{group}.{field.name}"
         for group, kinds in SCHEMAS.items()

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import runs_in, start_multirun, with_schema
+from conftest import RUN_PY, child_env, runs_in, start_multirun, with_schema
 from trainbench.config.schema import CellLimits
 from trainbench.runner import cell as runner
 from trainbench.runner.oom_evidence import OomEvidence
@@ -141,6 +141,45 @@ def test_a_store_removed_mid_sweep_ends_it_with_one_line(tmp_path) -> None:
     assert "Traceback" not in err, err[-3000:]
     (line,) = fault_lines(err)
     assert "its files were removed" in line
+
+
+def test_cells_whose_records_a_removed_store_lost_say_so_in_the_summary(tmp_path) -> None:
+    """Two cells side by side (joblib) train on while their store goes: the summary says they ran and their
+    records were lost, not `killed` with no reason (nobody stopped them) nor `not started`."""
+    store = tmp_path / "store"
+    store.mkdir()
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    (tmp_path / "sweep").mkdir()
+    with open(tmp_path / "out.txt", "w") as out:
+        running = subprocess.Popen(
+            [sys.executable, str(RUN_PY), "-m", *CELLS[1:], "seed=0,1", "task.epochs=20"]
+            + ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+            cwd=tmp_path / "sweep",
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=child_env({"MLFLOW_TRACKING_URI": with_schema(uri)}),
+        )
+        deadline = time.monotonic() + BOUND_S
+        while points(store / "mlflow.db", "epoch_time_s") < 2:
+            assert running.poll() is None and time.monotonic() < deadline, (tmp_path / "out.txt").read_text()[-3000:]
+            time.sleep(0.2)
+        shutil.rmtree(store.rename(tmp_path / "removed"))
+        running.wait(timeout=BOUND_S)
+    text = (tmp_path / "out.txt").read_text()
+    assert running.returncode == 1 and "Traceback" not in text, text[-3000:]
+    rows = [line for line in text.splitlines() if line.startswith("pytorch-mlp-cpu-bs64 seed=")]
+    assert len(rows) == 2 and all(" lost " in row and "it ran; its record was lost:" in row for row in rows), rows
+
+
+def points(database: Path, key: str) -> int:
+    if not database.exists():
+        return 0
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10) as connection:
+        try:
+            return connection.execute("select count(*) from metrics where key = ?", (key,)).fetchone()[0]
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return 0
 
 
 def test_a_cell_that_stops_making_progress_is_recorded_hung_and_the_sweep_goes_on(tmp_path) -> None:

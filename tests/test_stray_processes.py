@@ -15,6 +15,7 @@ import pytest
 
 from conftest import runs_in, start_multirun
 from servers import group_processes, kill_group
+from test_data import write_mnist
 from trainbench.runner.launchers import bound_parallelism
 
 # Cells that cost next to nothing: the cell's process hangs (debug.inject_fault=sleep) before importing a framework.
@@ -175,3 +176,46 @@ def test_a_stop_while_the_sweep_imports_exits_quietly(start, stop) -> None:
     assert "Traceback" not in err, err[-3000:]
     assert sweep.returncode == 128 + stop
     assert runs_in(uri) == []
+
+
+LOADER_CELL = [
+    "framework=pytorch",
+    "device=cpu",
+    "model=mlp",
+    "model.hidden_sizes=[16]",
+    "data=mnist",
+    "data.root=data",
+    "data.download=false",
+    "data.pipeline=loader",
+    "data.loader_workers=2",
+    "data.num_val_samples=8",
+    "batch_size=4",
+    "task.epochs=1000",
+    "tracking.system_metrics_interval_s=0",
+]
+
+
+@pytest.mark.slow
+def test_a_stop_while_loader_workers_feed_a_cell_prints_no_traceback(start, tmp_path: Path) -> None:
+    """A stop sent to the process group (a service manager's SIGTERM; Ctrl-C likewise) reaches the DataLoader's
+    worker processes too: neither they nor the cell's process may print a traceback for it."""
+    stop = signal.SIGTERM
+    write_mnist(tmp_path / "data", train=64, test=8)
+    sweep, uri = start(*LOADER_CELL)
+    pgid = sweep.pid
+
+    def workers_feeding() -> bool:  # loader workers are forked, so they carry the cell's command line
+        return len(with_command(pgid, "trainbench.runner.worker")) >= 3
+
+    try:
+        wait_until(workers_feeding, 120, "the loader's workers", sweep)
+        time.sleep(1.5)  # steps under way, batches passing from the workers
+        os.killpg(pgid, stop)
+        out, err = sweep.communicate(timeout=60)
+    finally:
+        kill_group(sweep, signal.SIGKILL, grace_s=5)
+    assert "Traceback" not in err + out and "ConnectionResetError" not in err + out, err[-3000:]
+    assert "UserWarning" not in err, err[-3000:]  # a loader over files read without a copy warns of nothing
+    assert sweep.returncode == 128 + stop, err[-3000:]
+    (cell,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert cell.data.tags["trainbench.outcome"] == "killed"

@@ -24,9 +24,8 @@ class ProbeTask(TaskConfig):
 
 @pytest.fixture
 def probe_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trainbench.config.registry import SCHEMAS, load_all
+    from trainbench.config.plugins import SCHEMAS
 
-    load_all()
     monkeypatch.setitem(SCHEMAS["task"], "probe", ProbeTask)
 
 

@@ -60,9 +60,8 @@ BACKENDS = {"cpu": "CPU", "mps": "MPS", "metal": "Metal", "cuda": "CUDA", "rocm"
 def frameworks() -> dict[str, FrameworkConfig]:
     """Each framework the doctor checks, in its order: {name: its default config}, each declaring what the doctor
     needs (`doctor`: DoctorFacts) in its light package, so a new framework needs no line here."""
-    from trainbench.config.registry import SCHEMAS, load_all
+    from trainbench.config.plugins import SCHEMAS
 
-    load_all()
     found = {name: cls() for name, cls in SCHEMAS["framework"].items() if getattr(cls, "doctor", None)}
     return dict(sorted(found.items(), key=lambda item: (facts(item[1]).rank, item[0])))
 

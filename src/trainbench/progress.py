@@ -160,6 +160,34 @@ class EpochsBar(Bar):
             line(text)
 
 
+def steps_with_lines(step: Callable[[int], None], what: str, every_s: float = 0.0) -> Callable[[int], None]:
+    """`step` as a measurement runs it in blocks (warm-up, timed blocks, a percentile pass: each block's index
+    starts again at 0), with a line (`  benchmark: 1,200 steps, 0:31`) between two steps once `every_s`
+    (STEP_LINES_EVERY_S) has passed since the first step or the last such line: off a terminal, a long block
+    otherwise shows nothing until it ends. The host work between steps is EpochsBar.steps_with_lines's: a
+    counter compared, the clock read about every CHECK_CLOCK_EVERY_S of steps, nothing waiting for the device."""
+    every_s = every_s or STEP_LINES_EVERY_S
+    check_every_s = min(CHECK_CLOCK_EVERY_S, every_s / 4)
+    started = time.monotonic()
+    due = started + every_s
+    done = 0  # steps run, over every block
+    check_at = 1  # the count of steps after which the clock is read next
+
+    def stepped(index: int) -> None:
+        nonlocal check_at, done, due
+        step(index)
+        done += 1
+        if done < check_at:
+            return
+        now = time.monotonic()
+        check_at = done + max(1, int(check_every_s * done / max(now - started, 1e-9)))
+        if now >= due:
+            due = now + every_s
+            line(f"  {what}: {done:,} steps, {duration(now - started)}")
+
+    return stepped
+
+
 # Within a long epoch, a line at most this often; the clock is read about this often between steps.
 STEP_LINES_EVERY_S = 30.0
 CHECK_CLOCK_EVERY_S = 1.0

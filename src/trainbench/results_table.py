@@ -49,10 +49,9 @@ def _tag(key: str) -> Callable[[Any], str]:
 
 def version_tags() -> set[str]:
     """The `sw.*` tags naming each framework's own releases, as each framework's config declares them."""
-    from trainbench.config.registry import SCHEMAS, load_all
+    from trainbench.config.plugins import SCHEMAS
     from trainbench.config.schema import FrameworkConfig
 
-    load_all()
     return {
         tag
         for config in SCHEMAS["framework"].values()

@@ -42,26 +42,6 @@ def search_all(
 # ------------------------------------------------------------------------------------------------ naming
 
 
-def run_name(
-    *,
-    framework: str,
-    backend: str,
-    task: str,
-    model: str | None = None,
-    batch_size: Any = None,
-    matmul_shape: str | None = None,
-    matmul_operands: str | None = None,
-    precision: str | None = None,
-) -> str:
-    """`{framework}-{model}-{backend}-bs{batch_size}`; a matmul run has no model or batch:
-    `{framework}-matmul_{shape}-{backend}-{precision}`, `matmul_{shape}_per_product` when its operands are
-    drawn inside the timed block. `backend` is the device asked for until the cell knows what ran."""
-    if task == "matmul":
-        operands = "" if matmul_operands in (None, "resident") else f"_{matmul_operands}"
-        return f"{framework}-matmul_{matmul_shape}{operands}-{backend}-{precision}"
-    return f"{framework}-{model}-{backend}-bs{batch_size}"
-
-
 # ------------------------------------------------------------------------------------- settings in words
 
 # The main quantities of a setting, as tags every cell and reference run carries: what tables and plots
@@ -111,9 +91,9 @@ MODEL_TAGS = frozenset(
 
 def _tasks() -> dict[str, Any]:
     """The tasks this install has, by name."""
-    from trainbench.config.registry import SCHEMAS, load_all
+    import trainbench.tasks.shipped  # noqa: F401  (registers each shipped task)
+    from trainbench.config.registry import SCHEMAS
 
-    load_all()
     return SCHEMAS.get("task", {})
 
 

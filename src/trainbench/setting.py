@@ -14,12 +14,16 @@ Light on purpose: the sweep's process imports it (no MLflow, no deep-learning fr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainbench.config.schema import FrameworkConfig
 
 # Config fields that do not change the measured quantity, and why. Documented in docs/mlflow-schema.md.
 SPEED_NEUTRAL = {
@@ -47,10 +51,10 @@ FRAMEWORK_NAMES = ("framework.name", "framework.package", "framework.adapter")
 # - Model YAMLs named each framework's builder; each framework now keys its own by model.name (or model.family),
 #   and PyTorch's compile mode for `auto` by the model's architecture: the same network, the same work.
 RETIRED_PARAMS = ("model.torchvision", "model.keras", "model.mlx", "model.keras_hub", "model.torch_compile_mode")
-# - PyTorch's own speed-ups sat in the shared optimize group: now framework.<knob>, where `auto` means what
-#   optimize=fast used to set (on with fast, off with none); other frameworks ignored them.
-MOVED_TO_PYTORCH = ("compile_mode", "channels_last", "fused_optimizer", "capture", "coordinate_descent_tuning")
-FAST_SWITCHES = ("channels_last", "fused_optimizer", "capture")  # what optimize=fast turned on
+# - One framework's speed-ups sat in the shared optimize group: now framework.<knob> of each framework that has
+#   the knob, where a switch's `auto` means what optimize=fast used to set (on with fast, off with none); other
+#   frameworks ignored them.
+MOVED_FROM_OPTIMIZE = ("compile_mode", "channels_last", "fused_optimizer", "capture", "coordinate_descent_tuning")
 # What a real dataset holds when its config says null (all of it): (training, validation) samples. A run
 # logs the count it loaded; a reference composed from a preset has only the null.
 FULL_SPLITS = {"cifar10": (50000, 10000), "mnist": (60000, 10000)}
@@ -87,22 +91,36 @@ def digits_split(values: Mapping[str, str]) -> tuple[int, int] | None:
 
 
 def recorded(params: Mapping[str, str]) -> dict[str, str]:
-    """A run's params under today's names (RETIRED_PARAMS dropped, MOVED_TO_PYTORCH moved), so that a run
-    recorded before a config change and one after it compare as the setting they share."""
+    """A run's params under today's names (RETIRED_PARAMS dropped, MOVED_FROM_OPTIMIZE moved), so that a run
+    recorded before a config change and one after it compare as the setting they share. A framework's fixed
+    settings (FrameworkConfig.fixed) are dropped: no choice, so no setting."""
     current = {key: value for key, value in params.items() if key not in RETIRED_PARAMS}
-    pytorch = normal(params.get("framework.name", "")) == "pytorch"
+    config = framework_config(normal(params.get("framework.name", "")))
+    fixed = config.fixed if config is not None else ()
+    own = {field.name for field in dataclasses.fields(config)} - set(fixed) if config is not None else set()
     fast = normal(params.get("optimize.name", "")) == "fast"
-    for knob in MOVED_TO_PYTORCH:
+    for knob in MOVED_FROM_OPTIMIZE:
         old = current.pop(f"optimize.{knob}", None)
-        if old is None or not pytorch or f"framework.{knob}" in current:
+        if old is None or knob not in own or f"framework.{knob}" in current:
             continue
         value = normal(old)
-        if knob in FAST_SWITCHES and value == normal(fast):
+        if config is not None and knob in config.switches and value == normal(fast):
             value = "auto"  # what optimize=fast (or none) set by itself: the new `auto`
         current[f"framework.{knob}"] = value
-    if not pytorch:
-        current.pop("framework.channels_last", None)  # always NHWC outside PyTorch: no choice, so no setting
+    for knob in fixed:
+        current.pop(f"framework.{knob}", None)
     return current
+
+
+def framework_config(name: str) -> type[FrameworkConfig] | None:
+    """The config class a framework registers (its declarations: knobs, switches, run flags), None for a name no
+    framework of this checkout registers (a published row's)."""
+    import trainbench.frameworks.shipped  # noqa: F401  (registers each shipped framework)
+    from trainbench.config.registry import SCHEMAS
+    from trainbench.config.schema import FrameworkConfig
+
+    config = SCHEMAS.get("framework", {}).get(name)
+    return config if isinstance(config, type) and issubclass(config, FrameworkConfig) else None
 
 
 def setting_key(values: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from trainbench.config.catalogue import flatten
 from trainbench.config.errors import ConfigError, PlainError, first_line, need
-from trainbench.config.registry import SCHEMAS, kind_of, load_all
+from trainbench.config.registry import SCHEMAS, kind_of
 from trainbench.config.schema import (
     GROUPS,
     CellConfig,
@@ -31,6 +31,7 @@ from trainbench.config.schema import (
     LaunchInfo,
     SweepSettings,
     TrackingConfig,
+    replace,
 )
 from trainbench.locations import CONF_DIR, PROJECT_ROOT, choices
 
@@ -45,6 +46,7 @@ __all__ = [
     "from_spec",
     "need",
     "params",
+    "replace",
     "to_spec",
     "validate",
 ]
@@ -223,22 +225,11 @@ def to_spec(cell: CellConfig) -> dict[str, Any]:
 
 
 def from_spec(spec: dict[str, Any]) -> CellConfig:
+    from trainbench.config import plugins
+
     values = dict(spec["cell"])
     for group, kind in spec["kinds"].items():
-        values[group] = SCHEMAS[group][kind](**values[group])
+        values[group] = plugins.SCHEMAS[group][kind](**values[group])
     for key, cls in SETTING_TYPES.items():
         values[key] = cls(**values[key])
     return CellConfig(**values)
-
-
-def replace(cell: CellConfig, **changes: Any) -> CellConfig:
-    """A copy of `cell` with top-level fields or `group={field: value}` changes applied."""
-    updated: dict[str, Any] = {}
-    for key, value in changes.items():
-        current = getattr(cell, key)
-        updated[key] = dataclasses.replace(current, **value) if isinstance(value, dict) else value
-    return dataclasses.replace(cell, **updated)
-
-
-# Last: the framework and task modules that register schemas import this module's functions.
-load_all()

@@ -12,7 +12,6 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from trainbench.config.registry import SCHEMAS
 from trainbench.locations import CONF_DIR, choices
 
 
@@ -91,6 +90,8 @@ def describe_group(group: str, overrides: list[str]) -> str | None:
 
 def schema_of(group: str, choice: str) -> type | None:
     """The schema class a YAML choice extends (read from its defaults list)."""
+    from trainbench.config.plugins import SCHEMAS
+
     path = CONF_DIR / group / f"{choice}.yaml"
     seen = set()
     while path.exists() and path not in seen:  # a choice may extend another choice (mlp_deep: mlp)

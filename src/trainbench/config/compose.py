@@ -18,6 +18,8 @@ from typing import Any, NoReturn
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+# Hydra composes each choice into the schema it names: every shipped framework's and task's registered.
+import trainbench.config.plugins  # noqa: F401
 from trainbench.config import CellConfig, validate
 from trainbench.config.catalogue import (
     choices_groups,

@@ -9,6 +9,8 @@ records `unavailable`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from trainbench.config.errors import ConfigError, PlainError, need
 from trainbench.config.schema import (
     GROUPS,
@@ -142,28 +144,32 @@ def _host_memory() -> int:
 def _model_and_framework(cell: CellConfig) -> None:
     framework, model = cell.framework, cell.model
     if framework.builds(model) is None:
-        from trainbench.config.registry import SCHEMAS
-        from trainbench.locations import choices
-
-        able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).builds(model) is not None]
+        able = frameworks_that(lambda other: other.builds(model) is not None)
         raise PlainError(
             "model",
             f"`framework`={framework.name!r} cannot build model `{model.name}`: "
-            f"choose framework={' or framework='.join(able) or '(none has a builder)'}, "
+            f"choose {able or 'framework=(none has a builder)'}, "
             f"or another model",
         )
     if isinstance(model, VisionModel) and model.pretrained:
-        from trainbench.config.registry import SCHEMAS
-        from trainbench.locations import choices
-
-        able = [name for name in choices("framework") if _framework_named(name, SCHEMAS).loads_pretrained()]
+        able = frameworks_that(lambda other: other.loads_pretrained())
         need(
             framework.loads_pretrained(),
             "model.pretrained",
             True,
-            f"pretrained weights are torchvision's (framework={' or framework='.join(able)} only); "
+            f"pretrained weights load in {able or 'no framework'} only; "
             f"framework={framework.name} starts from random weights: use model.pretrained=false",
         )
+
+
+def frameworks_that(able: Callable[[FrameworkConfig], bool]) -> str:
+    """`framework=a or framework=b`: the frameworks (conf/framework/) whose default config `able` accepts, for a
+    refusal's way out; "" when none does."""
+    import trainbench.frameworks.shipped  # noqa: F401  (registers each shipped framework's config)
+    from trainbench.config.registry import SCHEMAS
+    from trainbench.locations import choices
+
+    return " or ".join(f"framework={name}" for name in choices("framework") if able(_framework_named(name, SCHEMAS)))
 
 
 def _framework_named(name: str, schemas: dict[str, dict[str, type]]) -> FrameworkConfig:

@@ -12,6 +12,7 @@ Light on purpose: imported by the parent process, which never imports a deep-lea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -99,7 +100,9 @@ class DoctorFacts:
     also_on_cpu: bool = False  # on a machine with a GPU, checked on its CPU as well
 
 
-NHWC_ONLY = "this framework always runs convolutions NHWC (channels_last); only framework=pytorch can switch it"
+# The run flags every framework's adapter records: whether it compiled the step (torch.compile, XLA's jit,
+# mx.compile), whether convolutions ran NHWC, the autocast dtype, whether fp32 matmuls ran as TF32.
+SHARED_RUN_FLAGS = ("trainbench.compile", "trainbench.channels_last", "trainbench.autocast", "trainbench.tf32")
 
 
 @dataclass
@@ -121,6 +124,16 @@ class FrameworkConfig(Choice):
     builders: ClassVar[Mapping[str, str]] = {}
     # The version tags (`sw.*`) its adapter records that name the framework's own releases.
     version_tags: ClassVar[tuple[str, ...]] = ()
+    # The tags its adapter records that say how it ran a setting, beyond those every framework records
+    # (SHARED_RUN_FLAGS): the report tells them per row where its columns differ. An adapter records its own
+    # flags only, never another framework's.
+    run_flags: ClassVar[tuple[str, ...]] = ()
+    # Its own settings that take true | false | auto (`auto`: on with optimize=fast), and those it has only so
+    # that a preset for every framework may name them while it has one way only (Keras' NHWC channels_last):
+    # those say nothing about how a run differs, so a comparison leaves them out.
+    switches: ClassVar[tuple[str, ...]] = ()
+    fixed: ClassVar[tuple[str, ...]] = ()
+    apple_gpu_backend: ClassVar[str] = "metal"  # what its runs on an Apple GPU tag as trainbench.backend
     doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
 
     def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:
@@ -136,6 +149,11 @@ class FrameworkConfig(Choice):
     def loads_pretrained(self) -> bool:
         """Whether model.pretrained=true can load a model's weights file in this framework."""
         return False
+
+    def in_force(self, knob: str, optimize: OptimizeConfig) -> Any:
+        """This framework's own setting `knob` as a cell runs it (a framework whose switches take `auto` says what
+        `auto` means under `optimize`); None where it has no such setting."""
+        return getattr(self, knob, None)
 
     def precisions(self, backend_kind: str) -> tuple[str, ...]:
         """Precisions this framework can run on a `cpu` or `gpu` device."""
@@ -832,3 +850,12 @@ GROUPS = ("framework", "device", "model", "data", "task", "precision", "optim", 
 
 ConfigStore.instance().store(group="schema", name="cell", node=CellConfig, provider="trainbench")
 SETTINGS = ("tracking", "cell", "sweep", "debug")
+
+
+def replace(cell: CellConfig, **changes: Any) -> CellConfig:
+    """A copy of `cell` with top-level fields or `group={field: value}` changes applied."""
+    updated: dict[str, Any] = {}
+    for key, value in changes.items():
+        current = getattr(cell, key)
+        updated[key] = dataclasses.replace(current, **value) if isinstance(value, dict) else value
+    return dataclasses.replace(cell, **updated)

@@ -1,7 +1,8 @@
 """Framework adapters: one package per framework (pytorch, tensorflow, jax, mlx, and keras for what the two
 Keras frameworks share). Each package's __init__ is light: the framework's config dataclass and what it can
 build, registered as `schema/framework/<name>`. Its `adapter` module is the only code importing the
-framework, loaded only inside a cell's own process. Adding a framework = one package + one YAML."""
+framework, loaded only inside a cell's own process. Adding a framework = one package, its line in
+frameworks/shipped.py (which registers it) and one YAML."""
 
 from __future__ import annotations
 
@@ -39,6 +40,22 @@ def not_installed(cells: Iterable[CellConfig]) -> str | None:
                 f"import: install trainbench's [{framework.package}] extra: {install_command(framework.package)}"
             )
     return None
+
+
+def always_nhwc() -> str:
+    """Why framework.channels_last=false is refused by a framework whose convolutions are always NHWC: the
+    frameworks that can switch it, as they declare it (FrameworkConfig.switches)."""
+    from trainbench.config.registry import SCHEMAS
+    from trainbench.config.schema import FrameworkConfig
+
+    able = [
+        name
+        for name, config in SCHEMAS.get("framework", {}).items()
+        if issubclass(config, FrameworkConfig) and "channels_last" in config.switches
+    ]
+    return "this framework always runs convolutions NHWC (channels_last); " + (
+        f"only framework={' or framework='.join(sorted(able))} can switch it" if able else "none can switch it"
+    )
 
 
 def _importable(module: str) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -75,12 +75,8 @@ class EpochResult:
 class Trainer(Protocol):
     """A model bound to its data, optimizer and loss on the cell's device: the train task's loop calls
     `begin_epoch`, then `step(i)` for i in range(steps_per_epoch) inside one timed block, then
-    `end_epoch` and `evaluate` outside it. Steps must not synchronize the host with the device.
-
-    A trainer built for task.timed_region=fit / build_fit may instead have a fit of its own,
-    `fit(epochs, sync_every_step) -> [(seconds, EpochResult), ...]` (Keras' model.fit on host arrays), which the
-    train task then times in place of its loop (trainbench.tasks.train.fit_epochs), and `host_prep_time_s`, the
-    seconds its set-up spent preparing those host arrays (recorded by build_fit, whose block holds them)."""
+    `end_epoch` and `evaluate` outside it. Steps must not synchronize the host with the device. A trainer built
+    for task.timed_region=fit / build_fit may instead be a FittingTrainer."""
 
     steps_per_epoch: int
     samples_per_epoch: int
@@ -101,6 +97,20 @@ class Trainer(Protocol):
 
     def inference_step(self, batch_size: int) -> Callable[[], None]:
         """One forward pass in eval mode without gradients on a resident batch of `batch_size`."""
+
+
+@runtime_checkable
+class FittingTrainer(Protocol):
+    """A trainer with a fit of its own (Keras' model.fit on host arrays), built for task.timed_region=fit /
+    build_fit: the train task times `fit` in place of its loop (trainbench.tasks.train.fit_epochs)."""
+
+    # The seconds its set-up spent preparing the host arrays fit reads (recorded by build_fit, whose block
+    # holds them).
+    host_prep_time_s: float
+
+    def fit(self, epochs: int, sync_every_step: bool = False) -> list[tuple[float, EpochResult]]:
+        """(seconds, result) of each of `epochs` epochs; with sync_every_step, each step waits for the device."""
+        ...
 
 
 @dataclass(frozen=True)

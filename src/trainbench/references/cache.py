@@ -30,14 +30,13 @@ FORMAT = "1"  # bump when ReferenceRun's fields change
 
 def _composer_fingerprint() -> str:
     """A hash of everything a row's composition reads besides the row: the package's code, conf/, Hydra."""
-    import trainbench
     from trainbench.locations import CONF_DIR
 
     digest = hashlib.sha256(FORMAT.encode())
     for package in ("hydra-core", "omegaconf"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             digest.update(f"{package}={importlib.metadata.version(package)}".encode())
-    for top in (Path(trainbench.__file__).parent, CONF_DIR):
+    for top in (Path(__file__).parent.parent, CONF_DIR):
         for path in sorted(p for p in top.rglob("*") if p.suffix in (".py", ".yaml") and p.is_file()):
             digest.update(str(path.relative_to(top)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]

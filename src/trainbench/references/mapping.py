@@ -24,7 +24,8 @@ from trainbench.references.validating import (
     metric_rule,
     precision_of,
 )
-from trainbench.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, run_name, setting_name
+from trainbench.run_naming import run_name
+from trainbench.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, setting_name
 
 # What makes two rows figures of the same reference cell (and so of the same run).
 IDENTITY = (
@@ -272,9 +273,17 @@ def reference_params(
     if task != "matmul":
         params["data.pipeline"] = settings.get("pipeline") or "device"
     params["optimize.compile"] = compiled(first)
-    if params["framework.name"] == "pytorch":  # Keras and MLX are always NHWC
+    if switches(params["framework.name"], "channels_last"):  # one without the switch has a single layout
         params["framework.channels_last"] = channels_last_knob(settings, compiled(first))
     return params
+
+
+def switches(framework: str, knob: str) -> bool:
+    """Whether `framework` declares `knob` a setting of its own that it can switch (FrameworkConfig.switches)."""
+    from trainbench.setting import framework_config
+
+    config = framework_config(framework)
+    return config is not None and knob in config.switches
 
 
 def channels_last_knob(settings: dict[str, str], fast: bool) -> str:
@@ -353,8 +362,8 @@ def expected_cell(
     if task == "train":
         expected["task.epochs"] = figures.epochs
         expected["data.num_samples"] = workload.samples_per_epoch
-    if first["framework"].lower() == "pytorch" and settings.get("channels_last"):
-        expected["framework.channels_last"] = settings["channels_last"] == "true"  # Keras and MLX are always NHWC
+    if switches(first["framework"].lower(), "channels_last") and settings.get("channels_last"):
+        expected["framework.channels_last"] = settings["channels_last"] == "true"
     return expected
 
 
@@ -364,9 +373,9 @@ def _composed(cell: Any, key: str) -> Any:
 
     if key == "batch_size":
         return cell.batch_size
-    if key == "framework.channels_last":  # PyTorch's switch as in force: `auto` follows optimize=fast
-        return cell.framework.wants("channels_last", cell.optimize)
     group, _, name = key.partition(".")
+    if group == "framework":  # the framework's own setting as in force (`auto` resolved)
+        return cell.framework.in_force(name, cell.optimize)
     value = getattr(getattr(cell, group), name, None)
     if key == "data.num_samples" and value is None:
         return FULL_SPLITS.get(cell.data.name, (None,))[0]

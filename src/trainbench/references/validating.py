@@ -150,7 +150,9 @@ def _device(row: CsvRow) -> str | None:
 def _framework(row: CsvRow) -> str | None:
     if re.fullmatch(r"[a-z][a-z0-9_]*", row["framework"].lower()):
         return None
-    return bad("framework", row["framework"], "a framework name such as pytorch or tensorflow")
+    from trainbench.locations import choices
+
+    return bad("framework", row["framework"], f"a framework name such as {' or '.join(choices('framework')[:2])}")
 
 
 def _batch_size(row: CsvRow) -> str | None:
@@ -236,5 +238,8 @@ def backend_of(row: CsvRow) -> str | None:
     if "metal" in accelerator.lower():
         return "metal"
     if accelerator.startswith("Apple"):
-        return "mps" if row["framework"].lower() == "pytorch" else "metal"
+        from trainbench.setting import framework_config
+
+        config = framework_config(row["framework"].lower())
+        return config.apple_gpu_backend if config is not None else "metal"
     return "cuda" if NVIDIA.search(accelerator) else None

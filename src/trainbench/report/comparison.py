@@ -154,16 +154,15 @@ def name_look_alikes(rows: list[Row]) -> list[Row]:
     return rows
 
 
-# How each framework ran a setting, as its runs tag it: told per row where the columns differ.
-RUN_FLAGS = (
-    "trainbench.compile",
-    "torch.compile_mode",
-    "trainbench.channels_last",
-    "trainbench.fused_optimizer",
-    "trainbench.capture",
-    "trainbench.autocast",
-    "trainbench.tf32",
-)
+def run_flags() -> tuple[str, ...]:
+    """How each framework ran a setting, as its runs tag it: told per row where the columns differ. The flags
+    every framework records, then each registered framework's own (FrameworkConfig.run_flags)."""
+    from trainbench.config.plugins import SCHEMAS
+    from trainbench.config.schema import SHARED_RUN_FLAGS, FrameworkConfig
+
+    frameworks = [config for config in SCHEMAS.get("framework", {}).values() if issubclass(config, FrameworkConfig)]
+    declared = (flag for config in frameworks for flag in config.run_flags)
+    return tuple(dict.fromkeys((*SHARED_RUN_FLAGS, *declared)))
 
 
 def build_row(members: list[Entry], metric: str) -> Row:
@@ -205,7 +204,7 @@ def columns_differ(by_column: dict[Column, list[Entry]]) -> str:
         ("compared", _distinct(c.across for c, _ in ordered)),
         *(
             (flag.split(".", 1)[1], _distinct(e.tags[flag] for _, runs in ordered for e in runs if flag in e.tags))
-            for flag in RUN_FLAGS
+            for flag in run_flags()
         ),
     ):
         if len(values) > 1:

@@ -244,9 +244,8 @@ def _across(key: str, across: tuple[str, ...]) -> bool:
 
 def _default_knob(framework: str, knob: str, value: str) -> bool:
     """Whether a framework setting has its schema's default (a column names only the ones that do not)."""
-    from trainbench.config.registry import SCHEMAS, load_all
+    from trainbench.config.plugins import SCHEMAS
 
-    load_all()
     cls = SCHEMAS.get("framework", {}).get(framework)
     if cls is None:
         return False

@@ -9,6 +9,7 @@ reference. Ratios are "higher = faster" whatever the metric (a total time is inv
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import sys
@@ -68,7 +69,15 @@ def machine_of(e: Entry) -> str:
     name = e.column.hw_label
     if e.column.reference:
         return f"{name} [published: {e.column.source}]"
-    return name if e.column.framework == "pytorch" else f"{name} ({e.column.framework})"
+    return name if e.column.framework == default_framework() else f"{name} ({e.column.framework})"
+
+
+@functools.cache
+def default_framework() -> str | None:
+    """The framework a cell runs unless told (conf/config.yaml): its machines need no framework named."""
+    from trainbench.config.catalogue import default_choice
+
+    return default_choice("framework")
 
 
 def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERENCE_MACHINE) -> SuiteSummary:

@@ -124,7 +124,7 @@ class _Prober:
 
     def __init__(self, cell: CellConfig) -> None:
         from trainbench.config import replace
-        from trainbench.config.registry import SCHEMAS
+        from trainbench.config.plugins import SCHEMAS
 
         self.cell = replace(cell, framework=cell.framework.for_probes())
         self.task = SCHEMAS["task"]["benchmark"](name="benchmark", warmup_steps=PROBE_WARMUP_STEPS, steps=1)

@@ -383,14 +383,19 @@ class Sweep:
         for i, name in enumerate(self.names):
             if i in results:
                 found = results[i]
-                outcome = "killed" if found.outcome == "running" else found.outcome
+                outcome, reason = found.outcome, found.reason
+                if found.outcome == "running" and broken is not None:
+                    # Its run was read back still open: the cell ran, and its outcome never reached the store.
+                    outcome, reason = "lost", f"it ran; its record was lost: {broken}"
+                elif found.outcome == "running":
+                    outcome = "killed"
                 rows.append(
                     CellResult(
                         i + 1,
                         name if found.outcome == "skipped" else found.name or name,
                         outcome,
                         found.samples_per_s,
-                        found.reason,
+                        reason,
                         found.run_id,
                         found.peak_tflops,
                     )
@@ -624,15 +629,16 @@ def _hydra_value(value: Any) -> str:
 
 
 def browse_hint(uri: str) -> str:
+    """How to open this sweep in MLflow's UI. `mlflow ui` starts on its home page (a list of experiments) and
+    has no option to start elsewhere, so the hint sends the reader on to the links printed beside it, which
+    open the sweep's runs and the compare view directly."""
+    then = ", then open the Browse link (or a Side by side link to compare machines)"
     if uri == tracking.default_tracking_uri():
-        return (
-            "browse with `mlflow ui` from the project root"
-            if tracking.default_store_folder() == PROJECT_ROOT
-            else "browse with `mlflow ui` from this folder"
-        )
+        where = "the project root" if tracking.default_store_folder() == PROJECT_ROOT else "this folder"
+        return f"start MLflow's UI with `mlflow ui` from {where}{then}"
     if uri.startswith(("http://", "https://")):
-        return "the server's own UI"
-    return f"browse with `mlflow ui --backend-store-uri {tracking.pasteable(uri)}`"
+        return "open the Browse link in the server's own UI (or a Side by side link to compare machines)"
+    return f"start MLflow's UI with `mlflow ui --backend-store-uri {tracking.pasteable(uri)}`{then}"
 
 
 def where_it_stands(store: Any, uri: str, experiment_id: str, mine: set[str], sweep_id: str) -> Path | None:

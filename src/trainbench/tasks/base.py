@@ -55,9 +55,9 @@ class Task(TaskConfig):
         return cell
 
     def run_name(self, cell: CellConfig, backend: str) -> str:
-        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.runs.run_name, the one naming rule);
+        """`{framework}-{model}-{backend}-bs{batch_size}` (trainbench.run_naming.run_name, the one naming rule);
         before the backend is known, the device asked for."""
-        from trainbench.runs import run_name
+        from trainbench.run_naming import run_name
 
         return run_name(
             framework=cell.framework.name,

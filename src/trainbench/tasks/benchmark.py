@@ -33,10 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trainbench.config import replace
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
-from trainbench.config.schema import SyntheticImages, SyntheticText, finite, need_count
+from trainbench.config.schema import SyntheticImages, SyntheticText, finite, need_count, replace
 from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data, noise_tags, throughput_extras
 
 if TYPE_CHECKING:
@@ -97,14 +96,17 @@ class BenchmarkTask(Task):
             )
 
     def check_cell(self, cell: CellConfig) -> None:
+        from trainbench.config.judge import frameworks_that
+
         super().check_cell(cell)
         if self.timed_region == "fit":
             need(
                 cell.framework.fit() == "model.fit",
                 "task.timed_region",
                 "fit",
-                f"times Keras' model.fit, which framework={cell.framework.name} does not have: use framework="
-                "tensorflow or jax, or task.timed_region=steps",
+                f"times the framework's own model.fit, which framework={cell.framework.name} does not have: use "
+                + frameworks_that(lambda other: other.fit() == "model.fit")
+                + ", or task.timed_region=steps",
             )
             need(
                 cell.device.count == 1,
@@ -129,7 +131,7 @@ class BenchmarkTask(Task):
             return self._run_fit(framework, cell, log, device)
         model, data, flops = model_and_data(framework, cell, log)
         sync = device.bound.synchronize
-        step = indexed(framework.trainer(model, data, cell).resident_step())
+        step = progress.steps_with_lines(indexed(framework.trainer(model, data, cell).resident_step()), "benchmark")
         batch = min(int(cell.batch_size), len(data.train)) * device.count  # batch_size is per device
         clock = device.bound.step_clock()
 

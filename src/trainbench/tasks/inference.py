@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trainbench.config import replace
 from trainbench.config.registry import schema
-from trainbench.config.schema import SyntheticImages, SyntheticText, need_count
+from trainbench.config.schema import SyntheticImages, SyntheticText, need_count, replace
 from trainbench.tasks.base import DeviceInfo, Task, energy_meter, model_and_data, noise_tags, throughput_extras
 
 if TYPE_CHECKING:
@@ -59,13 +58,19 @@ class InferenceTask(Task):
             throughput=False,
         )
         single = measure(
-            indexed(trainer.inference_step(1)), sync, requests, device.bound.step_clock(), None, device.backend
+            progress.steps_with_lines(indexed(trainer.inference_step(1)), "batch 1 latency"),
+            sync,
+            requests,
+            device.bound.step_clock(),
+            None,
+            device.backend,
         )
         latency = StepStats.of(single.step_times_s)
 
         progress.phase(f"batch {batch} throughput: {self.steps} passes after {self.warmup_steps} warm-up ones")
         meter = energy_meter(device)
-        passes = measure(indexed(trainer.inference_step(batch)), sync, Plan(self.warmup_steps, self.steps), None, meter)
+        passing = progress.steps_with_lines(indexed(trainer.inference_step(batch)), f"batch {batch} throughput")
+        passes = measure(passing, sync, Plan(self.warmup_steps, self.steps), None, meter)
         figures = passes.figures(batch)
         log.tags(
             {

@@ -66,7 +66,7 @@ class MatmulTask(Task):
         need_count(self.steps, f"{at}.steps", 1, 10**6, "")
 
     def run_name(self, cell: CellConfig, backend: str) -> str:
-        from trainbench.runs import run_name
+        from trainbench.run_naming import run_name
 
         return run_name(
             framework=cell.framework.name,

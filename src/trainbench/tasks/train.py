@@ -106,6 +106,8 @@ class TrainTask(Task):
         self.check_timing(at, TIMED_REGIONS)
 
     def check_cell(self, cell: CellConfig) -> None:
+        from trainbench.config.judge import frameworks_that
+
         super().check_cell(cell)
         framework, count = cell.framework, cell.device.count
         if cell.data.pipeline == "loader":
@@ -120,8 +122,8 @@ class TrainTask(Task):
                 framework.input_pipeline() is not None,
                 "data.pipeline",
                 "loader",
-                f"framework={framework.name} has no loader pipeline yet: use data.pipeline=device, or framework="
-                "pytorch, tensorflow or jax",
+                f"framework={framework.name} has no loader pipeline yet: use data.pipeline=device, or "
+                + frameworks_that(lambda other: other.input_pipeline() is not None),
             )
             need(count == 1, "device.count", count, "data.pipeline=loader runs on one device: use device.count=1")
         if self.timed_region != "epoch":
@@ -254,9 +256,11 @@ class TrainTask(Task):
             progress.line(_epoch_line(stats, self.epochs))
         summary = self._summary(epochs, total.seconds, meter, log)
         if device_init_s is not None:
+            from trainbench.frameworks.base import FittingTrainer
+
             summary["device_init_time_s"] = device_init_s
             summary["total_time_with_device_init_s"] = device_init_s + total.seconds
-            summary["host_prep_time_s"] = getattr(trainer, "host_prep_time_s", None)
+            summary["host_prep_time_s"] = trainer.host_prep_time_s if isinstance(trainer, FittingTrainer) else None
         throughput_extras(summary, data, flops, device, cell, log)
         return summary
 
@@ -328,11 +332,11 @@ def epoch_noise(steady: list[EpochStats], epochs: int, summary: dict[str, Any]) 
 def fit_epochs(device: Device, trainer: Trainer, epochs: int, sync_every_step: bool) -> list[tuple[float, EpochResult]]:
     """The training call of timed_region=fit / build_fit: (seconds, result) per epoch. A trainer with a fit of
     its own (Keras' model.fit) runs it; otherwise trainbench's epoch loop, each epoch between synchronizations."""
+    from trainbench.frameworks.base import FittingTrainer
     from trainbench.timing import time_block
 
-    own_fit = getattr(trainer, "fit", None)
-    if own_fit is not None:
-        return own_fit(epochs, sync_every_step)
+    if isinstance(trainer, FittingTrainer):
+        return trainer.fit(epochs, sync_every_step)
 
     def read_back(index: int) -> None:
         trainer.step(index)

@@ -405,10 +405,13 @@ if TYPE_CHECKING:
     from trainbench.frameworks import base
 
     def _held_to_the_contract(
-        adapter: Adapter, device: JaxDevice, trainer: Trainer, loader_trainer: LoaderTrainer
+        adapter: Adapter, device: JaxDevice, trainer: Trainer, loader_trainer: LoaderTrainer, cell: CellConfig
     ) -> None:
         """trainbench.frameworks.load imports adapters by name, so no call site ties them to the contract: this
-        does. mypy checks each class against the Protocol it stands for and names any member it lacks."""
+        does. mypy checks each class against the Protocol it stands for and names any member it lacks, and
+        refuses to build an adapter or device that lacks one of the Keras backend's own (keras.adapter's
+        KerasBackend, KerasDeviceMemory, KerasPredict)."""
+        Adapter(cell), JaxDevice(adapter)
         _adapter: base.Framework = adapter
         _device: base.Device = device
         _trainer: base.Trainer = trainer

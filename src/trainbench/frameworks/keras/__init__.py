@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from trainbench.config.errors import need
-from trainbench.config.schema import NHWC_ONLY, FrameworkConfig
+from trainbench.config.schema import FrameworkConfig
+from trainbench.frameworks import always_nhwc
 
 if TYPE_CHECKING:
     from trainbench.config.schema import ModelConfig
@@ -36,9 +37,10 @@ class KerasConfig(FrameworkConfig):
     # every framework (the scaling study) can ask for NHWC where PyTorch has the choice; settings ignore it here
     # (trainbench.setting.recorded), as there is nothing to choose.
     channels_last: bool = True
+    fixed: ClassVar[tuple[str, ...]] = ("channels_last",)
 
     def check(self, at: str) -> None:
-        need(self.channels_last is True, f"{at}.channels_last", self.channels_last, NHWC_ONLY)
+        need(self.channels_last is True, f"{at}.channels_last", self.channels_last, always_nhwc())
 
     def fit(self) -> str | None:
         return "model.fit"

@@ -25,7 +25,7 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
@@ -37,7 +37,56 @@ DTYPE_POLICIES = {None: "float32", "bfloat16": "mixed_bfloat16", "float16": "mix
 PREPARED_SHARE = 0.25  # prepare all inputs up front when they take at most this share of memory
 
 
-class KerasAdapter:
+class KerasBackend(Protocol):
+    """What each Keras backend's adapter adds to KerasAdapter: how it binds, waits for and fills its device, names
+    its releases, compiles, trains and runs a product. KerasAdapter subclasses this Protocol, so a backend's
+    adapter that lacks one of these is abstract and mypy refuses to build it (its module's
+    `_held_to_the_contract`)."""
+
+    def bind_device(self, device: DeviceConfig) -> str:
+        """Bind the backend's devices; return the backend that runs (cpu, cuda, metal)."""
+
+    def version(self) -> str:
+        """The backend framework's own release (trainbench.framework_version)."""
+
+    def synchronize(self) -> None:
+        """Wait for the cell's queued device work (the backend's way: trainers leave what they queued last in
+        `pending` and `device_state`)."""
+
+    def backend_versions(self) -> dict[str, str]:
+        """The `sw.*` tags of the backend and the libraries under it, as loaded in this process."""
+
+    def jit_compile(self) -> bool:
+        """Whether model.compile asks for XLA's jit on this backend and device (trainbench.compile)."""
+
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
+        """The backend's trainbench.frameworks.base.Trainer for this cell (its loop, its loader or Keras' fit)."""
+
+    def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
+        """The product as the backend runs it, on operands of `matmul_dtype`."""
+
+    def on_device(self, array: Any) -> Any:
+        """`array` (host memory) as a tensor on the cell's device."""
+
+
+class KerasDeviceMemory(Protocol):
+    """How each backend's device reads its memory: KerasDevice subclasses this Protocol (see KerasBackend)."""
+
+    def peak_memory_mb(self) -> float | None:
+        """The most memory the cell's tensors held on the device, in MiB; None where it cannot be read."""
+
+    def pool_mb(self) -> tuple[float, float] | None:
+        """(in use, reserved) by the backend's allocator, in MiB; None where it cannot be read."""
+
+
+class KerasPredict(Protocol):
+    """What each backend's trainer adds to KerasTrainer: KerasTrainer subclasses this Protocol (see KerasBackend)."""
+
+    def make_predict(self) -> Callable[[Any], Any]:
+        """The compiled forward pass in eval mode, inputs -> outputs, that inference_step runs."""
+
+
+class KerasAdapter(KerasBackend):
     """The contract's five calls (bind, describe, build, trainer, matmul) as Keras has them on every backend; each
     backend's subclass adds how it binds the device, waits for it and runs a product."""
 
@@ -83,18 +132,6 @@ class KerasAdapter:
 
         return Description(self.version(), {**self.versions(), **self.flags()})
 
-    def bind_device(self, device: DeviceConfig) -> str:
-        """Bind the backend's devices; return the backend that runs (cpu, cuda, metal)."""
-        raise NotImplementedError
-
-    def version(self) -> str:
-        raise NotImplementedError
-
-    def synchronize(self) -> None:
-        """Wait for the cell's queued device work (the backend's way: trainers leave what they queued last in
-        `pending` and `device_state`)."""
-        raise NotImplementedError
-
     def versions(self) -> dict[str, str]:
         import keras
 
@@ -102,9 +139,6 @@ class KerasAdapter:
         if self.cell.model.input == "text":
             tags["sw.keras_hub"] = installed("keras-hub")
         return tags
-
-    def backend_versions(self) -> dict[str, str]:
-        raise NotImplementedError
 
     def flags(self) -> dict[str, str]:
         from trainbench.config.schema import VisionModel
@@ -115,17 +149,12 @@ class KerasAdapter:
             "trainbench.compile": str(self.jit_compile()).lower(),
             # Keras' convolutions are NHWC on every backend (trainbench never asks for channels_first).
             "trainbench.channels_last": str(isinstance(self.cell.model, VisionModel)).lower(),
-            "trainbench.fused_optimizer": "false",
-            "trainbench.capture": "false",
             "keras.backend": self.keras_backend,
             "keras.dtype_policy": self.policy,
         }
         if self.compile_reason:
             tags["trainbench.compile_reason"] = self.compile_reason
         return tags
-
-    def jit_compile(self) -> bool:
-        raise NotImplementedError
 
     def build(self, model: ModelConfig, data: Dataset) -> BuiltModel:
         import keras
@@ -145,18 +174,11 @@ class KerasAdapter:
             network, models.count_trainable(network), lambda training: models.flops_per_sample(network, training)
         )
 
-    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
-        raise NotImplementedError
-
     def matmul(self, n: int, shape: str, fresh_operands: bool = False) -> Matmul:
         from trainbench.frameworks.base import Matmul
 
         step = self.matmul_step(n, shape, fresh_operands)
         return Matmul(step, 4 if (self.cell.precision.autocast or "float32") == "float32" else 2)
-
-    def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
-        """The product as the backend runs it, on operands of `matmul_dtype`."""
-        raise NotImplementedError
 
     def matmul_dtype(self) -> str:
         from trainbench.frameworks.base import DeviceUnavailable
@@ -212,9 +234,6 @@ class KerasAdapter:
 
         return (keras.ops.concatenate(chunks, axis=0) if len(chunks) > 1 else chunks[0]), labels, True
 
-    def on_device(self, array: Any) -> Any:
-        raise NotImplementedError
-
     def memory_bytes(self) -> int:
         """The device's memory: the GPU's as the probes read it, else the host's."""
         import psutil
@@ -237,7 +256,7 @@ class KerasAdapter:
         yield
 
 
-class KerasDevice:
+class KerasDevice(KerasDeviceMemory):
     """The device(s) a Keras cell runs on (trainbench.frameworks.base.Device): one device, or the replicas of
     keras.distribution.DataParallel / tf MirroredStrategy. Each backend's subclass reads memory its own way."""
 
@@ -255,17 +274,11 @@ class KerasDevice:
     def step_clock(self) -> StepClock | None:
         return None  # no device events in TensorFlow or JAX
 
-    def peak_memory_mb(self) -> float | None:
-        raise NotImplementedError
-
     def after_task(self) -> AfterTask:
         from trainbench.frameworks.base import AfterTask
 
         peak = self.peak_memory_mb()
         return AfterTask(peak, {} if peak is None else {"memory.source": self.memory_source})
-
-    def pool_mb(self) -> tuple[float, float] | None:
-        raise NotImplementedError
 
     def release(self, network: Any) -> bool:
         """Never: XLA's and TensorFlow's BFC allocators are not reliably usable after running out of memory, so
@@ -386,7 +399,7 @@ def _step_read_back(keras: Any) -> Any:
     return StepReadBack()
 
 
-class KerasTrainer:
+class KerasTrainer(KerasPredict):
     """The base of both backends' trainers (trainbench.frameworks.base.Trainer): data on the device, the
     model compiled, metrics read back after each epoch. Subclasses make the compiled steps."""
 
@@ -448,9 +461,6 @@ class KerasTrainer:
             self.adapter.pending = predict(x)
 
         return forward
-
-    def make_predict(self) -> Callable[[Any], Any]:
-        raise NotImplementedError
 
 
 class HostBatches:
@@ -526,3 +536,11 @@ def installed(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return ""
+
+
+if TYPE_CHECKING:
+    from trainbench.frameworks import base
+
+    def _held_to_the_contract(fit_trainer: FitTrainer) -> None:
+        """The train task finds Keras' own fit by the FittingTrainer Protocol: mypy holds FitTrainer to it."""
+        _fit_trainer: base.FittingTrainer = fit_trainer

@@ -8,7 +8,8 @@ from typing import ClassVar
 
 from trainbench.config.errors import need
 from trainbench.config.registry import schema
-from trainbench.config.schema import NHWC_ONLY, DoctorFacts, FrameworkConfig
+from trainbench.config.schema import DoctorFacts, FrameworkConfig
+from trainbench.frameworks import always_nhwc
 
 # Architecture (trainbench.config.schema.ModelConfig.architecture) -> builder in .models (IMAGE_BUILDERS,
 # TEXT_BUILDERS, the ViT at any size, or the MLP).
@@ -41,9 +42,10 @@ class MlxConfig(FrameworkConfig):
         rank=2,
     )
     channels_last: bool = True  # MLX's convolutions are NHWC, always (as Keras': trainbench.frameworks.keras)
+    fixed: ClassVar[tuple[str, ...]] = ("channels_last",)
 
     def check(self, at: str) -> None:
-        need(self.channels_last is True, f"{at}.channels_last", self.channels_last, NHWC_ONLY)
+        need(self.channels_last is True, f"{at}.channels_last", self.channels_last, always_nhwc())
 
     def min_memory_mb(self) -> int:
         return 768

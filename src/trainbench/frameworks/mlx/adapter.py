@@ -112,8 +112,6 @@ class Adapter:
             "trainbench.autocast": self.cell.precision.autocast or "none",
             "trainbench.compile": str(bool(self.cell.optimize.compile)).lower(),
             "trainbench.channels_last": str(isinstance(self.cell.model, VisionModel)).lower(),  # MLX is NHWC
-            "trainbench.fused_optimizer": "false",
-            "trainbench.capture": "false",
             "mlx.master_weights": "fp32",
             "mlx.loss_scale": "dynamic" if self.cell.precision.autocast == "float16" else "none",
         }

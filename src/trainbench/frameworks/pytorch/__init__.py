@@ -61,6 +61,9 @@ class PyTorchConfig(FrameworkConfig):
     rank_launcher: ClassVar[str | None] = "trainbench.frameworks.pytorch.distributed"  # DDP: a process per device
     builders: ClassVar[dict[str, str]] = BUILDERS
     version_tags: ClassVar[tuple[str, ...]] = ("sw.torch", "sw.cuda")
+    run_flags: ClassVar[tuple[str, ...]] = ("torch.compile_mode", "trainbench.fused_optimizer", "trainbench.capture")
+    switches: ClassVar[tuple[str, ...]] = SWITCHES
+    apple_gpu_backend: ClassVar[str] = "mps"
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
         title="PyTorch",
         module="torch",
@@ -102,6 +105,9 @@ class PyTorchConfig(FrameworkConfig):
         `auto`, whether optimize asks for each framework's best. The adapter decides where it applies."""
         value = getattr(self, knob)
         return optimize.fast() if value == "auto" else bool(value)
+
+    def in_force(self, knob: str, optimize: OptimizeConfig) -> Any:
+        return self.wants(knob, optimize) if knob in SWITCHES else super().in_force(knob, optimize)
 
     def torch_compile_mode(self, model: ModelConfig, cuda: bool) -> str:
         """compile_mode with `auto` resolved: the mode measured fastest for the model's architecture on CUDA

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -246,7 +247,10 @@ class Adapter:
     def _resident(self, split: Split) -> tuple[Any, Any]:
         """The split's inputs and labels on the device, as stored (uint8 images: 4x smaller than float)."""
         torch = self.torch
-        return torch.from_numpy(split.inputs).to(self.device), torch.from_numpy(split.labels).to(self.device)
+        with warnings.catch_warnings():
+            # Files read without a copy are read-only; nothing writes them (prepare() makes its float copy).
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(split.inputs).to(self.device), torch.from_numpy(split.labels).to(self.device)
 
     def prepare(self, inputs: Any, data: Dataset) -> Any:
         """uint8 images on the device -> the float input the model takes (scaled, resized, channels,

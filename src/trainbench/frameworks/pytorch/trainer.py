@@ -231,6 +231,26 @@ class Trainer:
         return predict
 
 
+def leave_stops_to_the_cell(worker_id: int) -> None:
+    """In each DataLoader worker: a stop (Ctrl-C, SIGTERM, SIGHUP reach the whole process group) is the cell's
+    process's to answer; it closes its loader, which ends the workers. A worker that answered on its own would
+    print a traceback (its half-sent batch's connection reset, or its death by SIGTERM reported by the cell's
+    SIGCHLD handler at exit). A worker whose cell dies outright is killed by the kernel (Linux), so none outlives
+    its cell."""
+    import contextlib
+    import signal
+    import sys
+
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR2):  # SIGUSR2: the cell's PARENT_DIED
+        signal.signal(stop, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 class LoaderTrainer(Trainer):
     """data.pipeline=loader: batches from a torch.utils.data.DataLoader, prepared on the host by its workers
     and copied to the device inside the timed epoch. The iterator is made by the epoch's first step, so
@@ -254,6 +274,7 @@ class LoaderTrainer(Trainer):
             generator=torch.Generator().manual_seed(cell.seed),
             pin_memory=self.pinned,
             persistent_workers=workers > 0,
+            worker_init_fn=leave_stops_to_the_cell,
         )
         self._batches: Any = None
         self._labels: list[Any] = []
