@@ -107,6 +107,7 @@ def main(overrides: list[str]) -> int:
     this rank. Bad overrides or a missing node rank: one line, exit 2."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (registers the schemas the composed cell names)
     from trainbench.config import CONF_DIR, ConfigError, to_spec, validate
     from trainbench.frameworks.base import DeviceUnavailable
     from trainbench.tasks.base import task_of
