@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run as a
 from trainbench import hardware, tracking  # noqa: E402
 from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.runner.cell import Store, run_cell  # noqa: E402
+from trainbench.runner.order import CellOrder, StoreAddress  # noqa: E402
 
 # cell.timeout_s: a cell that spins at its cap forever (a library retrying a failed allocation) does not fit.
 TINY_CELL = ["model=mlp", "data=digits", "task.epochs=1", "device=cpu", "batch_size=64",
@@ -53,7 +54,9 @@ def finishes(framework: str, limit_mb: int, store: Store) -> tuple[bool, str]:
         stderr, sys.stderr = sys.stderr, quiet
         os.dup2(quiet.fileno(), 1)
         try:
-            result = run_cell(cell, store, [f"framework={framework}", *TINY_CELL, f"cell.memory_limit_mb={limit_mb}"])
+            overrides = (f"framework={framework}", *TINY_CELL, f"cell.memory_limit_mb={limit_mb}")
+            address = StoreAddress(store.uri, store.experiment_id, None, "memory-floor")
+            result = run_cell(CellOrder(cell, overrides, address), store)
         finally:
             sys.stdout.flush()
             os.dup2(saved, 1)
@@ -103,7 +106,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="trainbench-memory-floor-") as scratch:
         uri = f"sqlite:///{scratch}/mlflow.db"
         client = tracking.open_store(uri)
-        store = Store(client, uri, tracking.experiment_id(client, "memory-floor", uri), None, None)
+        store = Store(client, uri, tracking.experiment_id(client, "memory-floor", uri), None, "memory-floor")
         for framework in args.frameworks:
             print(f"{framework}:", flush=True)
             floors[framework] = floor_of(framework, store, 64, 1024, args.resolution_mb)

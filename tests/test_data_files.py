@@ -2,7 +2,7 @@
 what is wrong and what to do; no traceback, no run in the store. Files are written here in the real formats
 (test_data's writers) and then damaged; nothing touches the network.
 
-Most cases call trainbench.runner.owner.fetch_or_refuse_missing_files, the function the sweep calls before
+Most cases call trainbench.runner.needed_files.fetch_or_refuse_missing_files, the function the sweep calls before
 it creates any run; a few go through the real entry point, and its line is the in-process message exactly."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from hydra import compose, initialize_config_dir
 from test_data import write_cifar10, write_idx, write_mnist
 from trainbench import cli, data, tracking
 from trainbench.config import CONF_DIR, PlainError, validate
-from trainbench.runner.owner import fetch_or_refuse_missing_files
+from trainbench.runner.needed_files import fetch_or_refuse_missing_files
 
 CIFAR = "cifar-10-batches-py"
 MNIST = Path("MNIST") / "raw"

@@ -14,6 +14,7 @@ from conftest import metric_history
 from test_report import make_entry
 from trainbench.report.plots import scaling_panels
 from trainbench.report.selection import Entry
+from trainbench.runner.in_cell import INJECT_FAULT_ENV
 from trainbench.topology import interconnect, parse_topology_matrix, physical_indices
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -98,12 +99,12 @@ def test_two_gloo_ranks_learn_what_one_process_learns_log_once_and_scale_against
 
 @pytest.mark.slow
 def test_a_crash_in_rank_1_fails_the_cell_with_its_reason(trainbench) -> None:
-    result = trainbench(*DIGITS, "task.epochs=1", "device.count=2", "debug.inject_fault=raise", "debug.fault_rank=1")
+    result = trainbench(*DIGITS, "task.epochs=1", "device.count=2", env={INJECT_FAULT_ENV: "raise@1"})
     assert result.returncode == 1
     (cell,) = [r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"]
     assert cell.data.tags["trainbench.outcome"] == "failed"
     assert cell.data.tags["trainbench.reason"] == (
-        "RankFailed: rank 1 of 2 failed: RuntimeError: debug.inject_fault=raise: a deliberate failure"
+        "RankFailed: rank 1 of 2 failed: RuntimeError: TRAINBENCH_INJECT_FAULT=raise: a deliberate failure"
     )
     assert "samples_per_s" not in cell.data.metrics  # rank 0 was stopped before it logged a figure
 

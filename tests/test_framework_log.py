@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from trainbench.runner import framework_log
-from trainbench.runner.cell import Activity, _pump
+from trainbench.runner.cell_process import Activity, _pump
 
 CHATTER = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",

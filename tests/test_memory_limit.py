@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from conftest import TINY
 from trainbench.config.plugins import SCHEMAS
 from trainbench.config.schema import CellLimits
-from trainbench.runner import cell as runner
+from trainbench.runner import cell_process as runner
 
 pytestmark = pytest.mark.slow
 

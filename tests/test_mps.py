@@ -184,6 +184,7 @@ def run_cell(
     store: (the run's data, the trace)."""
     from trainbench import frameworks, progress, timing
     from trainbench.runner import in_cell
+    from trainbench.runner.order import CellOrder
 
     cell = compose(*task)
     trace: list[str] = []
@@ -194,7 +195,7 @@ def run_cell(
     monkeypatch.setattr(progress, "line", lambda text: trace.append(f"print: {text}"))
     monkeypatch.setattr(timing, "BLOCK_LINES_EVERY_S", 0.0)
     recorded = Recorded(folder)
-    in_cell.run(cell, recorded.log)
+    in_cell.run(CellOrder(cell, task, store=None), recorded.log)
     return recorded.data(), trace
 
 

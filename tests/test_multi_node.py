@@ -258,6 +258,7 @@ def test_a_jax_node_killed_mid_cell_fails_the_run_naming_it_within_seconds(tmp_p
 def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count() -> None:
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas the YAML choices name)
     from trainbench.config import CONF_DIR, ConfigError, config_hash, params, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

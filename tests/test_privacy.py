@@ -16,6 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, RUN_PY, TINY, child_env, runs_in, with_schema
+from trainbench.runner.in_cell import INJECT_FAULT_ENV
 from trainbench.tracking import private, redact
 
 SECRET = "s3cr3tpass"
@@ -41,7 +42,7 @@ def test_credentials_are_redacted_wherever_a_uri_appears() -> None:
 def test_the_browse_command_a_sweep_prints_opens_its_store_when_pasted_into_a_shell(tmp_path, monkeypatch) -> None:
     """The closing hint names the store with $HOME, not ~: a shell expands $HOME inside `sqlite:///$HOME/...`,
     while `sqlite:///~/...` would make SQLite open a new, empty store in a folder named `~`."""
-    from trainbench.runner.owner import browse_hint
+    from trainbench.runner.summary import browse_hint
 
     home = tmp_path / "home"
     store = home / "benchmarks" / "mlflow.db"
@@ -82,12 +83,12 @@ def test_a_sweep_with_a_password_in_its_uri_stores_and_prints_no_password(mlflow
             str(RUN_PY),
             "-m",
             f"tracking.uri={uri}",
-            "debug.inject_fault=raise,null",
+            "seed=0,1",
             "device=cpu",
             *TINY,
         ],
         cwd=sweep_folder,
-        env=child_env(),
+        env=child_env({INJECT_FAULT_ENV: "1:raise"}),
         capture_output=True,
         text=True,
         timeout=900,
@@ -167,10 +168,12 @@ def test_a_server_outage_prints_no_password_from_any_process_of_the_sweep(tmp_pa
         uri = server.uri.replace("http://", f"http://trainbench:{SECRET}@")
         sweep = subprocess.Popen(
             [sys.executable, str(RUN_PY), "-m", f"tracking.uri={uri}", "hydra/launcher=joblib",
-             "hydra.launcher.n_jobs=2", "seed=0,1", "device=cpu", "debug.inject_fault=sleep",
+             "hydra.launcher.n_jobs=2", "seed=0,1", "device=cpu",
              "tracking.system_metrics_interval_s=1", "sweep.heartbeat_s=1"],
             cwd=tmp_path,
-            env=child_env({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}),
+            env=child_env(
+                {INJECT_FAULT_ENV: "sleep", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
+            ),
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -72,7 +72,7 @@ def test_a_stop_swallowed_between_cells_starts_no_further_cell() -> None:
             with raising_on_stop(Stopped):
                 print("cell 1 ran", flush=True)
                 optional_import()  # between the first cell and the second
-                run_cell(None, None, [])  # cell 2: refused at its first line, before its run is created
+                run_cell(None, None)  # cell 2: refused at its first line, before its run is created
                 print("cell 2 started", flush=True)
         except Stopped as stop:
             print(stop.reason, flush=True)

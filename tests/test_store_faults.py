@@ -22,7 +22,7 @@ import pytest
 
 from conftest import RUN_PY, child_env, runs_in, start_multirun, with_schema
 from trainbench.config.schema import CellLimits
-from trainbench.runner import cell as runner
+from trainbench.runner import cell_process as runner
 from trainbench.runner.oom_evidence import OomEvidence
 
 pytestmark = pytest.mark.slow

@@ -16,20 +16,22 @@ import pytest
 from conftest import runs_in, start_multirun
 from servers import group_processes, kill_group
 from test_data import write_mnist
+from trainbench.runner.in_cell import INJECT_FAULT_ENV
 from trainbench.runner.launchers import bound_parallelism
 
-# Cells that cost next to nothing: the cell's process hangs (debug.inject_fault=sleep) before importing a framework.
-HANGING_CELL = ["device=cpu", "debug.inject_fault=sleep", "tracking.system_metrics_interval_s=0", "sweep.heartbeat_s=1"]
+# Cells that cost next to nothing: the cell's process hangs (TRAINBENCH_INJECT_FAULT=sleep, set by `start`) before
+# importing a framework.
+HANGING_CELL = ["device=cpu", "tracking.system_metrics_interval_s=0", "sweep.heartbeat_s=1"]
 
 
 @pytest.fixture
 def start(tmp_path: Path):
-    """start(ARGS): `python src/run.py -m ARGS` from tmp_path, in a process group of its own (its leader's pid is
+    """start(ARGS): `python src/run.py -m ARGS` from tmp_path, every cell's process hanging, in a process group of its own (its leader's pid is
     the group id), against a store of its own in tmp_path; returns the process and the store's URI."""
 
     def run(*args: str) -> tuple[subprocess.Popen[str], str]:
         uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-        return start_multirun(uri, tmp_path, *args, new_session=True), uri
+        return start_multirun(uri, tmp_path, *args, env={INJECT_FAULT_ENV: "sleep"}, new_session=True), uri
 
     return run
 

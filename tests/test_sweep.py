@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, RUN_PY, TINY, child_env, metric_history, runs_in, start_multirun, with_schema
 from trainbench import api
+from trainbench.runner.in_cell import INJECT_FAULT_ENV
 
 pytestmark = pytest.mark.slow
 EPOCH_METRICS = {"epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"}
@@ -245,11 +246,10 @@ def seconds_of(clock: str) -> int:
     return sum(int(part) * 60**power for power, part in enumerate(reversed(clock.split(":"))))
 
 
-def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(tmp_path) -> None:
+def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(tmp_path, monkeypatch) -> None:
     uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    result = api.run(
-        ["debug.inject_fault=abort,null", "device=cpu", *TINY], tracking_uri=uri, output="quiet", cwd=tmp_path
-    )
+    monkeypatch.setenv(INJECT_FAULT_ENV, "1:abort")
+    result = api.run(["seed=0,1", "device=cpu", *TINY], tracking_uri=uri, output="quiet", cwd=tmp_path)
     assert (result.exit_status, result.outcome) == (1, "failed")
     assert [c.outcome for c in result.cells] == ["failed", "finished"] and "SIGABRT" in str(result.cells[0].reason)
     crashed, healthy = sorted(cells_of(uri), key=lambda r: r.data.tags["trainbench.cell_index"])
@@ -260,19 +260,27 @@ def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(tmp_pa
     assert {"stderr_tail.txt", "config.yaml", "overrides.txt", "requirements-freeze.txt"} <= artifacts
     assert "os.abort()" in Path(client.download_artifacts(crashed.info.run_id, "stderr_tail.txt")).read_text()
     assert healthy.data.tags["trainbench.outcome"] == "finished"
+    # What the cell's process found in force is written by it alone: a cell that died before its framework said
+    # has none of it, rather than what was asked under the same name (the asked values are the params).
+    in_force = ("trainbench.num_devices", "trainbench.compile")
+    assert not any(tag in crashed.data.tags for tag in in_force), crashed.data.tags
+    assert (healthy.data.tags["trainbench.num_devices"], healthy.data.tags["trainbench.compile"]) == ("1", "false")
+    assert crashed.data.params["device.count"] == "1" and crashed.data.params["optimize.compile"] == "False"
 
 
 def test_an_exception_names_its_class_and_a_hang_is_stopped_by_the_timeout(trainbench) -> None:
-    result = trainbench("-m", "debug.inject_fault=raise,sleep", "device=cpu", "cell.timeout_s=8", *TINY)
+    result = trainbench(
+        "-m", "seed=0,1", "device=cpu", "cell.timeout_s=8", *TINY, env={INJECT_FAULT_ENV: "1:raise,2:sleep"}
+    )
     raised, hung = sorted(cells_of(result.uri), key=lambda r: r.data.tags["trainbench.cell_index"])
-    assert raised.data.tags["trainbench.reason"] == "RuntimeError: debug.inject_fault=raise: a deliberate failure"
+    assert raised.data.tags["trainbench.reason"] == "RuntimeError: TRAINBENCH_INJECT_FAULT=raise: a deliberate failure"
     assert hung.data.tags["trainbench.outcome"] == "failed"
     assert "timed out after 8 s" in hung.data.tags["trainbench.reason"]
     # the timeout is expected: one line; the exception is a bug: its traceback is on the terminal too
     (line,) = [x for x in result.stderr.splitlines() if "timed out" in x]
     assert line.startswith(f"trainbench: {hung.info.run_name} failed: timed out after 8 s (cell.timeout_s)")
     assert result.stderr.count("Traceback (most recent call last)") == 1
-    assert f"trainbench: {raised.info.run_name} failed: RuntimeError: debug.inject_fault=raise" in result.stderr
+    assert f"trainbench: {raised.info.run_name} failed: RuntimeError: TRAINBENCH_INJECT_FAULT=raise" in result.stderr
 
 
 @pytest.mark.parametrize(("stop", "exit_status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])

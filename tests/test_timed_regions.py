@@ -270,11 +270,12 @@ def run_here(*overrides: str) -> RecordedLog:
 
     from trainbench.config import CONF_DIR, validate
     from trainbench.runner import in_cell
+    from trainbench.runner.order import CellOrder
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose("config", overrides=["framework=pytorch", "device=cpu", QUIET, *overrides]))
     log = RecordedLog()
-    in_cell.run(cell.task.prepared(cell), log)
+    in_cell.run(CellOrder(cell.task.prepared(cell), overrides, store=None), log)
     return log
 
 

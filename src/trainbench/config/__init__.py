@@ -27,8 +27,6 @@ from trainbench.config.schema import (
     GROUPS,
     CellConfig,
     CellLimits,
-    DebugConfig,
-    LaunchInfo,
     SweepSettings,
     TrackingConfig,
     replace,
@@ -55,8 +53,6 @@ SETTING_TYPES = {
     "tracking": TrackingConfig,
     "cell": CellLimits,
     "sweep": SweepSettings,
-    "launch": LaunchInfo,
-    "debug": DebugConfig,
 }
 
 
@@ -187,9 +183,6 @@ def params(cell: CellConfig) -> dict[str, Any]:
         flat.update(flatten(dataclasses.asdict(getattr(cell, group)), f"{group}."))
     flat.update(batch_size=cell.batch_size, seed=cell.seed)
     flat.update(flatten(dataclasses.asdict(cell.cell), "cell."))
-    if cell.debug.inject_fault:
-        flat["debug.inject_fault"] = cell.debug.inject_fault
-        flat["debug.fault_rank"] = cell.debug.fault_rank
     flat.pop("framework.adapter", None)
     if flat.get("device.nodes") == 1:
         del flat["device.nodes"]  # one host: recorded as runs recorded before device.nodes existed were (config_hash)

@@ -2,7 +2,7 @@
 
 Used in two places: `check_command_line` runs before Hydra (so that Hydra never prints a multi-line error
 or a traceback for bad input), and the trainbench sweeper's `expand_and_judge` turns the expanded jobs
-into typed cells before the first one runs.
+into typed cells before the first one runs: the one place a sweep's cells are judged.
 """
 
 from __future__ import annotations
@@ -191,7 +191,9 @@ def check_command_line(args: Any) -> None:
             check_launcher(composed)
             if args.multirun:
                 check_sweep_dir(composed)
-            if not sweeps:
+            # A sweep's cells are judged once, by trainbench's sweeper (expand_and_judge); a flag that prints instead
+            # of running (--cfg job) reaches no sweeper, so its one cell is judged here.
+            if not sweeps and is_informational(args):
                 cell = validate(composed)
                 if not OmegaConf.select(composed, "hydra.sweeper.params", default=None):
                     refuse_unused_settings([fixed], [cell])  # with a preset's own sweep: when it is expanded

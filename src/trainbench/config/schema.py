@@ -794,38 +794,6 @@ class SweepSettings:
 
 
 @dataclass
-class LaunchInfo:
-    """Set by the sweep's owner for each job (never by hand): what a job needs to run its cell anywhere."""
-
-    sweep_id: str | None = None
-    tracking_uri: str | None = None
-    experiment_id: str | None = None
-    parent_run_id: str | None = None
-    index: int = 0  # the cell's place in the sweep, from 1
-    total: int = 1
-    name_suffix: str = ""  # what tells this cell apart from its siblings (`precision=tf32`)
-    started_at: float | None = None  # when the sweep began (seconds since the epoch): its elapsed time and estimate
-    # What each cell has in common with others, for the estimate (trainbench.runner.sweep_clock): `;`-separated,
-    # one `task/model/device` per cell in order, `-` for a cell on a device this machine cannot have
-    kinds: str = ""
-
-
-@dataclass
-class DebugConfig:
-    inject_fault: str | None = None  # test-only: abort | raise | sleep | exit
-    fault_rank: int | None = None  # data-parallel cells: only this rank injects the fault (null: the cell's process)
-
-    def check(self, at: str) -> None:
-        need(
-            self.inject_fault in (None, "abort", "raise", "sleep", "exit"),
-            f"{at}.inject_fault",
-            self.inject_fault,
-            "null or one of abort, raise, sleep, exit",
-        )
-        need_optional_count(self.fault_rank, f"{at}.fault_rank", 0, 1023)
-
-
-@dataclass
 class CellConfig:
     """One cell: framework x device x model x data x task x precision x batch size (and how it runs)."""
 
@@ -842,14 +810,12 @@ class CellConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     cell: CellLimits = field(default_factory=CellLimits)
     sweep: SweepSettings = field(default_factory=SweepSettings)
-    launch: LaunchInfo = field(default_factory=LaunchInfo)
-    debug: DebugConfig = field(default_factory=DebugConfig)
 
 
 GROUPS = ("framework", "device", "model", "data", "task", "precision", "optim", "optimize")
 
 ConfigStore.instance().store(group="schema", name="cell", node=CellConfig, provider="trainbench")
-SETTINGS = ("tracking", "cell", "sweep", "debug")
+SETTINGS = ("tracking", "cell", "sweep")
 
 
 def replace(cell: CellConfig, **changes: Any) -> CellConfig:

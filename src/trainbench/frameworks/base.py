@@ -33,8 +33,9 @@ class DeviceUnavailable(RuntimeError):
 
 
 class RunLog(Protocol):
-    """Where a cell's figures go: the cell's MLflow run (trainbench.tracking.RunLogger), or nowhere
-    (trainbench.tracking.NullLog, for the probes of batch_size=max and for data-parallel ranks > 0)."""
+    """Where a cell's figures go: the cell's MLflow run (as JSON lines to the process that launched the cell:
+    trainbench.runner.events.PipeLog), or nowhere (trainbench.tracking.NullLog, for the probes of batch_size=max
+    and for data-parallel ranks > 0)."""
 
     def metrics(self, values: Mapping[str, float | None], step: int = 0) -> None: ...
 

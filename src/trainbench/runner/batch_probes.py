@@ -198,12 +198,12 @@ class _RankProber(_Prober):
         return True
 
     def _step(self, batch: int) -> tuple[float | None, float | None]:
-        from trainbench.config import to_spec
+        from trainbench.runner.order import CellOrder
         from trainbench.runner.ranks import launch
         from trainbench.tracking import NullLog
 
-        cell = self._cell(batch)
-        launch(cell, NullLog(), {"cell": to_spec(cell), "run_id": None})
+        probe = CellOrder(self._cell(batch), (), store=None)  # a probe records nothing
+        launch(probe, NullLog(), {"order": probe.to_dict(), "run_id": None})
         return None, None
 
 

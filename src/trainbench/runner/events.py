@@ -3,7 +3,7 @@
 The cell's process (runner/worker.py) imports only its framework: importing MLflow and opening a store
 cost ~5 s per cell on a 2-core machine, which is overhead no user asked to pay. It writes what it records
 (metrics, tags, params, texts, figures) as one JSON line per event to a pipe; the process that launched it
-(runner/cell.py) reads them in a thread and hands them to a second thread that logs them into the run,
+(runner/cell_process.py) reads them in a thread and hands them to a second thread that logs them into the run,
 in order. The queue between the two threads is the buffer: when the tracking server blinks, MLflow's
 retries hold up the logging thread, never the cell, and the queue is replayed in order once the server
 answers (the launcher waits for it to drain before closing the run).
@@ -73,6 +73,55 @@ class PipeLog:
         path = self.scratch / f"figure-{self._figures}-{Path(artifact_file).name}"
         figure.savefig(path, dpi=120)
         self._send({"figure": str(path), "artifact_file": artifact_file})
+
+
+class RankRelay:
+    """The one recording path for a cell whose framework runs a process per device: the ranks are spawned by the
+    framework's own launcher, which passes them no inherited pipe, so the cell's process listens on a Unix socket
+    in its scratch folder and copies each line rank 0 sends onto its own pipe, whole and in order. Rank 0 thus
+    records through the same JSON lines, the same writer and the same outage bound as any cell (`rank_log`)."""
+
+    def __init__(self, log: PipeLog) -> None:
+        import socket
+
+        self.log = log
+        self.address = str(log.scratch / "rank-events.sock")
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.address)
+        self._server.listen()
+        self._copying: list[threading.Thread] = []
+        threading.Thread(target=self._accept, name="rank-relay", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:  # closed: the ranks have ended
+                return
+            copying = threading.Thread(target=self._copy, args=(connection,), name="rank-events", daemon=True)
+            self._copying.append(copying)
+            copying.start()
+
+    def _copy(self, connection: Any) -> None:
+        with connection, connection.makefile("r", encoding="utf-8") as lines:
+            for line in lines:
+                self.log.stream.write(line)
+                self.log.stream.flush()
+
+    def close(self) -> None:
+        """After the ranks ended: every line they sent is on the pipe."""
+        self._server.close()
+        for copying in self._copying:
+            copying.join(timeout=10)
+
+
+def rank_log(address: str, scratch: Path) -> PipeLog:
+    """Rank 0's RunLog: JSON lines to the cell's process's RankRelay."""
+    import socket
+
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(address)
+    return PipeLog(connection.makefile("w", encoding="utf-8", buffering=1), scratch)
 
 
 def _plain(value: Any) -> Any:

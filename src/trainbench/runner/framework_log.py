@@ -8,7 +8,7 @@ TensorFlow, XLA and absl log from C++ in absl's record format (absl-py, from Pyt
 
 Those lines are the frameworks talking about themselves (oneDNN is on, no CUDA driver, cuDNN factories registered
 twice, XLA services started): nothing a user of trainbench acts on, and several per cell. The cell's process
-(trainbench.runner.cell._pump) keeps them in FrameworkLog, which the cell's run records as framework_log.txt
+(trainbench.runner.cell_process._pump) keeps them in FrameworkLog, which the cell's run records as framework_log.txt
 whatever its outcome, and does not echo them; everything else it prints (trainbench's lines, warnings,
 tracebacks) still reaches the terminal. Two exceptions reach the terminal too: a fatal record (F), which the
 framework prints just before it aborts the process, and every line under hydra.verbose. A failed cell's

@@ -52,13 +52,15 @@ class ProcessResult(TypedDict, total=False):
     framework_version: str
 
 
-def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
-    """Bind the device, tag what runs where, run the task, add memory figures; return the summary."""
+def run(order: Any, log: Any) -> CellSummary:
+    """Bind the device, tag what runs where, run the task, add memory figures; return the summary. `order`: the
+    cell's trainbench.runner.order.CellOrder, its cell as it runs."""
     from trainbench import frameworks, hardware, progress
     from trainbench.tasks.base import DeviceInfo, task_of
     from trainbench.timeline import mark
 
     global selected_backend
+    cell = order.cell
     progress.phase(f"loading {cell.framework.name} and its device ({cell.device.name})")
     framework = frameworks.load(cell)
     mark("cell: framework imported")
@@ -73,7 +75,7 @@ def run(cell: Any, log: Any, name_suffix: str = "") -> CellSummary:
     log.tags(
         {
             **host,
-            "mlflow.runName": task.run_name(cell, backend) + name_suffix,
+            "mlflow.runName": order.name_on(backend),
             "trainbench.backend": backend,
             "hw.label": label,
             "trainbench.framework_version": described.version,
@@ -175,14 +177,33 @@ def one_line(error: BaseException) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
+# Test-only, never a user's setting: the faults a test asks of the cells' processes, so that it can prove the sweep
+# survives them. Comma-separated entries, each FAULT (every cell's process), CELL:FAULT (only the cell at that place
+# in its sweep, from 1) or [CELL:]FAULT@RANK (only that rank of a data-parallel cell); FAULT is one of FAULTS.
+INJECT_FAULT_ENV = "TRAINBENCH_INJECT_FAULT"
+FAULTS = ("abort", "raise", "sleep", "exit")
+
+
+def fault_for(cell_index: int, rank: int | None) -> str | None:
+    """The fault $TRAINBENCH_INJECT_FAULT asks of cell `cell_index`'s process (`rank` None) or of one of its ranks."""
+    for entry in filter(None, os.environ.get(INJECT_FAULT_ENV, "").split(",")):
+        where, _, what = entry.strip().rpartition(":")
+        fault, _, at_rank = what.partition("@")
+        if fault not in FAULTS:
+            raise ValueError(f"{INJECT_FAULT_ENV}={entry}: the faults are {', '.join(FAULTS)}")
+        if (not where or int(where) == cell_index) and (int(at_rank) if at_rank else None) == rank:
+            return fault
+    return None
+
+
 def inject_fault(fault: str | None) -> None:
-    """Test-only ways for a cell to go wrong, so the tests can prove the sweep survives them."""
+    """Test-only ways for a cell to go wrong (fault_for says which), so the tests can prove the sweep survives them."""
     if fault == "abort":
-        sys.stderr.write("trainbench: debug.inject_fault=abort: calling os.abort()\n")
+        sys.stderr.write(f"trainbench: {INJECT_FAULT_ENV}=abort: calling os.abort()\n")
         sys.stderr.flush()
         os.abort()
     if fault == "raise":
-        raise RuntimeError("debug.inject_fault=raise: a deliberate failure")
+        raise RuntimeError(f"{INJECT_FAULT_ENV}=raise: a deliberate failure")
     if fault == "sleep":
         time.sleep(3600)
     if fault == "exit":

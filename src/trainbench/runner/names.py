@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import Counter, defaultdict
+from typing import Any
 
 
 def suffixes(base_names: list[str], overrides: list[list[str]]) -> list[str]:
@@ -36,6 +37,15 @@ def suffixes(base_names: list[str], overrides: list[list[str]]) -> list[str]:
     return result
 
 
+def run_name(cell: Any, device: str, suffix: str = "") -> str:
+    """A cell's run name on `device` (its task's `pytorch-mlp-cpu-bs32`), with the suffix that sets it apart from
+    its siblings: the one place a run's name is made (trainbench.runner.order.CellOrder.name_on)."""
+    from trainbench.tasks.base import task_of
+
+    task = task_of(cell)
+    return task.run_name(task.prepared(cell), device) + suffix
+
+
 def shown_device(device: str) -> str:
     """The device in a cell's name before its process binds one (the name the first line, the dry run and the
     run's first name show): the device asked for, except `auto` on a machine with no GPU at all, which every
@@ -50,7 +60,7 @@ def shown_device(device: str) -> str:
 
 
 def _as_dict(overrides: list[str]) -> dict[str, str]:
-    pairs = (o.split("=", 1) for o in overrides if "=" in o and not o.lstrip("+").startswith("launch."))
+    pairs = (o.split("=", 1) for o in overrides if "=" in o)
     return {key.lstrip("+~"): value for key, value in pairs}
 
 

@@ -68,15 +68,16 @@ def idle(cell: Any, task: int) -> dict[str, Any]:
     }
 
 
-def join(cell: Any, node: int) -> dict[str, Any]:
-    """Run this node's ranks of the cell node 0 records; return what became of them (the run is node 0's)."""
+def join(order: Any, node: int) -> dict[str, Any]:
+    """Run this node's ranks of the cell (its trainbench.runner.order.CellOrder, as node 0 has it) node 0 records;
+    return what became of them (the run is node 0's: these ranks have no relay to record through)."""
     import importlib
 
-    from trainbench.config import to_spec
     from trainbench.runner.ranks import rank_main
     from trainbench.tasks.base import task_of
 
-    spec = json.dumps({"cell": to_spec(task_of(cell).prepared(cell))})
+    cell = order.cell
+    spec = json.dumps({"order": order.running(task_of(cell).prepared(cell)).to_dict()})
     print(f"[node {node}/{cell.device.nodes}] joining the cell at {os.environ['PET_RDZV_ENDPOINT']}", flush=True)
     try:
         if cell.framework.rank_launcher is None:  # one process per node (JAX): this one

@@ -5,7 +5,7 @@ and judges every one of them, and hands them here. The owner then, before any ce
 (closing runs whose process vanished as `lost`), makes sure every dataset and pretrained weights file the
 sweep needs is on disk and every dataset file can be read, decides what `sweep.resume` skips, and creates the
 parent run. The cells run through whatever Hydra launcher is configured (in this process, or joblib,
-submitit, Ray workers): each job carries everything its cell needs in `launch.*`, and its own process
+submitit, Ray workers): each job carries its cell's order, made here once (trainbench.runner.order), and its own process
 creates, heartbeats and closes the cell's run (trainbench.runner.cell). The owner reads the outcomes back (from the launcher, else from the
 store), closes anything left open, prints the summary and returns the exit status:
   0 every cell finished (or was skipped by resume); 1 some cell did not; 2 bad input, nothing ran;
@@ -25,9 +25,25 @@ from pathlib import Path
 from typing import Any
 
 from trainbench import device_probe, hardware, mlflow_project, suite, tracking, untrusted
-from trainbench.config import PROJECT_ROOT, CellConfig, PlainError
+from trainbench.config import CellConfig, config_hash
 from trainbench.runner import handoff, liveness, names, resume, sweep_clock
 from trainbench.runner.cell import CellResult, Stopped
+from trainbench.runner.needed_files import fetch_or_refuse_missing_files
+from trainbench.runner.order import IN_FORCE_TAGS, CellOrder, StoreAddress, launcher_override
+from trainbench.runner.summary import (
+    bring_other_machines,
+    browse_hint,
+    cell_setting_id,
+    comparison_link,
+    plan_table,
+    plan_text,
+    print_side_by_side,
+    print_suite_summary,
+    recorded_figures,
+    summary_table,
+    sweep_outcome,
+    where_it_stands,
+)
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.tasks.base import task_of
 from trainbench.timeline import mark
@@ -56,11 +72,9 @@ class Sweep:
         self.kinds = [sweep_clock.ABSENT if cell.device.name in absent else sweep_clock.kind(cell) for cell in cells]
         self.command_line = command_line  # the overrides as typed (sweep syntax and all), for the record
         self.settings = cells[0].sweep
-        base = [
-            task_of(cell).run_name(task_of(cell).prepared(cell), names.shown_device(cell.device.name)) for cell in cells
-        ]
-        self.names = [b + s for b, s in zip(base, names.suffixes(base, jobs), strict=True)]
-        self.suffixes = [n[len(b) :] for n, b in zip(self.names, base, strict=True)]
+        base = [names.run_name(cell, names.shown_device(cell.device.name)) for cell in cells]
+        self.suffixes = names.suffixes(base, jobs)
+        self.names = [b + s for b, s in zip(base, self.suffixes, strict=True)]
         self.started = time.time()
         self.sweep_name = ""
         self.linked_run: str | None = None  # `mlflow run`'s run in another experiment, leading to the sweep's
@@ -129,7 +143,8 @@ class Sweep:
                 for i, decision in enumerate(decisions):
                     if not decision.run:
                         results[i] = self._record_skipped(store, experiment_id, parent, sweep_id, i, decision)
-                jobs = [self.jobs[i] + self._launch_overrides(uri, experiment_id, parent, sweep_id, i) for i in to_run]
+                address = StoreAddress(uri, experiment_id, parent, sweep_id)
+                jobs = [self.jobs[i] + [launcher_override(self._order(address, i))] for i in to_run]
                 if jobs:
                     for i, returned in zip(to_run, self._launch_all(jobs), strict=True):
                         if isinstance(returned, dict):
@@ -215,7 +230,7 @@ class Sweep:
         for i, (name, setting_id) in enumerate(zip(self.names, setting_ids, strict=True)):
             plan = plans[i] if plans is not None else None
             skipped = plan is not None and not plan.run
-            reason = _plan_text(plan) if plan is not None and skipped else None
+            reason = plan_text(plan) if plan is not None and skipped else None
             prior = plan.prior_run.info.run_id if plan is not None and plan.prior_run is not None else None
             cells.append(
                 {
@@ -271,19 +286,30 @@ class Sweep:
             sys.stderr.write(f"trainbench: {tracking.private(why)}\n")
             return [why] * len(jobs)
 
-    def _launch_overrides(self, uri: str, experiment_id: str, parent: str | None, sweep_id: str, i: int) -> list[str]:
-        values = {
-            "tracking_uri": uri,
-            "experiment_id": experiment_id,
-            "parent_run_id": parent,
-            "sweep_id": sweep_id,
-            "index": i + 1,
-            "total": len(self.cells),
-            "name_suffix": self.suffixes[i],
-            "started_at": round(self.started, 3),
-            "kinds": ";".join(self.kinds),
+    def _order(self, address: StoreAddress, i: int) -> CellOrder:
+        """The i-th cell's order (trainbench.runner.order): made once, here, for its job and its processes."""
+        cell = self.cells[i]
+        asked = {
+            "trainbench.kind": "cell",
+            "trainbench.framework": cell.framework.name,
+            "trainbench.device": cell.device.name,
+            "trainbench.config_hash": config_hash(cell),
+            "trainbench.sweep_id": address.sweep_id,
+            "trainbench.cell_index": i + 1,
+            **task_of(cell).tags(task_of(cell).prepared(cell)),
+            **suite.tags(),
         }
-        return [f"++launch.{key}={_hydra_value(value)}" for key, value in values.items()]
+        return CellOrder(
+            cell=cell,
+            overrides=tuple(self.jobs[i]),
+            store=address,
+            index=i + 1,
+            total=len(self.cells),
+            name_suffix=self.suffixes[i],
+            started_at=round(self.started, 3),
+            kinds=tuple(self.kinds),
+            tags={key: str(value) for key, value in asked.items() if value is not None and key not in IN_FORCE_TAGS},
+        )
 
     def _record_skipped(
         self, store: Any, experiment_id: str, parent: str | None, sweep_id: str, i: int, decision: resume.Decision
@@ -420,7 +446,7 @@ class Sweep:
 
     def _parent_tags(self, sweep_name: str) -> dict[str, Any]:
         typed = self.command_line if self.command_line is not None else sorted({o for job in self.jobs for o in job})
-        overrides = [o for o in typed if not o.lstrip("+").startswith("launch.")]
+        overrides = list(typed)
         return {
             "trainbench.kind": "sweep",
             "trainbench.outcome": "running",
@@ -503,90 +529,6 @@ class Sweep:
             sys.stderr.write(f"trainbench: could not close the sweep's run: {tracking.private(str(error))[:200]}\n")
 
 
-def fetch_or_refuse_missing_files(cells: list[CellConfig]) -> None:
-    """Every dataset and weights file the sweep needs, on disk and readable before the first cell and before
-    any run is created: a dataset's archive lying in data.root is extracted (one line says so), else the files
-    are downloaded once here when allowed and online; then every file is checked (trainbench.data.check_files:
-    headers, sizes, counts) and each cell's data.num_samples / num_val_samples against what the files hold.
-    Otherwise one line (PlainError, exit 2) naming each folder or file, what is wrong and what to do."""
-    from trainbench import data as datasets
-
-    problems: list[str] = []
-    held: dict[str, tuple[int, int] | None] = {}
-    for cell in cells:
-        if not getattr(cell.task, "uses_model", True):
-            continue
-        files = datasets.files_of(cell.data)
-        key = str(files.folder) if files is not None else f"{type(cell.data).__name__}:{cell.data.name}"
-        if key not in held:
-            try:
-                held[key] = _fetch_and_check(cell.data)
-            except datasets.DatasetError as error:
-                held[key] = None
-                problems.append(str(error))
-        counts = held[key]
-        if counts is not None:
-            try:
-                datasets.check_counts(cell.data, counts)
-            except datasets.DatasetBroken as error:
-                if str(error) not in problems:
-                    problems.append(str(error))
-        weights = _missing_weights(cell)
-        if weights and weights not in problems:
-            problems.append(weights)
-    if problems:
-        raise PlainError("data", " | ".join(tracking.private(p) for p in problems))
-
-
-def _fetch_and_check(cfg: Any) -> tuple[int, int] | None:
-    """The samples (training, validation) a dataset's files hold, once they are on disk and checked; None for
-    generated data. Raises trainbench.data.DatasetError."""
-    from trainbench import data as datasets
-
-    missing = datasets.missing_files(cfg)
-    if missing:
-        what, folder, files, url = missing
-        archive = datasets.archive_on_disk(cfg)
-        if archive is not None:
-            print(
-                f"trainbench: {what} is not in {tracking.private(str(folder))}: extracting it from "
-                f"{tracking.private(str(archive))}",
-                flush=True,
-            )
-            datasets.extract_archive(cfg)
-        elif getattr(cfg, "download", False):
-            print(
-                f"trainbench: {what} is not in {tracking.private(str(folder))}: downloading it once for the "
-                "whole sweep",
-                flush=True,
-            )
-            datasets.download(cfg)
-        else:
-            raise datasets.DatasetMissing(
-                f"{what} not found: expected {', '.join(files)} in {folder} (data.download=false); download with "
-                f"`trainbench download data={cfg.name}` or from {url}"
-            )
-    return datasets.check_files(cfg)
-
-
-def _missing_weights(cell: CellConfig) -> str | None:
-    from trainbench.config.schema import VisionModel
-
-    model = cell.model
-    if not isinstance(model, VisionModel) or not model.pretrained:
-        return None
-    # Where torch.hub.get_dir() looks, without importing torch: $TORCH_HOME, else $XDG_CACHE_HOME/torch.
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = Path(os.environ.get("TORCH_HOME", cache / "torch")) / "hub" / "checkpoints"
-    if (folder / str(model.weights_file)).exists():
-        return None
-    return (
-        f"pretrained weights for {model.name} not found: expected {model.weights_file} in "
-        f"{tracking.private(str(folder))}; download https://download.pytorch.org/models/{model.weights_file} "
-        "there once when online, or set model.pretrained=false"
-    )
-
-
 # ----------------------------------------------------------------------------------------- signals
 
 
@@ -618,168 +560,6 @@ def _parent_heartbeat(store: Any, parent: str | None, interval_s: float) -> Iter
 # ----------------------------------------------------------------------------------------- output
 
 
-def _hydra_value(value: Any) -> str:
-    """A value as a Hydra override can carry it: quoted so URIs with `:`, `=` or `,` stay one string."""
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return str(value)
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
-
-
-def browse_hint(uri: str) -> str:
-    """How to open this sweep in MLflow's UI. `mlflow ui` starts on its home page (a list of experiments) and
-    has no option to start elsewhere, so the hint sends the reader on to the links printed beside it, which
-    open the sweep's runs and the compare view directly."""
-    then = ", then open the Browse link (or a Side by side link to compare machines)"
-    if uri == tracking.default_tracking_uri():
-        where = "the project root" if tracking.default_store_folder() == PROJECT_ROOT else "this folder"
-        return f"start MLflow's UI with `mlflow ui` from {where}{then}"
-    if uri.startswith(("http://", "https://")):
-        return "open the Browse link in the server's own UI (or a Side by side link to compare machines)"
-    return f"start MLflow's UI with `mlflow ui --backend-store-uri {tracking.pasteable(uri)}`{then}"
-
-
-def where_it_stands(store: Any, uri: str, experiment_id: str, mine: set[str], sweep_id: str) -> Path | None:
-    """Print, per setting the sweep finished, where this machine stands against every other machine's run of
-    that setting (the store, results/contributed/, published references), and write the page that shows it
-    (trainbench.report.standing); return its path. A convenience: a store that fails here costs the page only."""
-    if not mine:
-        return None
-    from trainbench.report import standing
-
-    try:
-        found, path = standing.after_sweep(store, uri, experiment_id, mine, sweep_id)
-    except tracking.StoreFailed:
-        return None
-    except Exception as error:
-        sys.stderr.write(f"trainbench: no comparison page: {tracking.private(str(error)).splitlines()[0][:200]}\n")
-        return None
-    compared = sum(1 for s in found if s.others)
-    print(
-        f"Where this machine stands: {compared} of {len(found)} setting(s) also measured on another machine "
-        "(this store, results/contributed/, published figures)",
-        flush=True,
-    )
-    for line in standing.terminal_lines(found):
-        print(untrusted.shown(line), flush=True)  # other machines' names and tags: from files, never control
-    print(f"Compare: {tracking.private(str(path.resolve()))}  -- open it in a browser", flush=True)
-    return path
-
-
-def print_suite_summary(store: Any, uri: str, experiment_id: str, mine: set[str]) -> None:
-    """After `trainbench suite`: per workload every machine that ran it, and one geometric-mean line per machine
-    (trainbench.report.suite_summary). A convenience, as the page is: a failure here costs the summary only."""
-    from trainbench.report import suite_summary
-
-    try:
-        lines = suite_summary.after_suite(store, uri, experiment_id, mine)
-    except tracking.StoreFailed:
-        return
-    except Exception as error:
-        sys.stderr.write(f"trainbench: no suite summary: {tracking.private(str(error)).splitlines()[0][:200]}\n")
-        return
-    for line in lines:
-        print(untrusted.shown(line), flush=True)  # machine names from other machines' files
-
-
-def bring_other_machines(store: Any, uri: str) -> None:
-    """Published and contributed runs into the store's shared experiment, when their files changed."""
-    from trainbench.shared_runs import refresh
-
-    line = refresh(store, uri)
-    if line:
-        print(line, flush=True)
-
-
-def print_side_by_side(store: Any, uri: str, experiment_id: str, mine: set[str]) -> None:
-    """Per setting, the link to MLflow's compare-runs page with this machine's run and other machines' runs."""
-    from trainbench.report.side_by_side import side_by_side
-    from trainbench.runs import LOCAL_UI
-    from trainbench.shared_runs import SHARED_EXPERIMENT
-
-    try:
-        shared = store.get_experiment_by_name(SHARED_EXPERIMENT)
-        ids = [experiment_id, *([shared.experiment_id] if shared else [])]
-        found = side_by_side(store, ids, mine)
-    except Exception as error:  # a convenience: never fail a sweep over it
-        print(f"trainbench: no side-by-side links: {tracking.private(str(error))[:160]}", flush=True)
-        return
-    base = uri if uri.startswith(("http://", "https://")) else LOCAL_UI
-    for entry in found:
-        print(
-            untrusted.shown(f"Side by side in MLflow: {entry.setting_name}: {tracking.redact(entry.url(base))}"),
-            flush=True,
-        )
-
-
-def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None) -> str:
-    """The runs view of this sweep's cells with hw.label and samples_per_s as the first columns, fastest
-    first (a saved view in the experiment; see trainbench.runs.ui_url)."""
-    from trainbench.runs import ui_url
-
-    try:
-        return tracking.redact(ui_url(uri, experiment_id, sweep_run_id=parent))
-    except tracking.StoreFailed:
-        return "(no link: the tracking store stopped taking writes)"
-    except Exception as error:  # the link is a convenience: never fail a sweep over it
-        return f"(no link: {tracking.private(str(error))[:120]})"
-
-
-def summary_table(results: list[CellResult], quoted: dict[str, str] | None = None) -> str:
-    """`quoted`: run id -> its figure as every screen quotes it (interval, repeats, noise; `recorded_figures`)."""
-    rows = [("cell", "outcome", "samples/s", "reason")]
-    for r in results:
-        speed = f"{r.samples_per_s:,.1f}" if r.samples_per_s is not None else "-"
-        if r.run_id and r.samples_per_s is not None and (quoted or {}).get(r.run_id):
-            speed = (quoted or {})[r.run_id]
-        if r.peak_tflops is not None:
-            speed = f"{r.peak_tflops:,.2f} TFLOPS peak"
-        rows.append((r.name, r.outcome, speed, tracking.private(r.reason or "")))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = []
-    for i, row in enumerate(rows):
-        lines.append(
-            "  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3]]).rstrip()
-        )
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths) + "  ------")
-    return "\n".join(lines)
-
-
-def recorded_figures(store: Any, experiment_id: str, sweep_id: str) -> dict[str, str]:
-    """Run id -> samples_per_s of this sweep's cells as the first screen, `trainbench results` and the report
-    quote it (trainbench.figures: with its interval, repeats and noise), read back from the store."""
-    from trainbench import figures
-
-    try:
-        runs = store.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}'", max_results=10_000)
-    except (Exception, tracking.StoreFailed):  # the store is unreachable now: the table shows the bare figures
-        return {}
-    found = {}
-    for run in runs:
-        metrics, value = run.data.metrics, run.data.metrics.get("samples_per_s")
-        if value is not None:
-            found[run.info.run_id] = figures.quoted(
-                value,
-                figures.ci95(metrics, "samples_per_s"),
-                figures.repeats(run.data.params, "samples_per_s"),
-                figures.noisy(run.data.tags),
-            )
-    return found
-
-
-def cell_setting_id(cell: CellConfig) -> str:
-    """The short name of the comparison setting the cell will record (trainbench.setting.setting_id): two
-    cells with one id measure the same quantity, wherever they run."""
-    from trainbench.config import params
-    from trainbench.setting import setting, setting_id
-
-    prepared = task_of(cell).prepared(cell)
-    return setting_id(setting({key: str(value) for key, value in params(prepared).items()}, {}))
-
-
 def _adopted_project_run(store: Any, experiment: str) -> str | None:
     """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
     `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
@@ -801,51 +581,8 @@ def _adopted_project_run(store: Any, experiment: str) -> str | None:
     return None
 
 
-def sweep_outcome(
-    rows: list[CellResult], stopped: Stopped | None, broken: BaseException | None
-) -> tuple[str, str | None]:
-    """The sweep's outcome and, when it is not finished, why."""
-    done = sum(r.outcome in ("finished", "skipped") for r in rows)
-    outcome = "killed" if stopped else "finished" if done == len(rows) and not broken else "failed"
-    if stopped:
-        return outcome, stopped.reason
-    if broken:
-        return outcome, str(broken)
-    return outcome, None if outcome == "finished" else f"{len(rows) - done} of {len(rows)} cells did not finish"
-
-
 def _adoptable(store: Any, run_id: str, experiment: str) -> bool:
     """Whether the run `mlflow run` made is in an experiment the user named (not MLflow's Default, unless
     tracking.experiment names Default too)."""
     named = store.get_experiment(store.get_run(run_id).info.experiment_id).name
     return bool(named != DEFAULT_EXPERIMENT or experiment == DEFAULT_EXPERIMENT)
-
-
-def plan_table(
-    cell_names: list[str], jobs: list[list[str]], settings: list[str], plans: list[resume.Decision] | None = None
-) -> str:
-    """The dry run's list: each cell's name, its setting's id, with sweep.resume whether it would run or be
-    skipped (and which run holds its result), and the overrides that make it. The sweep's own switches
-    (sweep.dry_run, sweep.resume, ...) are the same for every cell and are left out of the rows."""
-    width = max(len(n) for n in cell_names)
-    shown_plans = [_plan_text(plan) for plan in plans] if plans is not None else None
-    plan_width = max(len(p) for p in ["plan", *shown_plans]) if shown_plans else 0
-    plan_head = f"{'plan'.ljust(plan_width)}  " if shown_plans else ""
-    plan_rule = f"{'-' * plan_width}  " if shown_plans else ""
-    lines = [
-        f"{'cell'.ljust(width)}  setting       {plan_head}overrides",
-        f"{'-' * width}  ------------  {plan_rule}---------",
-    ]
-    for i, (name, job, setting_id) in enumerate(zip(cell_names, jobs, settings, strict=True)):
-        shown = " ".join(o for o in job if not o.lstrip("+").startswith("sweep."))
-        plan = f"{shown_plans[i].ljust(plan_width)}  " if shown_plans else ""
-        lines.append(f"{name.ljust(width)}  {setting_id}  {plan}{tracking.private(shown) or '(defaults)'}")
-    return "\n".join(lines)
-
-
-def _plan_text(plan: resume.Decision) -> str:
-    if plan.run:
-        return "run"
-    if plan.prior_run is not None:
-        return f"skip: recorded in run {plan.prior_run.info.run_id}"
-    return "skip: " + plan.reason.split(" (sweep.resume")[0]

@@ -3,7 +3,8 @@
 The cell's process (trainbench.runner.worker) starts the ranks through the framework's own launcher
 (`rank_launcher` in its config: torch elastic for PyTorch) and waits for them. Each rank runs the cell as a
 1-device cell would (trainbench.runner.in_cell.run) inside the process group the adapter joins; global rank
-0 logs into the cell's run, the others log nothing (tracking.NullLog). Light: no framework import here.
+0 records through the cell's process (runner.events.RankRelay: the same JSON lines every cell sends), the others
+record nothing (tracking.NullLog). Light: no framework import here.
 
 Across nodes (device.nodes=N), torchrun is the launcher on every node but the one running the cell's job:
 
@@ -21,27 +22,38 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from trainbench.runner.in_cell import CellSummary
+    from trainbench.runner.order import CellOrder
 
 
-def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
-    """Run the cell here, or, where its framework runs one process per device and it asks for several, in
+def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
+    """Run the order's cell here, or, where its framework runs one process per device and it asks for several, in
     ranks started by the framework's own launcher (trainbench.runner.ranks); return rank 0's summary."""
+    cell = order.cell
     if cell.framework.rank_launcher is not None:
         import importlib
 
         launcher = importlib.import_module(cell.framework.rank_launcher)
         count, nodes = launcher.processes(cell.device), cell.device.nodes
         if count > 1 or nodes > 1:
-            results = launcher.launch(count, rank_main, json.dumps(spec), nodes)
+            from trainbench.runner.events import PipeLog, RankRelay
+
+            relay = RankRelay(log) if isinstance(log, PipeLog) else None  # a probe's NullLog: nothing to relay
+            try:
+                argument = json.dumps({**spec, "relay": relay and relay.address})
+                results = launcher.launch(count, rank_main, argument, nodes)
+            finally:
+                if relay is not None:
+                    relay.close()
             return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
     from trainbench.runner.in_cell import run
 
     try:
-        return run(cell, log, spec.get("name_suffix", ""))
+        return run(order, log)
     except Exception as error:  # a cell over nodes in this one process (JAX): name a node that went
         raise _named_lost_nodes(cell, log, error) from error
 
@@ -49,29 +61,31 @@ def launch(cell: Any, log: Any, spec: dict[str, Any]) -> CellSummary:
 def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench import progress
-    from trainbench.config import from_spec
-    from trainbench.runner.in_cell import die_with_parent, inject_fault, run
-    from trainbench.tracking import NullLog, RunLogger, quiet_logs
+    from trainbench.runner.events import rank_log
+    from trainbench.runner.in_cell import die_with_parent, fault_for, inject_fault, run
+    from trainbench.runner.order import CellOrder
+    from trainbench.tracking import NullLog, quiet_logs
 
     spec = json.loads(spec_text)
     die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
     quiet_logs()
-    cell = from_spec(spec["cell"])
+    order = CellOrder.from_dict(spec["order"])
     rank = int(os.environ.get("RANK", "0"))
-    # Across nodes the rendezvous may number another node first: the recording node's first rank records.
+    cell = order.cell
+    # Across nodes the rendezvous may number another node first: the recording node's first rank records. Only
+    # the node running the cell's process has its relay (runner.events.RankRelay): the others record nothing.
     first_here = int(os.environ.get("LOCAL_RANK", "0")) == 0 and cell.device.nodes > 1
-    records = bool(spec.get("run_id")) and (rank == 0 or first_here)
+    records = bool(spec.get("relay")) and (rank == 0 or first_here)
     os.environ["TRAINBENCH_RECORDING_RANK"] = "1" if records else "0"  # distributed.RECORDING_ENV
-    if records:
-        log: Any = RunLogger(spec["tracking_uri"], spec["run_id"])
+    if records:  # through the cell's process, as every cell records (runner.events)
+        log: Any = rank_log(spec["relay"], Path(spec["relay"]).parent)
     else:
         log = NullLog()
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
         progress.quiet()
-    if cell.debug.fault_rank == rank:
-        inject_fault(cell.debug.inject_fault)
+    inject_fault(fault_for(order.index, rank))
     try:
-        return run(cell, log, spec.get("name_suffix", ""))
+        return run(order, log)
     except Exception as error:
         raise _named_lost_nodes(cell, log, error) from error
 
@@ -107,15 +121,18 @@ def main(overrides: list[str]) -> int:
     this rank. Bad overrides or a missing node rank: one line, exit 2."""
     from hydra import compose, initialize_config_dir
 
-    import trainbench.config.plugins  # noqa: F401  (registers the schemas the composed cell names)
-    from trainbench.config import CONF_DIR, ConfigError, to_spec, validate
+    import trainbench.config.plugins  # noqa: F401  (the schemas the YAML choices name)
+    from trainbench.config import CONF_DIR, ConfigError, validate
     from trainbench.frameworks.base import DeviceUnavailable
+    from trainbench.runner.order import CellOrder
     from trainbench.tasks.base import task_of
 
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cell = validate(compose(config_name="config", overrides=overrides))
-        rank_main(json.dumps({"cell": to_spec(task_of(cell).prepared(cell))}))
+        # This node's order: the cell composed from the sweep's overrides, recording nowhere (rank 0 is on the head).
+        order = CellOrder(task_of(cell).prepared(cell), tuple(overrides), store=None)
+        rank_main(json.dumps({"order": order.to_dict()}))
     except (ConfigError, DeviceUnavailable) as error:
         sys.stderr.write(f"trainbench: {error}\n")
         return 2

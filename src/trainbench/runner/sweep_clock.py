@@ -35,7 +35,7 @@ def status_line(
     client: Any, experiment_id: str, sweep_id: str, started_at: float, total: int, kinds: list[str] | None = None
 ) -> str:
     """`sweep: 0:42 elapsed, 1 of 3 cells done; about 1:24 left`, from the sweep's runs in the store; without
-    the estimate where the store cannot say. `kinds`: each cell's kind (launch.kinds), in order."""
+    the estimate where the store cannot say. `kinds`: each cell's kind (CellOrder.kinds), in order."""
     elapsed_s = time.time() - started_at
     try:
         runs = client.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}'", max_results=10_000)

@@ -62,6 +62,7 @@ from trainbench.runner.in_cell import (  # noqa: E402
     ProcessResult,
     die_with_parent,
     failure_kind,
+    fault_for,
     inject_fault,
     one_line,
     write_atomically,
@@ -94,11 +95,12 @@ def main(spec_path: str) -> int:
         _guard_against_orphanhood(spec, parent_pid)
         if spec.get("cpus"):
             os.sched_setaffinity(0, spec["cpus"])
-        from trainbench.config import from_spec
+        from trainbench.runner.order import CellOrder
         from trainbench.tracking import NullLog, quiet_logs
 
         quiet_logs()  # also redacts credentials in whatever this process prints
-        cell = from_spec(spec["cell"])
+        order = CellOrder.from_dict(spec["order"])  # judged already, on this machine, by the job that started it
+        cell = order.cell
         mark("cell: config read")
         _limit_memory(cell.cell.memory_limit_mb)
         from trainbench.runner.events import PipeLog
@@ -111,8 +113,7 @@ def main(spec_path: str) -> int:
         # into another error (OmegaConf turns it into an AttributeError). From here on it unwinds to the
         # `except` below; one that came earlier is raised now.
         _raise_stops()
-        if cell.debug.fault_rank is None:
-            inject_fault(cell.debug.inject_fault)
+        inject_fault(fault_for(order.index, rank=None))
         if spec.get("search") is not None:  # batch_size=max: probes, no figures
             from trainbench.runner import batch_probes
 
@@ -120,7 +121,7 @@ def main(spec_path: str) -> int:
         else:
             from trainbench.runner.ranks import launch
 
-            result.update(launch(cell, log, spec))
+            result.update(launch(order, log, spec))
         _stop_listening()  # done: a stop signal now would only lose the result
         result["outcome"] = "finished"
     except (KeyboardInterrupt, Terminated) as stop:
