@@ -147,6 +147,7 @@ def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tm
                 os.killpg(process.pid, signal.SIGKILL)
     output = (tmp_path / "node0.log").read_text()
     assert returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]  # a lost node is an expected outcome: one line
     assert took < 30, f"node 0 took {took:.0f} s to give up"
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     reason, lost = cell.data.tags["trainbench.reason"], cell.data.tags.get("trainbench.lost_nodes", "")
@@ -240,6 +241,7 @@ def test_a_jax_node_killed_mid_cell_fails_the_run_naming_it_within_seconds(tmp_p
                 os.killpg(process.pid, signal.SIGKILL)
     output = (tmp_path / "node0.log").read_text()
     assert returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]  # a lost node is an expected outcome: one line
     assert took < 20, f"node 0 took {took:.0f} s to give up"
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     reason = cell.data.tags["trainbench.reason"]
