@@ -147,6 +147,7 @@ def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tm
                 os.killpg(process.pid, signal.SIGKILL)
     output = (tmp_path / "node0.log").read_text()
     assert returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]  # a lost node is an expected outcome: one line
     assert took < 30, f"node 0 took {took:.0f} s to give up"
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     reason, lost = cell.data.tags["trainbench.reason"], cell.data.tags.get("trainbench.lost_nodes", "")
@@ -154,6 +155,99 @@ def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tm
     # The killed node, as torch's rendezvous numbered it (on a cluster its host name tells it apart)
     assert re.fullmatch(rf"{re.escape(socket.gethostname())} \(rendezvous node [01]\)", lost), (lost, reason)
     assert re.match(rf"RankFailed: rank [01] of 2 failed: NodeLost: node {re.escape(lost)} stopped answering: ", reason)
+    deadline = time.monotonic() + 10
+    while left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) == []
+
+
+def joining_jax_node(folder: Path, endpoint: str, env: dict[str, str], *overrides: str) -> subprocess.Popen:
+    """The documented by-hand command for a JAX cell's other nodes: one process, its node rank given."""
+    node_env = {**env, "PET_RDZV_ENDPOINT": endpoint, "TRAINBENCH_NODE_RANK": "1"}
+    return start([sys.executable, "-m", "trainbench.cell.ranks", *overrides], folder, node_env, "node1.log")
+
+
+@pytest.mark.slow
+def test_two_jax_nodes_joined_by_hand_record_one_run_scaled_against_one_node(tmp_path, nodes_env) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    jax_cell = ["framework=jax", *TINY, "task.epochs=1"]
+    # Node 1 waits at the rendezvous while node 0's sweep runs the 1-node cell, then joins the 2-node one
+    node1 = joining_jax_node(tmp_path, endpoint, nodes_env, *jax_cell, "device.nodes=2")
+    try:
+        node0 = subprocess.run(
+            [sys.executable, str(RUN_PY), "-m", *jax_cell, "device.nodes=1,2"],
+            cwd=tmp_path,
+            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint}),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
+        assert node1.wait(timeout=60) == 0, (tmp_path / "node1.log").read_text()[-3000:]
+    finally:
+        if node1.poll() is None:
+            os.killpg(node1.pid, signal.SIGKILL)
+    one, two = sorted(cell_runs(nodes_env["MLFLOW_TRACKING_URI"]), key=lambda r: r.data.params.get("device.nodes", "1"))
+    tags, metrics = two.data.tags, two.data.metrics
+    assert {one.data.tags["trainbench.outcome"], tags["trainbench.outcome"]} == {"finished"}
+    assert tags["trainbench.data_parallel"] == "keras.distribution.DataParallel (2 cpu devices on 2 nodes)"
+    assert (tags["hw.nodes"], tags["hw.node_interconnect"], tags["hw.node_link"]) == ("2", "loopback", "lo")
+    assert metrics["num_devices"] == 2 and metrics["val_accuracy"] >= 0.8 and "hw.nodes" not in one.data.tags
+    assert tags["trainbench.scaling_baseline_run_id"] == one.info.run_id
+    assert metrics["scaling_efficiency"] == pytest.approx(
+        metrics["samples_per_s"] / (2 * one.data.metrics["samples_per_s"])
+    )
+
+
+@pytest.mark.slow
+def test_a_jax_node_joining_without_its_node_rank_says_so_in_one_line(tmp_path, nodes_env) -> None:
+    joining = subprocess.run(
+        [sys.executable, "-m", "trainbench.cell.ranks", "framework=jax", *TINY, "device.nodes=2"],
+        cwd=tmp_path,
+        env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": f"127.0.0.1:{free_port()}"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert joining.returncode == 2, joining.stderr[-3000:]
+    assert joining.stderr.strip().splitlines()[-1] == (
+        "trainbench: a node joining a JAX cell over 2 nodes needs its node rank: set TRAINBENCH_NODE_RANK=1 "
+        "(one per node; node 0 runs src/run.py), got none"
+    )
+    assert "Traceback" not in joining.stderr
+
+
+@pytest.mark.slow
+def test_a_jax_node_killed_mid_cell_fails_the_run_naming_it_within_seconds(tmp_path, nodes_env) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    jax_cell = ["framework=jax", *TINY, "task.epochs=40", "device.nodes=2"]
+    node0 = start(
+        [sys.executable, str(RUN_PY), *jax_cell], tmp_path, {**nodes_env, "PET_RDZV_ENDPOINT": endpoint}, "node0.log"
+    )
+    node1 = joining_jax_node(tmp_path, endpoint, nodes_env, *jax_cell)
+    try:
+        deadline = time.monotonic() + 180
+        while "training: 40 epoch(s)" not in (tmp_path / "node0.log").read_text():  # both nodes have joined
+            assert node0.poll() is None and time.monotonic() < deadline, (tmp_path / "node0.log").read_text()
+            time.sleep(0.2)
+        time.sleep(1)  # into the epoch's steps
+        os.killpg(node1.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        returncode = node0.wait(timeout=60)
+        took = time.monotonic() - killed_at
+    finally:
+        for process in (node0, node1):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    output = (tmp_path / "node0.log").read_text()
+    assert returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]  # a lost node is an expected outcome: one line
+    assert took < 20, f"node 0 took {took:.0f} s to give up"
+    (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
+    reason = cell.data.tags["trainbench.reason"]
+    assert cell.data.tags["trainbench.outcome"] == "failed"
+    assert cell.data.tags.get("trainbench.lost_nodes") == f"{socket.gethostname()} (node 1)", reason
+    assert reason.startswith(f"NodeLost: node {socket.gethostname()} (node 1) stopped answering: JaxRuntimeError: ")
     deadline = time.monotonic() + 10
     while left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -170,8 +264,13 @@ def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count()
     from trainbench.config import CONF_DIR, ConfigError, config_hash, params, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        with pytest.raises(ConfigError, match="framework=jax runs a cell on one host: use device.nodes=1"):
-            validate(compose("config", overrides=["framework=jax", "task=benchmark", "device.nodes=2"]))
+        with pytest.raises(ConfigError, match="framework=tensorflow runs a cell on one host: use device.nodes=1"):
+            validate(compose("config", overrides=["framework=tensorflow", "task=benchmark", "device.nodes=2"]))
+        with pytest.raises(ConfigError, match="fit runs on one host here .*use task.timed_region=epoch"):
+            validate(compose("config", overrides=["framework=jax", "task.timed_region=fit", "device.nodes=2"]))
+        validate(compose("config", overrides=["framework=jax", "data.pipeline=loader", "device.nodes=2"]))
+        with pytest.raises(ConfigError, match="probes batches on one host: run it with device.nodes=1"):
+            validate(compose("config", overrides=["framework=jax", "batch_size=max", "device.nodes=2"]))
         with pytest.raises(ConfigError, match="must be a whole number >= 1, e.g. device.nodes=2"):
             validate(compose("config", overrides=["task=benchmark", "device.nodes=0"]))
         one = validate(compose("config", overrides=["task=benchmark"]))
@@ -193,3 +292,36 @@ def test_a_cell_over_nodes_meets_at_a_c10d_rendezvous_and_says_when_it_has_none(
     config = launch_config(4, nodes=2)
     assert (config.nproc_per_node, config.min_nodes, config.max_nodes, config.max_restarts) == (4, 2, 2, 0)
     assert (config.rdzv_backend, config.rdzv_endpoint) == ("c10d", "node0:29400")
+
+
+def test_a_jax_node_finds_the_coordinator_beside_the_rendezvous_and_needs_its_node_rank(monkeypatch) -> None:
+    from trainbench.frameworks.base import DeviceUnavailable
+    from trainbench.frameworks.jax.nodes import coordinator_address, process_id
+
+    monkeypatch.delenv("PET_RDZV_ENDPOINT", raising=False)
+    with pytest.raises(DeviceUnavailable, match="set PET_RDZV_ENDPOINT=HOST:PORT"):
+        coordinator_address()
+    monkeypatch.setenv("PET_RDZV_ENDPOINT", "node0:29400")
+    assert coordinator_address() == "node0:29401"  # torch's rendezvous port stays free
+    monkeypatch.delenv("TRAINBENCH_RECORDING_RANK", raising=False)
+    assert process_id(4) == 0  # the cell's own process, on node 0, hosts the coordinator
+    monkeypatch.setenv("TRAINBENCH_RECORDING_RANK", "0")  # a joining node (trainbench.cell.ranks)
+    monkeypatch.delenv("SLURM_NODEID", raising=False)
+    for node_rank in ("", "0", "4", "x"):
+        monkeypatch.setenv("TRAINBENCH_NODE_RANK", node_rank)
+        with pytest.raises(DeviceUnavailable, match="needs its node rank: set TRAINBENCH_NODE_RANK=1..3"):
+            process_id(4)
+    monkeypatch.setenv("TRAINBENCH_NODE_RANK", "3")
+    assert process_id(4) == 3
+
+
+def test_each_jax_node_prepares_its_own_share_of_a_batch_and_every_device_as_many_rows() -> None:
+    import numpy as np
+
+    from trainbench.frameworks.jax.nodes import own_share
+
+    batch = np.arange(10, 18)  # a global batch of 8 over 2 nodes x 2 devices
+    shares = [own_share(batch, node, 2, 4).tolist() for node in (0, 1)]
+    assert shares == [[10, 11, 12, 13], [14, 15, 16, 17]]
+    tail = np.arange(5)  # an epoch's last batch of 5 over 4 devices: filled up to 8 with its own first samples
+    assert [own_share(tail, node, 2, 4).tolist() for node in (0, 1)] == [[0, 1, 2, 3], [4, 0, 1, 2]]

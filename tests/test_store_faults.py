@@ -200,7 +200,7 @@ def test_a_cell_that_stops_making_progress_is_recorded_hung_and_the_sweep_goes_o
             (
                 p
                 for p in psutil.Process(running.pid).children(recursive=True)
-                if "runner.worker" in " ".join(p.cmdline())
+                if "trainbench.cell.worker" in " ".join(p.cmdline())
             ),
             None,
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -51,7 +52,10 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
             return cast("CellSummary", results[min(results)])  # global rank 0's, or this node's first rank's
     from trainbench.cell.in_cell import run
 
-    return run(order, log)
+    try:
+        return run(order, log)
+    except Exception as error:  # a cell over nodes in this one process (JAX): name a node that went
+        raise _named_lost_nodes(cell, log, error) from error
 
 
 def rank_main(spec_text: str) -> CellSummary:
@@ -93,33 +97,45 @@ class NodeLost(RuntimeError):
 def _named_lost_nodes(cell: Any, log: Any, error: Exception) -> Exception:
     """Where a collective failed because other nodes' ranks went, the error naming them (and the tag
     trainbench.lost_nodes on rank 0's run); otherwise `error` itself."""
-    if cell.device.nodes <= 1 or cell.framework.rank_launcher is None:
+    if cell.device.nodes <= 1:
         return error
     import importlib
 
-    launcher = importlib.import_module(cell.framework.rank_launcher)
-    lost = launcher.lost_nodes()
+    if cell.framework.rank_launcher is not None:
+        lost = importlib.import_module(cell.framework.rank_launcher).lost_nodes()
+    elif cell.framework.node_joiner is not None:
+        lost = importlib.import_module(cell.framework.node_joiner).lost_nodes(cell.device.nodes)
+    else:
+        return error
     if not lost:
         return error
     log.tags({"trainbench.lost_nodes": ", ".join(lost)})
     gone = f"node{'s' if len(lost) > 1 else ''} {', '.join(lost)}"
-    return NodeLost(f"{gone} stopped answering: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
+    # XLA repeats its prefix once per queued step ("Error dispatching computation: " x N): once says it.
+    first_line = re.sub(r"((?:[^:]+: ))\1+", r"\1", str(error).splitlines()[0] if str(error) else "")
+    return NodeLost(f"{gone} stopped answering: {type(error).__name__}: {first_line[:300]}")
 
 
 def main(overrides: list[str]) -> int:
-    """A node joining a multi-node cell under torchrun: compose the cell as the sweep did, run this rank."""
+    """A node joining a multi-node cell under torchrun (or, JAX, by itself): compose the cell as the sweep did, run
+    this rank. Bad overrides or a missing node rank: one line, exit 2."""
     from hydra import compose, initialize_config_dir
 
     import trainbench.config.plugins  # noqa: F401  (the schemas the YAML choices name)
     from trainbench.cell.order import CellOrder
-    from trainbench.config import CONF_DIR, validate
+    from trainbench.config import CONF_DIR, ConfigError, validate
+    from trainbench.frameworks.base import DeviceUnavailable
     from trainbench.tasks.base import task_of
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cell = validate(compose(config_name="config", overrides=overrides))
-    # This node's order: the cell composed from the sweep's overrides, recording nowhere (rank 0 is on the head).
-    order = CellOrder(task_of(cell).prepared(cell), tuple(overrides), store=None)
-    rank_main(json.dumps({"order": order.to_dict()}))
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cell = validate(compose(config_name="config", overrides=overrides))
+        # This node's order: the cell composed from the sweep's overrides, recording nowhere (rank 0 is on the head).
+        order = CellOrder(task_of(cell).prepared(cell), tuple(overrides), store=None)
+        rank_main(json.dumps({"order": order.to_dict()}))
+    except (ConfigError, DeviceUnavailable) as error:
+        sys.stderr.write(f"trainbench: {error}\n")
+        return 2
     return 0
 
 

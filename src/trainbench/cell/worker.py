@@ -142,12 +142,15 @@ def main(spec_path: str) -> int:
         elif isinstance(error, DeviceUnavailable):
             result.update({"outcome": "unavailable", "reason": private(str(error))})
         else:
-            kind = failure_kind(error)
-            result.update({"outcome": "failed", "reason": private(one_line(error)), "failure": kind})
-            if kind == "oom":  # expected: the parent prints one line; the traceback goes to the run only
+            kind, reason = failure_kind(error), one_line(error)
+            result.update({"outcome": "failed", "reason": private(reason), "failure": kind})
+            if kind == "oom":
                 result["memory"] = (
                     "host" if isinstance(error, MemoryError) or in_cell.selected_backend == "cpu" else "device"
                 )
+            # Expected (out of memory, another node of the cell gone): the parent prints one line, and the
+            # traceback goes to the run only.
+            if kind == "oom" or "NodeLost: " in reason:
                 with contextlib.suppress(OSError):
                     traceback_path(Path(spec["result_path"])).write_text(private(traceback.format_exc()))
             else:  # a bug: on the terminal too, and in the stderr tail the parent attaches to the run

@@ -203,11 +203,24 @@ def _devices(cell: CellConfig) -> None:
     nodes = cell.device.nodes
     if nodes != 1 and not getattr(cell.task, "data_parallel", False):
         raise ConfigError("device.nodes", nodes, f"task={cell.task.name} runs on one device: use device.nodes=1")
-    if nodes != 1 and cell.framework.rank_launcher is None:
+    if nodes != 1 and cell.framework.rank_launcher is None and cell.framework.node_joiner is None:
         raise ConfigError(
             "device.nodes",
             nodes,
-            f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch",
+            f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch or jax",
+        )
+    if nodes != 1 and cell.batch_size == "max":
+        raise ConfigError(
+            "batch_size",
+            "max",
+            "the search probes batches on one host: run it with device.nodes=1, then batch_size=N with device.nodes",
+        )
+    if nodes != 1 and getattr(cell.task, "timed_region", "") in ("fit", "build_fit"):
+        raise ConfigError(
+            "task.timed_region",
+            cell.task.timed_region,
+            "a framework's own fit runs on one host here (Keras' fit across processes takes only a tf.data "
+            "pipeline sharded per host): use task.timed_region=epoch with device.nodes > 1",
         )
     if count != "all" and limit is not None:
         need(

@@ -55,6 +55,7 @@ def place(cell: Any) -> int:
     port = RENDEZVOUS_PORTS[0] + digest % RENDEZVOUS_PORTS[1]
     os.environ.setdefault("PET_RDZV_ENDPOINT", f"{task.hostnames[0]}:{port}")
     os.environ.setdefault("PET_RDZV_ID", f"trainbench-{task.job_id}")
+    os.environ.setdefault("TRAINBENCH_NODE_RANK", str(task.global_rank))  # a JAX cell's process id (jax.nodes)
     return int(task.global_rank)
 
 
@@ -76,11 +77,14 @@ def join(order: Any, node: int) -> dict[str, Any]:
     from trainbench.tasks.base import task_of
 
     cell = order.cell
-    launcher = importlib.import_module(cell.framework.rank_launcher)
     spec = json.dumps({"order": order.running(task_of(cell).prepared(cell)).to_dict()})
     print(f"[node {node}/{cell.device.nodes}] joining the cell at {os.environ['PET_RDZV_ENDPOINT']}", flush=True)
     try:
-        launcher.launch(launcher.processes(cell.device), rank_main, spec, cell.device.nodes)
+        if cell.framework.rank_launcher is None:  # one process per node (JAX): this one
+            rank_main(spec)
+        else:
+            launcher = importlib.import_module(cell.framework.rank_launcher)
+            launcher.launch(launcher.processes(cell.device), rank_main, spec, cell.device.nodes)
     except Exception as error:  # node 0 records the cell's outcome; this node only says why it stopped
         reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         sys.stderr.write(f"[node {node}/{cell.device.nodes}] stopped: {reason}\n")

@@ -46,6 +46,8 @@ class FrameworkConfig(Choice):
     # Module whose processes(device) and launch(count, entrypoint, argument) start one process per device
     # (PyTorch's DDP); None: one process drives all of a cell's devices (Keras' distribution APIs).
     rank_launcher: ClassVar[str | None] = None
+    # Module whose join() makes one process per node one runtime (JAX) for a cell over device.nodes hosts.
+    node_joiner: ClassVar[str | None] = None
 
     # The framework's builders, keyed by the architecture a model YAML describes (ModelConfig.architecture():
     # the model's name, or its family where one builder takes sizes, e.g. `bert`): the name of the builder in

@@ -16,6 +16,7 @@ from trainbench.frameworks.keras import KerasConfig
 class JaxConfig(KerasConfig):
     adapter: str = "trainbench.frameworks.jax.adapter"
     package: str = "jax"
+    node_joiner: ClassVar[str | None] = "trainbench.frameworks.jax.nodes"  # jax.distributed, a process per node
     version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.jax")
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
         title="JAX",

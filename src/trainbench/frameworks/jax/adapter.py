@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from trainbench.frameworks.base import uses_loader
-from trainbench.frameworks.jax import data_parallel
+from trainbench.frameworks.jax import data_parallel, nodes
 from trainbench.frameworks.keras.adapter import (
     FitTrainer,
     HostBatches,
@@ -41,7 +41,7 @@ class JaxDevice(KerasDevice):
     adapter: Adapter
 
     def _stats(self) -> dict[str, Any]:
-        return self.adapter.jax.devices()[0].memory_stats() or {}
+        return self.adapter.jax.local_devices()[0].memory_stats() or {}  # across nodes: this node's first
 
     def peak_memory_mb(self) -> float | None:
         if self.backend == "cpu":
@@ -73,10 +73,12 @@ class Adapter(KerasAdapter):
         data_parallel.split_host(device.count)
         import jax
 
+        if device.nodes > 1:  # before JAX makes its devices: they are then every node's
+            nodes.join(jax, device.nodes, cpu=device.name == "cpu")
         gpus: list[Any] = []
         if device.name != "cpu":
             try:
-                gpus = jax.devices("gpu")
+                gpus = jax.local_devices(backend="gpu")
             except RuntimeError:  # no GPU platform at all
                 gpus = []
         if gpus:
@@ -85,9 +87,10 @@ class Adapter(KerasAdapter):
             raise DeviceUnavailable(_no_jax_gpu_reason(jax))
         else:
             backend = "cpu"
-        self.devices = data_parallel.choose(gpus or jax.devices("cpu"), device.count, backend)
+        local = data_parallel.choose(gpus or jax.local_devices(backend="cpu"), device.count, backend)
+        self.devices = nodes.global_devices(jax, local) if device.nodes > 1 else local
         self.replicas = len(self.devices)
-        jax.config.update("jax_default_device", self.devices[0])
+        jax.config.update("jax_default_device", local[0])
         self.shardings = data_parallel.Shardings(jax, self.devices) if self.replicas > 1 else None
         # JAX lets fp32 matmuls and convolutions use TF32 on NVIDIA by default: "fp32" must mean fp32.
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if self.tf32 else "highest")
@@ -116,6 +119,8 @@ class Adapter(KerasAdapter):
         }
         if self.replicas > 1:
             tags.update(data_parallel.tags(self.devices))
+        if self.cell.device.nodes > 1:
+            tags.update(nodes.tags(self.jax, self.devices, self.backend))
         return tags
 
     def jit_compile(self) -> bool:
@@ -317,11 +322,16 @@ class LoaderTrainer(HostBatches, Trainer):
             self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="trainbench-loader")
         model = self.model
         self._train = self.jax.jit(lambda state, x, y: model.train_step(state, (x, y))[1], donate_argnums=0)
+        self._across_nodes = adapter.shardings is not None and cell.device.nodes > 1
 
     def _prepare(self, positions: Any) -> tuple[Any, Any]:
         from trainbench.data import Split
         from trainbench.frameworks.keras.adapter import host_split
 
+        if self._across_nodes:  # each node prepares its own share of the global batch, no more
+            positions = nodes.own_share(
+                positions, self.jax.process_index(), self.jax.process_count(), self.adapter.replicas
+            )
         return host_split(Split(self.data.train.inputs[positions], self.data.train.labels[positions]), self.data)
 
     def _iterate(self, order: Any) -> Iterator[tuple[Any, Any]]:
@@ -355,7 +365,12 @@ class LoaderTrainer(HostBatches, Trainer):
         if self._batches is None:
             self._batches = self._iterate(self.shuffle.permutation(self.samples_per_epoch))
         x, y = self.wait(self._batches)
-        self.state = self._train(self.state, self.jax.device_put(x), self.jax.device_put(y))
+        if self._across_nodes:  # the nodes' shares, one global batch split along the mesh
+            batch = self.adapter.shardings.batch  # type: ignore[attr-defined]
+            x, y = (self.jax.make_array_from_process_local_data(batch, part) for part in (x, y))
+        else:
+            x, y = self.jax.device_put(x), self.jax.device_put(y)
+        self.state = self._train(self.state, x, y)
         self.adapter.pending = self.state
 
     def end_epoch(self) -> Any:

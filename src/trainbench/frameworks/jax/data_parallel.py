@@ -70,6 +70,8 @@ class Shardings:
 
 
 def tags(devices: list[Any]) -> dict[str, str]:
+    nodes = len({device.process_index for device in devices})
+    across = f" on {nodes} nodes" if nodes > 1 else ""
     return {
-        "trainbench.data_parallel": f"keras.distribution.DataParallel ({len(devices)} {devices[0].platform} devices)"
+        "trainbench.data_parallel": f"keras.distribution.DataParallel ({len(devices)} {devices[0].platform} devices{across})"
     }
