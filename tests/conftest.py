@@ -16,7 +16,12 @@ from typing import Any
 
 import pytest
 
+import trainbench.config.plugins  # noqa: F401
 from servers import POSTGRES_MISSING, MlflowServer, PostgresCluster, postgres_bin_dir
+
+# Tests compose cells in-process with Hydra's compose(), as trainbench.config.compose does once every shipped
+# schema is registered (the import above). The product's own entry points register them themselves: the tests
+# that run them as real processes hold them to it.
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = ROOT / "src" / "run.py"
