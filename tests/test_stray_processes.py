@@ -26,12 +26,14 @@ HANGING_CELL = ["device=cpu", "tracking.system_metrics_interval_s=0", "sweep.hea
 
 @pytest.fixture
 def start(tmp_path: Path):
-    """start(ARGS): `python src/run.py -m ARGS` from tmp_path, every cell's process hanging, in a process group of its own (its leader's pid is
-    the group id), against a store of its own in tmp_path; returns the process and the store's URI."""
+    """start(ARGS): `python src/run.py -m ARGS` from tmp_path, in a process group of its own (its leader's pid is
+    the group id), against a store of its own in tmp_path, every cell's process hanging unless `hanging=False`;
+    returns the process and the store's URI."""
 
-    def run(*args: str) -> tuple[subprocess.Popen[str], str]:
+    def run(*args: str, hanging: bool = True) -> tuple[subprocess.Popen[str], str]:
         uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-        return start_multirun(uri, tmp_path, *args, env={INJECT_FAULT_ENV: "sleep"}, new_session=True), uri
+        env = {INJECT_FAULT_ENV: "sleep"} if hanging else {}
+        return start_multirun(uri, tmp_path, *args, env=env, new_session=True), uri
 
     return run
 
@@ -203,7 +205,7 @@ def test_a_stop_while_loader_workers_feed_a_cell_prints_no_traceback(start, tmp_
     worker processes too: neither they nor the cell's process may print a traceback for it."""
     stop = signal.SIGTERM
     write_mnist(tmp_path / "data", train=64, test=8)
-    sweep, uri = start(*LOADER_CELL)
+    sweep, uri = start(*LOADER_CELL, hanging=False)
     pgid = sweep.pid
 
     def workers_feeding() -> bool:  # loader workers are forked, so they carry the cell's command line

@@ -249,6 +249,18 @@ def leave_stops_to_the_cell(worker_id: int) -> None:
         pr_set_pdeathsig = 1
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    sys.excepthook = _quiet_when_the_cell_hangs_up
+
+
+def _quiet_when_the_cell_hangs_up(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+    """A worker hands its batches' storage to the cell through multiprocessing's descriptor sharer, whose thread
+    reports its errors through sys.excepthook: a connection the cell broke off means the cell is stopping (it
+    records why), not a bug in the worker."""
+    import sys
+
+    if issubclass(kind, (ConnectionError, EOFError)):
+        return
+    sys.__excepthook__(kind, error, trace)
 
 
 class LoaderTrainer(Trainer):
