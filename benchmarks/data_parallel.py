@@ -445,6 +445,7 @@ def profiled(side: Side, steps: int) -> dict[str, Any]:
 def compose_cell(overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -260,6 +260,7 @@ def harness_side(
     """The harness's trainer for the row's overrides, and its task's timed block."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench import data as datasets
     from trainbench import frameworks
     from trainbench.config import CONF_DIR, validate

@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run as a script, from anywhere
+import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
 from trainbench.cell.order import CellOrder, StoreAddress  # noqa: E402
 from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.measure import hardware

@@ -67,6 +67,7 @@ def noop(steps: int, rounds: int) -> dict[str, float]:
 def mlp_epoch(rounds: int) -> dict[str, float]:
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench import data as datasets
     from trainbench import frameworks
     from trainbench.config import CONF_DIR, validate

@@ -45,6 +45,7 @@ def test_fast_rows_compile_both_sides_in_the_mode_the_harness_picks_for_the_mode
     row would compare CUDA graphs against none."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, validate
 
     bare_loops = _benchmark_script("bare_loops")

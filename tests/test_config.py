@@ -11,6 +11,7 @@ import json
 import pytest
 from hydra import compose, initialize_config_dir
 
+import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
 from trainbench import cli
 from trainbench.config import CONF_DIR, choices, config_hash, from_spec, params, to_spec, validate
 from trainbench.config.schema import (

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
 from conftest import TINY
 from trainbench import data
 from trainbench.config import CONF_DIR, validate

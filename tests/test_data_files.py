@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
 from test_data import write_cifar10, write_idx, write_mnist
 from trainbench import cli, data
 from trainbench.config import CONF_DIR, PlainError, validate

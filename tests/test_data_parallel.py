@@ -134,6 +134,7 @@ def test_keras_runs_one_cell_on_two_host_devices(trainbench, framework: str, eng
 def test_a_task_on_one_device_refuses_a_device_count() -> None:
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, ConfigError, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -145,6 +146,7 @@ def test_a_task_on_one_device_refuses_a_device_count() -> None:
 def test_the_scaling_studys_bert_large_trains_as_the_reference_loops_do() -> None:
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -158,6 +160,7 @@ def test_the_scaling_studys_resnet50_runs_nhwc_in_every_framework(framework) -> 
     # NHWC is PyTorch's choice (framework.channels_last) and the others' only layout: one preset asks for it in all.
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, ConfigError, validate
     from trainbench.store.setting import recorded
 
@@ -209,6 +212,7 @@ def test_the_gradients_live_in_the_all_reduce_buckets_one_copy_not_two(tmp_path:
     import torch
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench import data as datasets
     from trainbench.config import CONF_DIR, validate
     from trainbench.frameworks.pytorch.adapter import Adapter

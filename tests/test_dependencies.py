@@ -114,6 +114,7 @@ def test_the_mlx_adapter_without_mlx_says_the_cell_cannot_run_here(monkeypatch: 
     (the worker records any DeviceUnavailable so), not failed with a traceback."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, validate
     from trainbench.frameworks.base import DeviceUnavailable
     from trainbench.frameworks.mlx.adapter import Adapter
@@ -203,6 +204,7 @@ def test_a_sweep_asking_for_a_framework_not_installed_stops_before_any_cell_nami
 def cell_of(*overrides: str):
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -64,6 +64,7 @@ def test_each_batch_size_runs_a_graph_compiled_for_it() -> None:
     from hydra import compose, initialize_config_dir
     from torch._dynamo.utils import counters
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, validate
     from trainbench.frameworks.pytorch.adapter import Adapter
 

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from hydra import compose, initialize_config_dir
 
+import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
 from trainbench.config import CONF_DIR, validate
 
 torch = pytest.importorskip("torch")

@@ -74,6 +74,7 @@ def test_pytorch_counts_a_transformers_attention_whichever_kernel_runs_it(model:
     which dropped attention from the count (3% of BERT-base's at 128 tokens, more at longer sequences)."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench import data as datasets
     from trainbench import frameworks
     from trainbench.config import CONF_DIR, validate
@@ -374,6 +375,7 @@ def fake_gpu_cell(recovers: bool) -> Any:
     from hydra import compose, initialize_config_dir
 
     import fake_gpu
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, replace, validate
 
     fake_gpu.Adapter.made.clear()

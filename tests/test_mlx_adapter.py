@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 from hydra import compose, initialize_config_dir  # noqa: E402
 from mlx.utils import tree_flatten  # noqa: E402
 
+import trainbench.config.plugins  # noqa: E402, F401  (the schemas a composed cell names)
 from trainbench import data as datasets  # noqa: E402
 from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.frameworks.base import DeviceUnavailable  # noqa: E402

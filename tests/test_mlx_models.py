@@ -34,6 +34,7 @@ if importlib.util.find_spec("torchvision") is None or importlib.util.find_spec("
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
+import trainbench.config.plugins  # noqa: E402, F401  (the schemas a composed cell names)
 from trainbench.config import CONF_DIR, validate  # noqa: E402
 from trainbench.config.schema import MlpModel, ModelConfig, TransformerModel, VisionModel  # noqa: E402
 from trainbench.data import Dataset, Split  # noqa: E402

@@ -154,6 +154,7 @@ class Recorded:
 def compose(*overrides: str) -> Any:
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

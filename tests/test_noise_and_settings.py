@@ -90,6 +90,7 @@ def test_runs_with_different_thread_counts_are_different_settings(monkeypatch: p
     """OMP_NUM_THREADS=1 and =2 never share a row; a run without it compares with runs recorded before it."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.config import CONF_DIR, params, validate
     from trainbench.store.setting import setting, setting_id
 

@@ -41,6 +41,7 @@ def tensorflow_probe(out: Path) -> None:
     what a benchmark cell timing Keras' fit logged."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench import data as datasets
     from trainbench.config import CONF_DIR, validate
     from trainbench.frameworks.tensorflow.adapter import Adapter
@@ -268,6 +269,7 @@ def run_here(*overrides: str) -> RecordedLog:
     on the CPU by the cell's own `run` (trainbench.cell.in_cell)."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench.cell import in_cell
     from trainbench.cell.order import CellOrder
     from trainbench.config import CONF_DIR, validate

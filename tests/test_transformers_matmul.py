@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
+import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
 from conftest import Invocation, invoke, metric_history
 from trainbench import data
 from trainbench.config import CONF_DIR, ConfigError, validate

@@ -141,6 +141,7 @@ def hydra_entry() -> Callable[[], Any]:
     with exit_quietly_on_stop():  # Ctrl-C while Hydra loads: exit 130, no traceback
         import hydra
 
+        import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
         from trainbench.config import CONF_DIR
         from trainbench.sweep.job import run_job
 
@@ -220,6 +221,7 @@ def download(argv: list[str]) -> int:
     """`trainbench download data=cifar10`: the dataset's files, fetched now into data.root."""
     from hydra import compose, initialize_config_dir
 
+    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
     from trainbench import data
     from trainbench.config import CONF_DIR, ConfigError
     from trainbench.config.explain import compose_or_explain
