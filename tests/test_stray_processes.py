@@ -30,9 +30,9 @@ def start(tmp_path: Path):
     the group id), against a store of its own in tmp_path, every cell's process hanging unless `hanging=False`;
     returns the process and the store's URI."""
 
-    def run(*args: str, hanging: bool = True) -> tuple[subprocess.Popen[str], str]:
+    def run(*args: str, hanging: bool = True, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
         uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-        env = {INJECT_FAULT_ENV: "sleep"} if hanging else {}
+        env = {INJECT_FAULT_ENV: "sleep"} if hanging else env or {}
         return start_multirun(uri, tmp_path, *args, env=env, new_session=True), uri
 
     return run
@@ -134,13 +134,42 @@ def test_a_joblib_sweep_stopped_mid_cell_leaves_no_process_behind(start, stop, t
     cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
     assert len(cells) == 2
     # SIGKILL: each cell's process saw its launcher die and handed its run to a closing process
-    # (trainbench.cell.orphan), which closes it within seconds; otherwise the sweep closed them.
-    closing_by = time.monotonic() + 30
+    # (trainbench.cell.orphan), which closes it within seconds (importing MLflow takes 6 s of a core, more on a
+    # loaded machine); otherwise the sweep closed them.
+    closing_by = time.monotonic() + 60
     while any(c.info.status == "RUNNING" for c in cells) and time.monotonic() < closing_by:
         time.sleep(0.5)
         cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
     assert {c.data.tags["trainbench.outcome"] for c in cells} == {"killed"}
     assert {c.info.status for c in cells} == {"KILLED"}
+
+
+@pytest.mark.slow
+def test_a_cell_stuck_in_c_code_ends_soon_after_its_sweep_is_killed(start) -> None:
+    """The cell's main thread cannot run a stop's handler while it is inside C code (a compile, a kernel on the
+    CPU, a loader's queue): the cell's guard thread must end the process and hand its run over to be closed."""
+    sweep, uri = start("seed=0", *HANGING_CELL, hanging=False, env={INJECT_FAULT_ENV: "stuck"})
+    pgid = sweep.pid
+    try:
+        wait_until(lambda: len(with_command(pgid, "trainbench.cell.worker")) == 1, 120, "the cell", sweep)
+        cell = with_command(pgid, "trainbench.cell.worker")[0]
+        time.sleep(3)  # past the cell's start: its main thread sleeps with the stop signals blocked
+        sweep.kill()
+        sweep.communicate(timeout=60)
+        try:
+            cell.wait(timeout=15)
+        except psutil.TimeoutExpired:
+            raise AssertionError("the stuck cell outlived its sweep by 15 s") from None
+    finally:
+        kill_group(sweep, signal.SIGKILL, grace_s=5)
+    closing_by = time.monotonic() + 60
+    while time.monotonic() < closing_by:
+        (run,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+        if run.info.status != "RUNNING":
+            break
+        time.sleep(0.5)
+    assert (run.info.status, run.data.tags["trainbench.outcome"]) == ("KILLED", "killed")
+    assert "died" in run.data.tags["trainbench.reason"]
 
 
 # ------------------------------------------------------------------------------------------------ early stops

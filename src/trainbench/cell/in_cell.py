@@ -182,7 +182,7 @@ def one_line(error: BaseException) -> str:
 # survives them. Comma-separated entries, each FAULT (every cell's process), CELL:FAULT (only the cell at that place
 # in its sweep, from 1) or [CELL:]FAULT@RANK (only that rank of a data-parallel cell); FAULT is one of FAULTS.
 INJECT_FAULT_ENV = "TRAINBENCH_INJECT_FAULT"
-FAULTS = ("abort", "raise", "sleep", "exit")
+FAULTS = ("abort", "raise", "sleep", "stuck", "exit")
 
 
 def fault_for(cell_index: int, rank: int | None) -> str | None:
@@ -206,6 +206,9 @@ def inject_fault(fault: str | None) -> None:
     if fault == "raise":
         raise RuntimeError(f"{INJECT_FAULT_ENV}=raise: a deliberate failure")
     if fault == "sleep":
+        time.sleep(3600)
+    if fault == "stuck":  # as in a long call into C code: a stop's Python handler waits until it returns
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, PARENT_DIED})
         time.sleep(3600)
     if fault == "exit":
         os._exit(3)

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,15 +92,26 @@ def hand_over(tracking_uri: str | None, run_id: str | None, outcome: str, reason
         )
 
 
+# How long this process tries to close the run: a busy store is waited out by the client itself; this bounds what
+# else can fail on the way (a store still starting, a machine loaded enough that MLflow's import takes seconds).
+CLOSING_TRIES = 5
+CLOSING_PAUSE_S = 3.0
+
+
 def main(arguments: dict[str, Any]) -> int:
     try:
         if arguments.get("run_id") and arguments.get("tracking_uri"):
             from trainbench.store.tracking import client, close, quiet_logs
 
             quiet_logs()
-            close(client(arguments["tracking_uri"]), arguments["run_id"], arguments["outcome"], arguments["reason"])
-    except Exception:  # noqa: BLE001, S110  (the store may be gone too: the next invocation closes the run as `lost`)
-        pass
+            for attempt in range(CLOSING_TRIES):
+                try:
+                    tracking = client(arguments["tracking_uri"])
+                    close(tracking, arguments["run_id"], arguments["outcome"], arguments["reason"])
+                    break
+                except Exception:  # noqa: BLE001  (the store may be gone too: the next invocation closes the run as `lost`)
+                    if attempt + 1 < CLOSING_TRIES:
+                        time.sleep(CLOSING_PAUSE_S)
     finally:
         scratch = Path(arguments.get("scratch") or "")
         if scratch.name.startswith(SCRATCH_PREFIX):

@@ -175,13 +175,18 @@ def _orphaned(spec: dict[str, Any], parent_pid: int) -> NoReturn:
     gets here first (the main thread unwinding a stop, or the guard when the main thread is stuck in C code)."""
     if not _handing_over.acquire(blocking=False):
         threading.Event().wait()  # the other thread is ending the process
-    _stop_listening()
-    _silence_output()
-    from trainbench.cell.orphan import hand_over
+    try:
+        # Signal handlers can be changed from the main thread only. From the guard, a stop that still reaches the
+        # main thread changes nothing: this thread ends the process all the same.
+        if threading.current_thread() is threading.main_thread():
+            _stop_listening()
+        _silence_output()
+        from trainbench.cell.orphan import hand_over
 
-    reason = f"the process that launched this cell (pid {parent_pid}) died"
-    hand_over(spec.get("tracking_uri"), spec.get("run_id"), "killed", reason, Path(spec["result_path"]).parent)
-    os._exit(0)
+        reason = f"the process that launched this cell (pid {parent_pid}) died"
+        hand_over(spec.get("tracking_uri"), spec.get("run_id"), "killed", reason, Path(spec["result_path"]).parent)
+    finally:  # whatever failed above, the process ends: the other thread waits for this one to end it
+        os._exit(0)
 
 
 def _guard_against_orphanhood(spec: dict[str, Any], parent_pid: int) -> None:
