@@ -50,7 +50,15 @@ class TrainbenchSweeper(BasicSweeper):
             self._cpus_per_cell = max((cell.cell.cpus or 0 for cell in cells), default=0) or None
             # Slurm and Ray on AWS run cells on machines whose devices this one cannot see.
             here = not any(remote in type(self.launcher).__name__ for remote in ("Slurm", "AWS"))
-            code = Sweep(cells, jobs, self._launch, command_line=list(arguments), cells_run_here=here).run()
+            in_this_process = type(self.launcher).__name__ == "BasicLauncher"
+            code = Sweep(
+                cells,
+                jobs,
+                self._launch,
+                command_line=list(arguments),
+                cells_run_here=here,
+                runs_cells_in_this_process=in_this_process,
+            ).run()
         except (ConfigError, TrackingUnavailable) as error:
             code = fail(str(error))
         sys.stdout.flush()

@@ -33,6 +33,11 @@ import sys
 from trainbench.cell.in_cell import PARENT_DIED
 
 UNBLOCK_STOPS_ENV = "TRAINBENCH_UNBLOCK_SIGINT"
+# `python -m trainbench.cell.worker --preload`: started before its cell's run exists (trainbench.sweep.cell_process
+# .prestart), it reads the cell (to_spec, as JSON) from its first stdin line and loads its framework, then waits for
+# SPEC's path on the second line and runs as `worker SPEC.json` would; at end of input instead, it exits recording
+# nothing (the sweep did not run that cell here, or is gone).
+PRELOAD_ARG = "--preload"
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, PARENT_DIED)
 _stops: list[int] = []  # the stop signals received, in order
 
@@ -254,5 +259,46 @@ def _limit_memory(limit_mb: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
+def _preload_then_wait() -> str | None:
+    """--preload: load the framework of the cell on stdin's first line, then return the spec's path read from the
+    second (None at end of input). Stops are only remembered meanwhile: main() raises them, once the run exists."""
+    from trainbench.measure.timeline import mark
+
+    mark("cell: python started, trainbench imported (prestarted)")
+    cell_line = sys.stdin.readline()
+    if cell_line:
+        try:
+            from trainbench import frameworks
+            from trainbench.config import from_spec
+            from trainbench.store.tracking import quiet_logs
+
+            quiet_logs()
+            frameworks.preload(from_spec(json.loads(cell_line)))
+            mark("cell: framework preloaded")
+        except Exception:  # noqa: S110  the cell loads it again, and fails there with its error recorded in its run
+            pass
+    spec_line = sys.stdin.readline().strip()
+    return spec_line or None
+
+
+def _end(code: int) -> NoReturn:
+    """End the process once its result is written: the exit handlers run (a loader's workers are ended, logs
+    flushed), but not the interpreter's own teardown, which frees every object one by one: with a framework
+    loaded, seconds between the cell's result and its launcher recording it."""
+    import atexit
+
+    for thread in threading.enumerate():  # as the interpreter's exit would: its threads end first
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    if sys.argv[1] == PRELOAD_ARG:
+        _spec_path = _preload_then_wait()
+        _end(main(_spec_path) if _spec_path else 0)
+    _end(main(sys.argv[1]))

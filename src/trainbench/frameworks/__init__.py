@@ -18,11 +18,40 @@ if TYPE_CHECKING:
     from trainbench.frameworks.base import Framework
 
 
+# A prestarted cell's process (trainbench.cell.worker --preload) loads its cell's adapter before it knows its run:
+# (the cell as its spec's JSON, the adapter), taken by the first load of that same cell.
+_preloaded: tuple[str, Framework] | None = None
+
+
 def load(cell: CellConfig) -> Framework:
-    """Import the adapter of cell.framework (only ever inside a cell's own process)."""
+    """Import the adapter of cell.framework (only ever inside a cell's own process); the one `preload` made for this
+    cell, if any."""
+    global _preloaded
+    preloaded, _preloaded = _preloaded, None
+    if preloaded is not None and preloaded[0] == _key(cell):
+        return preloaded[1]
     module = importlib.import_module(cell.framework.adapter)
     adapter: Framework = module.Adapter(cell)
     return adapter
+
+
+def preload(cell: CellConfig) -> None:
+    """Make the adapter `load` will return for this same cell (its framework imported, nothing computed)."""
+    global _preloaded
+    _preloaded = None
+    adapter = load(cell)
+    ahead = getattr(adapter, "import_ahead", None)  # optional: what its cell would import later anyway
+    if ahead is not None:
+        ahead()
+    _preloaded = (_key(cell), adapter)
+
+
+def _key(cell: CellConfig) -> str:
+    import json
+
+    from trainbench.config import to_spec
+
+    return json.dumps(to_spec(cell), sort_keys=True)
 
 
 def not_installed(cells: Iterable[CellConfig]) -> str | None:

@@ -7,15 +7,18 @@ its outcome read from the result it wrote or, when it wrote none, from how it en
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +27,9 @@ from trainbench.cell.events import DRAIN_MARGIN_S, RunWriter
 from trainbench.cell.in_cell import ProcessResult
 from trainbench.cell.order import ORDER_ENV
 from trainbench.cell.orphan import remove_abandoned_scratch, remove_abandoned_shared_memory, scratch_prefix
-from trainbench.cell.worker import UNBLOCK_STOPS_ENV, traceback_path
-from trainbench.config import PROJECT_ROOT
-from trainbench.config.schema import CellLimits
+from trainbench.cell.worker import PRELOAD_ARG, UNBLOCK_STOPS_ENV, traceback_path
+from trainbench.config import PROJECT_ROOT, to_spec
+from trainbench.config.schema import CellConfig, CellLimits
 from trainbench.measure.timeline import mark
 from trainbench.store import tracking
 from trainbench.sweep import framework_log, slots
@@ -78,7 +81,14 @@ def run_in_child(
         progress_path = Path(scratch) / "probes.json"
         if search is not None:
             search = {**search, "known": [asdict(p) for p in search["known"]], "progress_path": str(progress_path)}
-        events_read, events_write = os.pipe() if run_id else (None, None)
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
+        ready = _claim_prestarted(cell, env) if run_id and search is None and not cores else None
+        events_read: int | None
+        events_write: int | None
+        if ready is not None:
+            events_read, events_write = ready.events_read, ready.events_write
+        else:
+            events_read, events_write = os.pipe() if run_id else (None, None)
         spec_path.write_text(
             json.dumps(
                 {
@@ -93,7 +103,6 @@ def run_in_child(
                 }
             )
         )
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else {}
         activity = Activity()
         activity.store_uri = store.uri
         writer = None
@@ -102,7 +111,12 @@ def run_in_child(
             writer = RunWriter(store.client, run_id, events, on_event=activity.touch, on_fault=activity.failed)
             writer.start()
         try:
-            returncode, stderr_tail = _run_child(spec_path, cell.cell, env, events_write, activity, chatter)
+            returncode, stderr_tail = _run_child(spec_path, cell.cell, env, events_write, activity, chatter, ready)
+        except BaseException:
+            if ready is not None and not ready.handed:  # it would wait for its spec until this process ends
+                ready.child.kill()
+                ready.child.wait()
+            raise
         finally:
             if writer is not None:  # a server down at the cell's end is waited for (tracking.outage_s), then some
                 writer.finish(timeout_s=cell.tracking.outage_s + DRAIN_MARGIN_S)
@@ -150,39 +164,27 @@ def _run_child(
     events_fd: int | None,
     activity: Activity,
     chatter: FrameworkLog | None = None,
+    ready: _Prestarted | None = None,
 ) -> tuple[int, str]:
-    """Start the cell's process, echo its stderr while keeping the tail; return (exit status, tail)."""
-    env = {**os.environ, **extra_env}
-    # The child logs by run id; an inherited MLFLOW_RUN_ID (set by `mlflow run`) must not redirect it.
-    env.pop("MLFLOW_RUN_ID", None)
-    env.pop(ORDER_ENV, None)  # the job's order reaches the cell's process in its spec, as it reaches every rank
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "src"), env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
+    """Start the cell's process (or hand the spec to `ready`, one started before with its framework loaded), echo
+    its stderr while keeping the tail; return (exit status, tail)."""
+    env = _child_env(extra_env)
     tracking.configure_http_retries()
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
     mark("job: starting the cell's process")
-    passed = (events_fd,) if events_fd is not None else ()
-    # The child inherits this thread's signal mask: with Ctrl-C blocked it starts deaf to it until its handlers are
-    # set (worker.py's first lines unblock it, and one that came meanwhile is taken then, not lost). Where Ctrl-C is
-    # already blocked (a joblib launcher's workers: it is the sweep's alone) it stays blocked.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    if signal.SIGINT not in blocked:
-        env[UNBLOCK_STOPS_ENV] = "1"
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "trainbench.cell.worker", str(spec_path)],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            pass_fds=passed,
-        )
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    lines: Iterable[str]
+    if ready is not None:
+        child, lines = ready.child, iter(ready.lines.get, None)
+        ready.hand_over(spec_path)
+    else:
+        passed = (events_fd,) if events_fd is not None else ()
+        child = _spawn([sys.executable, "-m", "trainbench.cell.worker", str(spec_path)], env, passed)
+        assert child.stderr is not None
+        lines = child.stderr
     if events_fd is not None:
         os.close(events_fd)  # the child holds the only writing end: its exit ends the stream
     try:
-        reader = threading.Thread(target=_pump, args=(child.stderr, tail, activity, chatter), daemon=True)
+        reader = threading.Thread(target=_pump, args=(lines, tail, activity, chatter), daemon=True)
         reader.start()
         returncode = _wait(child, limits, activity)
         if returncode in (TIMED_OUT, STORE_FAILED):
@@ -198,6 +200,136 @@ def _run_child(
         _stop(child, signal.SIGTERM)
         raise
     return returncode, "".join(tail)
+
+
+def _child_env(extra_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a cell's process."""
+    env = {**os.environ, **extra_env}
+    # The child logs by run id; an inherited MLFLOW_RUN_ID (set by `mlflow run`) must not redirect it.
+    env.pop("MLFLOW_RUN_ID", None)
+    env.pop(ORDER_ENV, None)  # the job's order reaches the cell's process in its spec, as it reaches every rank
+    env.pop(UNBLOCK_STOPS_ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "src"), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _spawn(argv: list[str], env: dict[str, str], passed: tuple[int, ...], stdin: int | None = None) -> Any:
+    """Start a cell's process with its stderr piped here."""
+    env = dict(env)
+    # The child inherits this thread's signal mask: with Ctrl-C blocked it starts deaf to it until its handlers are
+    # set (worker.py's first lines unblock it, and one that came meanwhile is taken then, not lost). Where Ctrl-C is
+    # already blocked (a joblib launcher's workers: it is the sweep's alone) it stays blocked.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if signal.SIGINT not in blocked:
+        env[UNBLOCK_STOPS_ENV] = "1"
+    try:
+        return subprocess.Popen(
+            argv, env=env, stdin=stdin, stderr=subprocess.PIPE, text=True, errors="replace", pass_fds=passed
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+@dataclass
+class _Prestarted:
+    """A cell's process started before its run exists, loading its framework while the sweep opens the store and
+    creates the run: it computes nothing until it is handed the cell's spec (with the run's id), and exits,
+    recording nothing, when it is not (its stdin closes)."""
+
+    child: Any  # subprocess.Popen[str]
+    cell_key: str  # the cell it loads the framework for, as its spec (JSON)
+    env: dict[str, str]
+    cwd: str
+    events_read: int
+    events_write: int
+    lines: queue.Queue[str | None]  # its stderr so far (read from its start: a full pipe would block its import)
+    handed: bool = False
+
+    def hand_over(self, spec_path: Path) -> None:
+        assert self.child.stdin is not None
+        self.handed = True
+        self.child.stdin.write(f"{spec_path}\n")
+        self.child.stdin.close()
+
+    def discard(self) -> None:
+        self.child.kill()  # it holds no run and wrote nothing: nothing to record
+        self.child.wait()
+        for fd in (self.events_read, self.events_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+_prestarted: _Prestarted | None = None
+
+
+def prestart(cell: CellConfig) -> None:
+    """Start the process of a cell that is about to run, here, before its run exists, so that its framework loads
+    (seconds) while the sweep imports MLflow and creates the run. The first cell whose process starts here uses
+    it if it is this cell in this environment (run_in_child); otherwise it is discarded then, or by
+    discard_prestarted. Only for a cell of one process with no cores, memory cap or batch search to set first."""
+    global _prestarted
+    single = cell.framework.rank_launcher is None or cell.device.count == 1 or cell.device.name == "cpu"
+    if (
+        _prestarted is not None
+        or cell.cell.cpus
+        or cell.cell.memory_limit_mb
+        or cell.batch_size == "max"
+        or cell.device.nodes != 1
+        or not single
+    ):
+        return
+    from trainbench.sweep import launchers
+
+    tracking.configure_store_environment()  # as the store's opening will have, by the time the cell starts
+    launchers.mark_sweep_process()  # as the launcher will have marked this process by then
+    env = _child_env({})
+    events_read, events_write = os.pipe()
+    key = json.dumps(to_spec(cell), sort_keys=True)
+    child = _spawn(
+        [sys.executable, "-m", "trainbench.cell.worker", PRELOAD_ARG], env, (events_write,), stdin=subprocess.PIPE
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_collect, args=(child.stderr, lines), daemon=True).start()
+    _prestarted = _Prestarted(child, key, env, os.getcwd(), events_read, events_write, lines)
+    assert child.stdin is not None
+    child.stdin.write(key + "\n")
+    child.stdin.flush()
+    mark("parent: cell's process prestarted")
+
+
+def discard_prestarted() -> None:
+    """End the prestarted process if no cell took it."""
+    global _prestarted
+    if _prestarted is not None:
+        _prestarted.discard()
+        _prestarted = None
+
+
+def _claim_prestarted(cell: CellConfig, extra_env: dict[str, str]) -> _Prestarted | None:
+    """The prestarted process, if it loaded this cell's framework in the environment this cell's process would get;
+    None otherwise (and then it is ended: one that loaded another cell's framework must not run this one)."""
+    global _prestarted
+    ready, _prestarted = _prestarted, None
+    if ready is None:
+        return None
+    usable = (
+        ready.child.poll() is None
+        and ready.cell_key == json.dumps(to_spec(cell), sort_keys=True)
+        and ready.env == _child_env(extra_env)
+        and ready.cwd == os.getcwd()
+    )
+    if not usable:
+        ready.discard()
+        mark("job: the prestarted process does not fit this cell: discarded")
+        return None
+    return ready
+
+
+def _collect(stream: Any, lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
 
 
 def _wait(child: subprocess.Popen[str], limits: CellLimits, activity: Activity) -> int:
@@ -296,7 +428,9 @@ class _CapWatch:
         return used > 0.1 * ticks and (kernel - first[2]) >= self.KERNEL_SHARE * used  # busy, not asleep
 
 
-def _pump(stream: Any, tail: collections.deque[str], activity: Activity, chatter: FrameworkLog | None) -> None:
+def _pump(
+    stream: Iterable[str], tail: collections.deque[str], activity: Activity, chatter: FrameworkLog | None
+) -> None:
     """Echo the cell's stderr (credentials redacted: MLflow's errors quote the store's URI) and keep its tail;
     the frameworks' own log records go to `chatter` instead (trainbench.sweep.framework_log says which)."""
     quiet = not tracking.verbose()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from omegaconf import DictConfig
@@ -47,7 +48,8 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
     if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
         return nodes.join(received, node) if received.cell.device.nodes > 1 else nodes.idle(received.cell, node)
     name, place = received.name, f"{received.index}/{received.total}"
-    print(f"[cell {place}] {name}: {tracking.private(' '.join(received.overrides)) or '(defaults)'}", flush=True)
+    if not (launchers.in_the_sweeps_process() and received.index in _announced):
+        announce(received.index, received.total, name, received.overrides)
     _label_lines(name)
     if received.total > 1 and received.started_at is not None:
         progress.line(
@@ -72,6 +74,16 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         took = progress.duration(time.monotonic() - started)
         print(f"[cell {place}] {result.name}: {result.outcome} in {took}", flush=True)
     return result.to_dict()
+
+
+# The cells whose line the sweep's owner printed already, in this process (Hydra's basic launcher runs their jobs here)
+_announced: set[int] = set()
+
+
+def announce(index: int, total: int, name: str, overrides: Sequence[str]) -> None:
+    """The cell's first line: its place in the sweep, its name and its overrides."""
+    _announced.add(index)
+    print(f"[cell {index}/{total}] {name}: {tracking.private(' '.join(overrides)) or '(defaults)'}", flush=True)
 
 
 def _label_lines(name: str) -> None:

@@ -89,7 +89,7 @@ def prepare(launcher: Any, jobs: int, cpus_per_cell: int | None) -> int:
     bound how many cells run at once, and have a joblib launcher's workers die with the sweep from their first
     moment (loky's initializer runs before a worker takes any job). Returns how many jobs to hand the launcher
     at a time: submitit_local starts a process for every job it is given at once."""
-    os.environ[SWEEP_PROCESS_ENV] = _identity(os.getpid())
+    mark_sweep_process()
     kind = type(launcher).__module__ + "." + type(launcher).__name__
     settings = getattr(launcher, "joblib", None)
     if kind.endswith(".JoblibLauncher") and isinstance(settings, dict):
@@ -106,6 +106,11 @@ def prepare(launcher: Any, jobs: int, cpus_per_cell: int | None) -> int:
             _say(f"hydra/launcher=submitit_local runs {bound} cell{'s' if bound != 1 else ''} at a time ({why})")
             return bound
     return jobs
+
+
+def mark_sweep_process() -> None:
+    """Mark this process as the sweep for the processes it starts (in_the_sweeps_process, die_with_sweep)."""
+    os.environ[SWEEP_PROCESS_ENV] = _identity(os.getpid())
 
 
 @contextlib.contextmanager

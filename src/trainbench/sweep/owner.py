@@ -32,7 +32,7 @@ from trainbench.measure import device_probe, hardware
 from trainbench.measure.timeline import mark
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.store import mlflow_project, tracking
-from trainbench.sweep import handoff, liveness, resume, sweep_clock
+from trainbench.sweep import cell_process, handoff, job, liveness, resume, sweep_clock
 from trainbench.sweep.cell_run import CellResult, Stopped
 from trainbench.sweep.needed_files import fetch_or_refuse_missing_files
 from trainbench.sweep.summary import (
@@ -66,8 +66,12 @@ class Sweep:
         launch: Launch,
         command_line: list[str] | None = None,
         cells_run_here: bool = True,
+        runs_cells_in_this_process: bool = False,
     ) -> None:
         self.cells, self.jobs, self.launch = cells, jobs, launch
+        # True: the launcher runs each cell's job in this process (Hydra's basic launcher), so the first cell's
+        # process can start, and its line be printed, before the store opens (see run)
+        self.runs_cells_in_this_process = runs_cells_in_this_process
         self.cells_run_here = cells_run_here  # False: a launcher runs them on other machines, with other devices
         # Each cell's kind for the sweep's estimate; `-` for one recorded `unavailable` without starting.
         devices = {cell.device.name for cell in cells}
@@ -101,6 +105,18 @@ class Sweep:
         first = self.cells[0]
         uri = tracking.resolve_tracking_uri(first.tracking.uri)
         mark("parent: cells composed and judged")
+        if self.runs_cells_in_this_process and self.kinds[0] != sweep_clock.ABSENT:
+            # Importing MLflow and opening the store take seconds: the first cell's process loads its framework
+            # meanwhile (it computes nothing before its run exists), and the user sees which cell comes first.
+            cell_process.prestart(task_of(first).prepared(first))
+            if self.settings.resume is False:  # with resume, the store decides whether it runs
+                job.announce(1, len(self.cells), self.names[0], self.jobs[0])
+        try:
+            return self._run_in_store(first, uri)
+        finally:
+            cell_process.discard_prestarted()
+
+    def _run_in_store(self, first: CellConfig, uri: str) -> int:
         store = tracking.open_store(uri, outage_s=first.tracking.outage_s)  # TrackingUnavailable before any work
         mark("parent: store open")
         lost = liveness.close_lost_runs(store, self.settings.lost_after_s)

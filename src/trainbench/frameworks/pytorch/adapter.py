@@ -80,6 +80,12 @@ class Adapter:
         self.compile_reason: str | None = None
         self.world = distributed.World.from_environment()  # one rank of a data-parallel cell, or the only one
 
+    def import_ahead(self) -> None:
+        """What the cell would import later, imported while a prestarted cell's process waits for its run
+        (trainbench.frameworks.preload): every optimizer's constructor imports torch._dynamo, for seconds."""
+        if self.cell.task.name != "matmul":  # the one task that builds no optimizer
+            import torch._dynamo  # noqa: F401
+
     # -- the contract (trainbench.frameworks.base.Framework) ---------------------------------------------------
     def bind(self, device: DeviceConfig) -> TorchDevice:
         from trainbench.frameworks.base import DeviceUnavailable

@@ -8,6 +8,7 @@ from __future__ import annotations
 from trainbench.store.tracking.opening import (
     HTTP_RETRY_DEFAULTS,
     configure_http_retries,
+    configure_store_environment,
     default_store_folder,
     default_tracking_uri,
     experiment_id,
@@ -64,6 +65,7 @@ __all__ = [
     "client",
     "close",
     "configure_http_retries",
+    "configure_store_environment",
     "default_store_folder",
     "default_tracking_uri",
     "experiment_id",

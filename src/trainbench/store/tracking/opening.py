@@ -72,17 +72,22 @@ def configure_http_retries() -> None:
         os.environ.setdefault(key, value)
 
 
+def configure_store_environment() -> None:
+    """What opening a store sets in this process's environment, which every cell's process inherits."""
+    configure_http_retries()
+    quiet_logs()
+    # MLflow prints "View run ... at: <the URI, credentials and all>" whenever a run ends on a server; the
+    # sweep prints its own redacted link instead (inherited by every cell's process).
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+
+
 def open_store(uri: str, *, mid_sweep: bool = False, outage_s: float = DEFAULT_OUTAGE_S) -> Any:
     """A client for `uri`, checked to answer; raises TrackingUnavailable with what to do.
 
     Before a sweep a server that is down fails at once (one line, exit 2). `mid_sweep` (a cell's job: the
     sweep's owner reached the server already) rides out an outage of up to `outage_s` instead, so a restart
     between two cells costs no cell."""
-    configure_http_retries()
-    quiet_logs()
-    # MLflow prints "View run ... at: <the URI, credentials and all>" whenever a run ends on a server; the
-    # sweep prints its own redacted link instead (inherited by every cell's process).
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    configure_store_environment()
     _wait_while_locked(uri, outage_s)
     problem = _local_problem(uri)
     if problem and mid_sweep:  # it was there when the sweep began
