@@ -52,7 +52,7 @@ def phases(timeline: Path, started: float) -> list[tuple[str, float]]:
     """(phase, seconds since the previous stamp), the first measured from the command's start."""
     rows, previous = [], started
     for line in timeline.read_text().splitlines():
-        stamp, _, phase = line.split(" ", 2)
+        stamp, _, _, phase = line.split(" ", 3)
         rows.append((phase, float(stamp) - previous))
         previous = float(stamp)
     return rows

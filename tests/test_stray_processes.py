@@ -57,6 +57,19 @@ def parent_of(process: psutil.Process) -> int | None:
         return None
 
 
+def cell_run_exists(uri: str) -> bool:
+    """Whether the sweep created a cell's run in the SQLite store at `uri` (read with sqlite3: polled often)."""
+    import sqlite3
+
+    path = uri.removeprefix("sqlite:///")
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as store:
+            found = store.execute("SELECT 1 FROM tags WHERE key = 'trainbench.kind' AND value = 'cell' LIMIT 1")
+            return found.fetchone() is not None
+    except sqlite3.Error:
+        return False
+
+
 def wait_until(condition, timeout: float, what: str, sweep: subprocess.Popen[str], poll_s: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -151,6 +164,8 @@ def test_a_cell_stuck_in_c_code_ends_soon_after_its_sweep_is_killed(start) -> No
     sweep, uri = start("seed=0", *HANGING_CELL, hanging=False, env={INJECT_FAULT_ENV: "stuck"})
     pgid = sweep.pid
     try:
+        # The cell's process may start before its run exists, loading its framework meanwhile (prestarted)
+        wait_until(lambda: cell_run_exists(uri), 120, "the cell's run", sweep)
         wait_until(lambda: len(with_command(pgid, "trainbench.cell.worker")) == 1, 120, "the cell", sweep)
         cell = with_command(pgid, "trainbench.cell.worker")[0]
         time.sleep(3)  # past the cell's start: its main thread sleeps with the stop signals blocked
@@ -183,6 +198,9 @@ def test_a_stop_in_the_first_instants_of_a_cell_prints_no_traceback_and_is_recor
     sweep, uri = start(*HANGING_CELL)
     pgid = sweep.pid
     try:
+        # its run first: the cell's process may start earlier, loading its framework (prestarted), but computes
+        # only once its run exists
+        wait_until(lambda: cell_run_exists(uri), 120, "the cell's run", sweep, 0.02)
         wait_until(lambda: with_command(pgid, "trainbench.cell.worker"), 120, "the cell's process", sweep, 0.02)
         time.sleep(delay_s)
         os.killpg(pgid, stop)
@@ -194,6 +212,28 @@ def test_a_stop_in_the_first_instants_of_a_cell_prints_no_traceback_and_is_recor
     (cell,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
     assert cell.data.tags["trainbench.outcome"] == "killed" and cell.info.status == "KILLED"
     assert "killed" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_the_first_cell_loads_its_framework_before_its_run_exists_leaves_nothing(start, stop) -> None:
+    """The first cell's process starts while the sweep still opens the store: a stop then ends the sweep quietly,
+    and that process with it, with no run left open."""
+    sweep, uri = start(*HANGING_CELL)
+    pgid = sweep.pid
+    try:
+        wait_until(lambda: with_command(pgid, "--preload"), 120, "the prestarted cell's process", sweep, 0.02)
+        os.killpg(pgid, stop)
+        _, err = sweep.communicate(timeout=60)
+        left_by = time.monotonic() + 15
+        while group_processes(pgid) and time.monotonic() < left_by:
+            time.sleep(0.2)
+        assert not group_processes(pgid), "a process of the sweep outlived it by 15 s"
+    finally:
+        kill_group(sweep, signal.SIGKILL, grace_s=5)
+    assert "Traceback" not in err, err[-3000:]
+    assert sweep.returncode == 128 + stop, err[-3000:]
+    assert all(r.info.status != "RUNNING" for r in runs_in(uri))
 
 
 @pytest.mark.slow

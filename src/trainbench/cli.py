@@ -132,7 +132,10 @@ def console(hydra_main: Callable[[], Any] | None = None) -> None:
 def _console(argv: list[str], hydra_main: Callable[[], Any] | None) -> None:
     if argv and argv[0] in SUBCOMMANDS:  # before Hydra is imported: `trainbench list models` answers at once
         sys.exit(run_subcommand(argv[0], argv[1:]))
-    sys.exit(main(hydra_main or hydra_entry(), argv))
+    code = main(hydra_main or hydra_entry(), argv)
+    from trainbench.process_end import end_now
+
+    end_now(code)  # the summary is out: the user need not wait for the interpreter's teardown
 
 
 def hydra_entry() -> Callable[[], Any]:

@@ -281,24 +281,11 @@ def _preload_then_wait() -> str | None:
     return spec_line or None
 
 
-def _end(code: int) -> NoReturn:
-    """End the process once its result is written: the exit handlers run (a loader's workers are ended, logs
-    flushed), but not the interpreter's own teardown, which frees every object one by one: with a framework
-    loaded, seconds between the cell's result and its launcher recording it."""
-    import atexit
-
-    for thread in threading.enumerate():  # as the interpreter's exit would: its threads end first
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
+    from trainbench.process_end import end_now
+
+    # Once the result is written, the launcher waits for this process's end to record it: no seconds of teardown
     if sys.argv[1] == PRELOAD_ARG:
         _spec_path = _preload_then_wait()
-        _end(main(_spec_path) if _spec_path else 0)
-    _end(main(sys.argv[1]))
+        end_now(main(_spec_path) if _spec_path else 0)
+    end_now(main(sys.argv[1]))
