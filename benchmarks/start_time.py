@@ -76,8 +76,12 @@ Row = tuple[float, int, float, str]  # wall stamp, pid, the process's CPU second
 def read_timeline(path: Path) -> list[Row]:
     rows = []
     for line in path.read_text().splitlines():
-        stamp, pid, cpu, phase = line.split(" ", 3)
-        rows.append((float(stamp), int(pid), float(cpu), phase))
+        stamp, pid, rest = line.split(" ", 2)
+        cpu, _, phase = rest.partition(" ")
+        try:
+            rows.append((float(stamp), int(pid), float(cpu), phase))
+        except ValueError:  # a checkout from before the stamps carried CPU seconds
+            rows.append((float(stamp), int(pid), float("nan"), rest))
     return rows
 
 
