@@ -18,7 +18,7 @@ from trainbench import progress
 from trainbench.cell import order
 from trainbench.config import PlainError
 from trainbench.store import tracking
-from trainbench.sweep import launchers, nodes, sweep_clock
+from trainbench.sweep import job_states, launchers, nodes, sweep_clock
 from trainbench.sweep.cell_run import Store, run_cell
 
 
@@ -62,12 +62,14 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
             )
         )
     started = time.monotonic()
+    job_states.write(received.index, {"state": "started"})
     try:
         result = run_cell(received, store)
     except tracking.StoreFailed as fault:
         # The sweep's summary names the cell the fault stopped (the exception travels from a launcher's worker).
         fault.cell_index = received.index  # type: ignore[attr-defined]
         raise
+    job_states.write(received.index, {"state": "ended", **result.to_dict()})
     if received.total > 1:
         took = progress.duration(time.monotonic() - started)
         print(f"[cell {place}] {result.name}: {result.outcome} in {took}", flush=True)

@@ -32,7 +32,7 @@ from trainbench.measure import device_probe, hardware
 from trainbench.measure.timeline import mark
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.store import mlflow_project, tracking
-from trainbench.sweep import handoff, liveness, resume, sweep_clock
+from trainbench.sweep import handoff, job_states, liveness, resume, sweep_clock
 from trainbench.sweep.cell_run import CellResult, Stopped
 from trainbench.sweep.needed_files import fetch_or_refuse_missing_files
 from trainbench.sweep.summary import (
@@ -81,6 +81,7 @@ class Sweep:
         self.started = time.time()
         self.sweep_name = ""
         self.linked_run: str | None = None  # `mlflow run`'s run in another experiment, leading to the sweep's
+        self.job_states: Path | None = None  # what each job got to, on this machine's disk (sweep.job_states)
 
     def run(self) -> int:
         self._name_absent_devices()
@@ -124,7 +125,8 @@ class Sweep:
         if self.linked_run and parent:
             self._describe_linked_run(store, "", experiment_id, parent, "running", None, "")
         sweep_id = parent or sweep_name
-        return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
+        with job_states.kept() as self.job_states:
+            return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
 
     def _run_cells(
         self,
@@ -434,13 +436,34 @@ class Sweep:
             elif broken is not None and getattr(broken, "cell_index", None) == i + 1:
                 rows.append(CellResult(i + 1, name, "failed", None, f"stopped: {broken}", None))
             elif broken is not None:
-                rows.append(
-                    CellResult(i + 1, name, "not started", None, "the tracking store stopped taking writes", None)
-                )
+                rows.append(self._unread(i, name, broken))
             else:
                 why = "the sweep was stopped before it started" if stopped else "its job left no record"
                 rows.append(CellResult(i + 1, name, "not started" if stopped else "failed", None, why, None))
         return rows
+
+    def _unread(self, i: int, name: str, broken: BaseException) -> CellResult:
+        """A cell whose outcome neither its launcher returned (a parallel launcher drops every job's return when
+        one job's store fault stops it) nor the failed store gives back: what its job wrote on this machine."""
+        state = job_states.read(self.job_states, i + 1)
+        if state is None and self.cells_run_here:
+            return CellResult(i + 1, name, "not started", None, "the tracking store stopped taking writes", None)
+        if state is None:  # its job ran on another machine, or never started: nothing here says which
+            return CellResult(i + 1, name, "lost", None, f"its outcome could not be read back: {broken}", None)
+        if state.get("state") != "ended":
+            return CellResult(
+                i + 1, name, "lost", None, f"it ran until the sweep stopped; its record was lost: {broken}", None
+            )
+        ended = str(state.get("outcome"))
+        return CellResult(
+            i + 1,
+            str(state.get("name") or name),
+            "lost",
+            state.get("samples_per_s"),
+            f"it ran ({ended}); its record was lost: {broken}",
+            state.get("run_id"),
+            state.get("peak_tflops"),
+        )
 
     # -- the parent run -----------------------------------------------------------------------------
     def _create_parent(self, store: Any, experiment_id: str, sweep_name: str) -> str:
