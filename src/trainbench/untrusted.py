@@ -80,6 +80,14 @@ def markdown_text(text: str) -> str:
     return _MARKDOWN_LIVE.sub(lambda m: "\\" + m.group(), text)
 
 
+def html_text(text: str) -> str:
+    """`text` as plain text inside HTML: markup as entities, control characters spelled out (a page is also read
+    with `cat`)."""
+    import html
+
+    return html.escape(for_terminal(text))
+
+
 def path_problem(name: str) -> str | None:
     """Why `name` (an experiment's, which names its runs' folder in a SQLite store) could name a path outside
     the folder it is meant for: a separator, a `..`, a leading `~`; None when it is a plain name."""
