@@ -65,6 +65,48 @@ def test_an_unreachable_database_server_is_refused_within_15_s(tmp_path: Path) -
     assert "cannot reach the database server" in line and "connection refused" in line, line
 
 
+@contextmanager
+def not_a_database_server() -> Iterator[int]:
+    """A port that takes connections and answers as an HTTP proxy does (what a firewall's or a wrong port's
+    listener answers a database client), then hangs up."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    done = threading.Event()
+
+    def answer() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        done.set()
+        thread.join()
+        listener.close()
+
+
+@pytest.mark.slow
+def test_a_port_that_takes_connections_but_is_no_database_is_refused_within_15_s(tmp_path: Path) -> None:
+    """A wrong port, a proxy, a server refusing the password: the TCP connection succeeds, the database's does not,
+    and MLflow retried it for minutes (114 s) before a traceback-free refusal."""
+    with not_a_database_server() as port:
+        uri = f"postgresql+psycopg://postgres:pw@127.0.0.1:{port}/mlflow"
+        code, _, err, took = run_py(tmp_path, *TINY, f"tracking.uri={uri}", timeout=300)
+    assert code == 2, err[-2000:]
+    assert took < 15, f"refused after {took:.0f} s"
+    (line,) = err.strip().splitlines()
+    assert line.startswith("trainbench: cannot use the MLflow tracking store postgresql") and "pw" not in line, line
+
+
 @pytest.mark.slow
 def test_a_store_locked_at_start_is_waited_for_saying_so(tmp_path: Path) -> None:
     database = tmp_path / "mlflow.db"
