@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from trainbench.frameworks.base import NO_DEVICE_EVENTS
+
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
     from trainbench.data import Dataset, Split
@@ -261,6 +263,7 @@ class KerasDevice(KerasDeviceMemory):
     keras.distribution.DataParallel / tf MirroredStrategy. Each backend's subclass reads memory its own way."""
 
     memory_source: ClassVar[str]  # memory.source: how the peak is read
+    no_step_clock_why = NO_DEVICE_EVENTS
 
     def __init__(self, adapter: KerasAdapter) -> None:
         self.adapter = adapter  # whose synchronize waits on what its trainers queued
