@@ -94,13 +94,16 @@ def test_no_module_under_src_is_longer_than_600_lines() -> None:
 
 def test_the_cells_side_imports_nothing_of_the_sweeps_side() -> None:
     """The process line in the layout: trainbench/cell/ (what runs in a cell's own process, and what crosses to it)
-    imports nothing from trainbench/sweep/ (the parent's side), at module level or inside functions."""
+    and trainbench/frameworks/ (the adapters the cell's process drives) import nothing from trainbench/sweep/ (the
+    parent's side), at module level or inside functions."""
     crossing = []
-    for path in sorted((ROOT / "src" / "trainbench" / "cell").rglob("*.py")):
+    cell_side = [ROOT / "src" / "trainbench" / side for side in ("cell", "frameworks")]
+    for path in sorted(path for side in cell_side for path in side.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 names = [f"{node.module}.{alias.name}" for alias in node.names]
             else:
                 names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            crossing += [f"{path.name}:{node.lineno} {name}" for name in names if name.startswith("trainbench.sweep")]
+            where = path.relative_to(ROOT / "src" / "trainbench")
+            crossing += [f"{where}:{node.lineno} {name}" for name in names if name.startswith("trainbench.sweep")]
     assert not crossing, crossing
