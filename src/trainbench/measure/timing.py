@@ -243,8 +243,8 @@ def mean_ci95(values: list[float]) -> tuple[float, float | None]:
 def paced_steps(step: Step, synchronize: Callable[[], None], steps: int, repeats: int, min_time_s: float | None) -> int:
     """Steps per block: `steps`, or more where `min_time_s` asks for longer blocks (all `repeats` of them together)
     than a probe block of `steps` (untimed: one more warm-up) says they would last. A probe, not the warm-up's
-    pace: warm-up steps are synchronized one by one, and the first few of them still allocate and autotune (on
-    an H100 they made the seed MLP's blocks last half what was asked)."""
+    pace: warm-up steps are synchronized one by one, and the first few of them still allocate and autotune, so
+    blocks paced from them fall short of what was asked (results/2026-11-28-measure-notes)."""
     if min_time_s is None:
         return steps
     probe = time_block(step, steps, synchronize)
