@@ -264,8 +264,12 @@ def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count()
     from trainbench.config import CONF_DIR, ConfigError, config_hash, params, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        with pytest.raises(ConfigError, match="framework=tensorflow runs a cell on one host: use device.nodes=1"):
+        with pytest.raises(
+            ConfigError, match="framework=tensorflow runs a cell on one host: use device.nodes=1"
+        ) as one:
             validate(compose("config", overrides=["framework=tensorflow", "task=benchmark", "device.nodes=2"]))
+        way_out = str(one.value).split("device.nodes=1, or ")[1]  # the frameworks that do, as they declare it
+        assert "framework=pytorch" in way_out and "framework=jax" in way_out and "mlx" not in way_out
         with pytest.raises(ConfigError, match="fit runs on one host here .*use task.timed_region=epoch"):
             validate(compose("config", overrides=["framework=jax", "task.timed_region=fit", "device.nodes=2"]))
         validate(compose("config", overrides=["framework=jax", "data.pipeline=loader", "device.nodes=2"]))
