@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from trainbench.frameworks.base import NO_DEVICE_EVENTS
+from trainbench.frameworks.base import NO_DEVICE_EVENTS, uses_loader
 
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
@@ -61,8 +61,9 @@ class KerasBackend(Protocol):
     def jit_compile(self) -> bool:
         """Whether model.compile asks for XLA's jit on this backend and device (trainbench.compile)."""
 
-    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
-        """The backend's trainbench.frameworks.base.Trainer for this cell (its loop, its loader or Keras' fit)."""
+    def trainer_types(self) -> tuple[type[KerasTrainer], type[KerasTrainer]]:
+        """The backend's trainers (trainbench.frameworks.base.Trainer): its loop on resident data, and the same
+        loop fed by its host loader (data.pipeline=loader). Keras' own fit (FitTrainer) is every backend's."""
 
     def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
         """The product as the backend runs it, on operands of `matmul_dtype`."""
@@ -175,6 +176,12 @@ class KerasAdapter(KerasBackend):
         return BuiltModel(
             network, models.count_trainable(network), lambda training: models.flops_per_sample(network, training)
         )
+
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
+        if fit_mode(cell):
+            return FitTrainer(self, network, data, cell)
+        resident, loader_fed = self.trainer_types()
+        return (loader_fed if uses_loader(cell) else resident)(self, network, data, cell)
 
     def matmul(self, n: int, shape: str, fresh_operands: bool = False) -> Matmul:
         from trainbench.frameworks.base import Matmul
