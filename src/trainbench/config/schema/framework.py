@@ -66,6 +66,9 @@ class FrameworkConfig(Choice):
     # those say nothing about how a run differs, so a comparison leaves them out.
     switches: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[tuple[str, ...]] = ()
+    # Python loggers of the framework whose INFO lines say nothing a user must act on: quiet in its cell's process
+    # unless hydra.verbose is given.
+    quiet_loggers: ClassVar[tuple[str, ...]] = ()
     apple_gpu_backend: ClassVar[str] = "metal"  # what its runs on an Apple GPU tag as trainbench.backend
     doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
 
