@@ -71,24 +71,30 @@ def nodes_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow
-def test_two_nodes_joined_by_torchrun_record_one_run_of_every_rank(tmp_path, nodes_env) -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
-    node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=1", "device.nodes=2")
+def node0_beside(node1: subprocess.Popen, folder: Path, endpoint: str, env: dict[str, str], *args: str) -> None:
+    """Node 0's `python src/run.py ARGS`, node 1 already waiting at the rendezvous: both must end well. Node 1 is
+    not left running."""
     try:
         node0 = subprocess.run(
-            [sys.executable, str(RUN_PY), *TINY, "task.epochs=1", "device.nodes=2"],
-            cwd=tmp_path,
-            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint}),
+            [sys.executable, str(RUN_PY), *args],
+            cwd=folder,
+            env=child_env({**env, "PET_RDZV_ENDPOINT": endpoint}),
             capture_output=True,
             text=True,
             timeout=300,
         )
         assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
-        assert node1.wait(timeout=60) == 0, (tmp_path / "node1.log").read_text()[-3000:]
+        assert node1.wait(timeout=60) == 0, (folder / "node1.log").read_text()[-3000:]
     finally:
         if node1.poll() is None:
             os.killpg(node1.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_two_nodes_joined_by_torchrun_record_one_run_of_every_rank(tmp_path, nodes_env) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=1", "device.nodes=2")
+    node0_beside(node1, tmp_path, endpoint, nodes_env, *TINY, "task.epochs=1", "device.nodes=2")
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     tags, metrics = cell.data.tags, cell.data.metrics
     assert tags["trainbench.data_parallel"] == "torch DistributedDataParallel (gloo, 2 ranks on 2 nodes)"
@@ -187,20 +193,7 @@ def test_two_jax_nodes_joined_by_hand_record_one_run_scaled_against_one_node(tmp
     jax_cell = ["framework=jax", *TINY, "task.epochs=1"]
     # Node 1 waits at the rendezvous while node 0's sweep runs the 1-node cell, then joins the 2-node one
     node1 = joining_jax_node(tmp_path, endpoint, nodes_env, *jax_cell, "device.nodes=2")
-    try:
-        node0 = subprocess.run(
-            [sys.executable, str(RUN_PY), "-m", *jax_cell, "device.nodes=1,2"],
-            cwd=tmp_path,
-            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint}),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
-        assert node1.wait(timeout=60) == 0, (tmp_path / "node1.log").read_text()[-3000:]
-    finally:
-        if node1.poll() is None:
-            os.killpg(node1.pid, signal.SIGKILL)
+    node0_beside(node1, tmp_path, endpoint, nodes_env, "-m", *jax_cell, "device.nodes=1,2")
     one, two = sorted(cell_runs(nodes_env["MLFLOW_TRACKING_URI"]), key=lambda r: r.data.params.get("device.nodes", "1"))
     tags, metrics = two.data.tags, two.data.metrics
     assert {one.data.tags["trainbench.outcome"], tags["trainbench.outcome"]} == {"finished"}
