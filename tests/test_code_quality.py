@@ -107,3 +107,25 @@ def test_the_cells_side_imports_nothing_of_the_sweeps_side() -> None:
             where = path.relative_to(ROOT / "src" / "trainbench")
             crossing += [f"{where}:{node.lineno} {name}" for name in names if name.startswith("trainbench.sweep")]
     assert not crossing, crossing
+
+
+# Shared modules that hold framework names as data, not as a branch: `trainbench --version`'s list of packages,
+# and the one-line hints for settings that moved into a framework's own config (old command lines still say where).
+NAMES_AS_DATA = {"version.py", "config/errors.py"}
+
+
+def test_no_shared_module_branches_on_a_frameworks_name() -> None:
+    """Outside trainbench/frameworks/, code reads what a framework declares (its config) instead of comparing or
+    looking up its name: a new framework needs no edit there. A string that is exactly a shipped framework's name
+    (conf/framework/<name>.yaml) is what such a branch or lookup holds."""
+    names = {path.stem for path in (ROOT / "src" / "trainbench" / "conf" / "framework").glob("*.yaml")}
+    shared = ROOT / "src" / "trainbench"
+    found = []
+    for path in sorted(shared.rglob("*.py")):
+        where = str(path.relative_to(shared))
+        if where.startswith("frameworks/") or where in NAMES_AS_DATA:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{where}:{node.lineno} {node.value!r}")
+    assert not found, found
