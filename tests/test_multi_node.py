@@ -206,6 +206,22 @@ def test_two_jax_nodes_joined_by_hand_record_one_run_scaled_against_one_node(tmp
     )
 
 
+def test_a_joining_node_with_a_mistyped_override_says_so_in_one_line(tmp_path) -> None:
+    """The documented by-hand command (`torchrun ... -m trainbench.cell.ranks OVERRIDES`) with a typo: what the
+    main command says of it, before any framework is loaded."""
+    joining = subprocess.run(
+        [sys.executable, "-m", "trainbench.cell.ranks", "modell=mlp", "device.nodes=2"],
+        cwd=tmp_path,
+        env=child_env({}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert joining.returncode == 2, joining.stderr[-3000:]
+    (line,) = joining.stderr.strip().splitlines()
+    assert line.startswith("trainbench: ") and "modell" in line
+
+
 @pytest.mark.slow
 def test_a_jax_node_joining_without_its_node_rank_says_so_in_one_line(tmp_path, nodes_env) -> None:
     joining = subprocess.run(

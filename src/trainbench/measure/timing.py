@@ -18,8 +18,9 @@ gives the percentiles; it never feeds samples_per_s, and the tag trainbench.step
 were taken and why (the device's `no_step_clock_why`). On a CPU the host clock is the device's: steps run
 synchronously.
 
-Warm-up (allocation, autotuning, compilation) is timed on its own; logging and progress lines happen outside timed
-regions (between blocks, never between the synchronizations that bound one).
+Warm-up (allocation, autotuning, compilation) is timed on its own; logging happens outside timed regions. The one
+exception is the progress line a long task prints every 30 s (trainbench.progress.steps_with_lines), as a train
+task prints its epochs: a clock read every few steps and one line (its cost: results/2026-11-28-progress-cost).
 
 `measure` is that sequence once, for every task that times steps on resident data (task=benchmark's steps,
 task=inference's requests and passes): warm up, pace the blocks, time them, take per-step times.

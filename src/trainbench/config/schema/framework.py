@@ -44,10 +44,12 @@ class FrameworkConfig(Choice):
 
     adapter: str = MISSING  # module with the framework's Adapter class, imported only inside a cell's process
     package: str = MISSING  # the distribution whose version identifies the framework (resume compares it)
-    # Module whose processes(device) and launch(count, entrypoint, argument) start one process per device
-    # (PyTorch's DDP); None: one process drives all of a cell's devices (Keras' distribution APIs).
+    # Module that starts one process per device (PyTorch's DDP), with processes(device) -> int, launch(count,
+    # entrypoint, argument, nodes) -> {rank: result}, and lost_nodes() -> [host], the nodes that stopped
+    # answering when a collective failed (cell/ranks.py); None: one process drives all of a cell's devices.
     rank_launcher: ClassVar[str | None] = None
-    # Module whose join() makes one process per node one runtime (JAX) for a cell over device.nodes hosts.
+    # Module for one process per node joined into one runtime (JAX) over device.nodes hosts, which the adapter
+    # joins itself; the shared code calls only its lost_nodes(nodes) -> [host] when a collective failed.
     node_joiner: ClassVar[str | None] = None
 
     # The framework's builders, keyed by the architecture a model YAML describes (ModelConfig.architecture():
