@@ -29,12 +29,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
 DEFAULT_EXPERIMENT = "trainbench"  # tracking.experiment's default (conf/config.yaml)
+EXIT_CTRL_C = 130
 Output = Literal["show", "quiet"] | IO[Any]
 
 
@@ -170,22 +172,86 @@ def run(
     output: "show" prints the sweep's lines as the command line does; "quiet" prints nothing; an open file takes
     them all (its stdout and stderr, in order).
     cwd: where the sweep runs (outputs/compare/ and Hydra's multirun/ are written there); the caller's by default.
-    Raises BadInput for bad overrides (nothing recorded), SweepError when the sweep's process ended without
-    handing back its cells. Ctrl-C stops the sweep as on the command line, then raises KeyboardInterrupt."""
-    from trainbench.sweep import handoff
-
+    Raises BadInput for bad overrides (nothing recorded), SweepError when the sweep ended without handing back its
+    cells. A stop (Ctrl-C, SIGTERM, SIGHUP) stops the sweep as on the command line, then reaches the caller as
+    that signal would have (Ctrl-C: KeyboardInterrupt)."""
     argv = _command_line(overrides, experiment)
-    with tempfile.TemporaryDirectory(prefix="trainbench-run-") as folder:
-        handed = Path(folder) / "result.json"
-        status = _run_command_line(argv, handed, output, cwd, tracking_uri)
-        payload = handoff.read(handed)
+    if threading.current_thread() is threading.main_thread():
+        status, payload = _run_here(argv, output, cwd, tracking_uri)
+    else:  # signal handlers can be set in the main thread alone: the sweep takes a process of its own
+        status, payload = _run_in_a_process(argv, output, cwd, tracking_uri)
     if payload is not None and "refused" in payload:
         raise BadInput(payload["refused"])
     if payload is None:
         if status == 2:
             raise BadInput("the command line was refused (exit 2); its output says why")
-        raise SweepError(f"the sweep's process ended with exit status {status} before handing back its cells")
-    return _sweep_result(status, payload)
+        if status == EXIT_CTRL_C:
+            raise KeyboardInterrupt
+        raise SweepError(f"the sweep ended with exit status {status} before handing back its cells")
+    result = _sweep_result(status, payload)
+    if status == EXIT_CTRL_C:
+        raise KeyboardInterrupt
+    return result
+
+
+def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None = None) -> int:
+    """The command line's run in this process (`trainbench OVERRIDES...`, `python src/run.py`, trainbench.run): check
+    the flags and overrides (bad input: one line, exit 2), then hand them to Hydra, whose trainbench sweeper owns
+    the sweep and starts each cell's process. Returns the exit status; leaves the process's state as a command
+    line does (its signal handlers, environment, sys.argv): trainbench.run() restores the caller's around it."""
+    from trainbench.cli import fail, hydra_entry
+    from trainbench.config import ConfigError
+    from trainbench.config.command_line import (
+        absolute_config_path,
+        check_command_line,
+        check_shell_completion,
+        flags_first,
+        parse_args,
+        refuse_unknown_flags,
+    )
+    from trainbench.measure.timeline import mark
+    from trainbench.store.tracking import quiet_logs
+
+    # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
+    argv = absolute_config_path(flags_first(list(argv)))
+    sys.argv = [sys.argv[0], *argv]  # Hydra's main reads them there
+    if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
+        os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
+    quiet_logs()
+    _export_sources()
+    try:
+        refuse_unknown_flags(argv)
+        args = parse_args(argv)
+        if args.shell_completion:  # `-sc install=bash`, `-sc query=bash`: Hydra's words, not settings
+            check_shell_completion(args)
+        else:
+            check_command_line(args)
+    except ConfigError as error:
+        return fail(str(error))
+    except SystemExit as error:  # argparse ends --version this way, after printing it
+        return int(error.code or 0)
+    except KeyboardInterrupt:
+        return EXIT_CTRL_C
+    mark("parent: command line checked")
+    try:
+        (hydra_main or hydra_entry())()
+    except SystemExit as finished:  # the sweeper ends every sweep this way, with its status
+        return int(finished.code or 0)
+    except KeyboardInterrupt:
+        return EXIT_CTRL_C
+    return 0  # --help, --cfg ...: Hydra printed and returned
+
+
+def _export_sources() -> None:
+    """From a checkout, put src/ on PYTHONPATH: launchers that start fresh Python processes for the cells'
+    jobs (submitit, Ray) must import trainbench and its Hydra plugin there too."""
+    from trainbench.config import PROJECT_ROOT
+
+    sources = PROJECT_ROOT / "src"
+    if (sources / "trainbench").is_dir():
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if str(sources) not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(sources), *paths])
 
 
 def _command_line(overrides: Sequence[str], experiment: str | None) -> list[str]:
@@ -208,33 +274,124 @@ def _hydra_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _run_command_line(argv: list[str], handed: Path, output: Output, cwd: Any, tracking_uri: str | None) -> int:
-    """`python -m trainbench.cli run ARGV...` with this interpreter and this trainbench; its exit status."""
+def _run_here(argv: list[str], output: Output, cwd: Any, tracking_uri: str | None) -> tuple[int, dict[str, Any] | None]:
+    """The sweep in this process, up to the cells' own processes; the caller's state as it was afterwards."""
+    from trainbench.sweep import handoff
+
+    with _callers_state_kept(), _output_to(output):
+        if cwd is not None:
+            os.chdir(cwd)
+        # The run `mlflow run` made is for the command line it started; a sweep started from Python has its own.
+        os.environ.pop("MLFLOW_RUN_ID", None)
+        if tracking_uri is not None:  # as $MLFLOW_TRACKING_URI: the store is no override, and no record lists it
+            os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
+        with handoff.collected() as handed:
+            status = run_command_line(argv)
+    stop = status - 128
+    if stop in (signal.SIGTERM, signal.SIGHUP):  # the caller's own handler (by default: it ends) hears it now
+        signal.raise_signal(stop)
+    return status, handed[0] if handed else None
+
+
+@contextmanager
+def _callers_state_kept() -> Iterator[None]:
+    """What a command line's run changes in its process, as it was: the environment, the folder, sys.argv,
+    sys.stdout/sys.stderr (wrapped to redact passwords), the stop signals' handlers, logging's record factory
+    and Hydra's current job."""
+    import logging
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from trainbench.stops import STOP_SIGNALS
+    from trainbench.store.tracking import redaction
+
+    environment, folder, argv = dict(os.environ), os.getcwd(), list(sys.argv)
+    streams = sys.stdout, sys.stderr
+    handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    records, redacted = logging.getLogRecordFactory(), redaction._records_redacted  # noqa: SLF001
+    job = HydraConfig.instance().cfg
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        os.chdir(folder)
+        sys.argv[:] = argv
+        sys.stdout, sys.stderr = streams
+        for sig, handler in handlers.items():
+            if handler is not None:  # (None: set outside Python, and left so)
+                signal.signal(sig, handler)
+        logging.setLogRecordFactory(records)
+        redaction._records_redacted = redacted  # noqa: SLF001
+        HydraConfig.instance().cfg = job
+
+
+@contextmanager
+def _output_to(output: Output) -> Iterator[None]:
+    """The sweep's lines and its cells' (which write to file descriptors 1 and 2) where `output` says."""
+    if output == "show" and [_fd_of(sys.stdout), _fd_of(sys.stderr)] == [1, 2]:
+        yield  # a terminal or a file: the sweep writes there, as the command line does
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    pumps: list[threading.Thread] = []
+    if output == "quiet":
+        targets = [os.open(os.devnull, os.O_WRONLY)] * 2
+    elif not isinstance(output, str):  # a log file of the caller's: stdout and stderr in order
+        output.flush()
+        targets = [os.dup(output.fileno())] * 2
+    else:  # sys.stdout is no file (a notebook's, pytest's): the lines are passed on to it as they come
+        pipes = [os.pipe(), os.pipe()]
+        streams = (sys.stdout, sys.stderr)
+        pumps = [_pump(os.fdopen(r, errors="replace"), to) for (r, _), to in zip(pipes, streams, strict=True)]
+        targets = [w for _, w in pipes]
+    try:
+        for fd, target in zip((1, 2), targets, strict=True):
+            os.dup2(target, fd)
+        for target in set(targets):
+            os.close(target)  # descriptors 1 and 2 hold them now
+        with (
+            open(1, "w", buffering=1, closefd=False, errors="replace") as out,
+            open(2, "w", buffering=1, closefd=False, errors="replace") as err,
+        ):
+            sys.stdout, sys.stderr = out, err
+            yield
+    finally:
+        for fd, previous in zip((1, 2), saved, strict=True):
+            os.dup2(previous, fd)  # closes the pipes' last writing ends: the pumps end
+            os.close(previous)
+        for pump in pumps:
+            pump.join()
+
+
+def _run_in_a_process(
+    argv: list[str], output: Output, cwd: Any, tracking_uri: str | None
+) -> tuple[int, dict[str, Any] | None]:
+    """`python -m trainbench.cli run ARGV...` (run_command_line in a process of its own) with this interpreter and
+    this trainbench; its exit status and what it handed back."""
     from trainbench.sweep import handoff
 
     sources = str(Path(__file__).resolve().parents[1])  # holds trainbench and its Hydra plugin (hydra_plugins)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != sources]
-    env = {**os.environ, handoff.ENV: str(handed), "PYTHONPATH": os.pathsep.join([sources, *paths])}
-    # The run `mlflow run` made is for the command line it started; a sweep started from Python has its own.
-    env.pop("MLFLOW_RUN_ID", None)
-    if tracking_uri is not None:  # as $MLFLOW_TRACKING_URI: the store is no override, and no record lists it
-        env["MLFLOW_TRACKING_URI"] = tracking_uri
-    command = [sys.executable, "-m", "trainbench.cli", "run", *argv]
-    start = functools.partial(subprocess.Popen, command, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
-    if output == "quiet":
-        return _wait(start(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    if not isinstance(output, str):  # a log file of the caller's
-        output.flush()
-        return _wait(start(stdout=output, stderr=subprocess.STDOUT))
-    streams = [_fd_of(sys.stdout), _fd_of(sys.stderr)]
-    if None not in streams:  # a terminal or a file: the sweep writes there itself, as on the command line
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return _wait(start(stdout=streams[0], stderr=streams[1]))
-    # A notebook's sys.stdout is no file: the sweep's lines are passed on to it as they come.
-    piped = start(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert piped.stdout is not None and piped.stderr is not None
-    return _wait(piped, [_pump(piped.stdout, sys.stdout), _pump(piped.stderr, sys.stderr)])
+    with tempfile.TemporaryDirectory(prefix="trainbench-run-") as folder:
+        handed = Path(folder) / "result.json"
+        env = {**os.environ, handoff.ENV: str(handed), "PYTHONPATH": os.pathsep.join([sources, *paths])}
+        env.pop("MLFLOW_RUN_ID", None)  # as in _run_here
+        if tracking_uri is not None:
+            env["MLFLOW_TRACKING_URI"] = tracking_uri
+        command = [sys.executable, "-m", "trainbench.cli", "run", *argv]
+        start = functools.partial(subprocess.Popen, command, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+        if output == "quiet":
+            status = _wait(start(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        elif not isinstance(output, str):  # a log file of the caller's
+            output.flush()
+            status = _wait(start(stdout=output, stderr=subprocess.STDOUT))
+        else:
+            piped = start(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+            assert piped.stdout is not None and piped.stderr is not None
+            status = _wait(piped, [_pump(piped.stdout, sys.stdout), _pump(piped.stderr, sys.stderr)])
+        return status, handoff.read(handed)
 
 
 def _fd_of(stream: IO[str]) -> int | None:
@@ -249,6 +406,7 @@ def _pump(source: IO[str], target: IO[str]) -> threading.Thread:
         for line in source:
             target.write(line)
             target.flush()
+        source.close()
 
     thread = threading.Thread(target=forward, daemon=True)
     thread.start()
@@ -256,21 +414,17 @@ def _pump(source: IO[str], target: IO[str]) -> threading.Thread:
 
 
 def _wait(process: subprocess.Popen[Any], pumps: Sequence[threading.Thread] = ()) -> int:
-    """The sweep's exit status. Ctrl-C here stops the sweep (it records its cells as stopped, prints its summary)
-    and is raised once the sweep has ended, so that nothing it started outlives the call."""
-    interrupted = False
+    """The sweep's exit status. A stop here is passed on to the sweep (it records its cells as stopped, prints
+    its summary) and the exit status says it, so that nothing it started outlives the call."""
     while True:
         try:
             status = process.wait()
             break
         except KeyboardInterrupt:
-            interrupted = True
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)  # (a terminal's Ctrl-C reached it already: a second is the same)
     for pump in pumps:
         pump.join()
-    if interrupted:
-        raise KeyboardInterrupt
     return status
 
 

@@ -19,8 +19,9 @@ Before Hydra sees the command line it is checked here, so that bad input gets on
 Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, which owns the cells and
 ends the process with the sweep's exit status (trainbench.sweep.owner).
 
-The Python API (trainbench.run) runs this same command line in a process of its own; the sweep, or the refusal
-of its input, is handed back to it typed (trainbench.sweep.handoff).
+The command line is built on the Python API (trainbench.api): a run is trainbench.api.run_command_line, which
+trainbench.run() calls too, and each subcommand that reads or writes a store parses its flags, calls the API's
+function and prints what it returns.
 """
 
 from __future__ import annotations
@@ -38,15 +39,6 @@ HELP_FLAGS = ("-h", "--help")
 
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
     """Run a subcommand, or check the command line and hand it to Hydra; return the exit status."""
-    from trainbench.config import ConfigError
-    from trainbench.config.command_line import (
-        absolute_config_path,
-        check_command_line,
-        check_shell_completion,
-        flags_first,
-        parse_args,
-        refuse_unknown_flags,
-    )
     from trainbench.measure.timeline import mark
 
     mark("parent: trainbench imported")
@@ -65,48 +57,9 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
 
         print(help_page())
         return 0
-    # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
-    argv = absolute_config_path(flags_first(argv))
-    sys.argv = [sys.argv[0], *argv]
-    if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
-        os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
-    from trainbench.store.tracking import quiet_logs
+    from trainbench import api
 
-    quiet_logs()
-    _export_sources()
-    try:
-        refuse_unknown_flags(argv)
-        args = parse_args(argv)
-        if args.shell_completion:  # `-sc install=bash`, `-sc query=bash`: Hydra's words, not settings
-            check_shell_completion(args)
-        else:
-            check_command_line(args)
-    except ConfigError as error:
-        return fail(str(error))
-    except SystemExit as error:  # argparse ends --version this way, after printing it
-        return int(error.code or 0)
-    except KeyboardInterrupt:
-        return EXIT_CTRL_C
-    mark("parent: command line checked")
-    try:
-        hydra_main()
-    except SystemExit as finished:  # the sweeper ends every sweep this way, with its status
-        return int(finished.code or 0)
-    except KeyboardInterrupt:
-        return EXIT_CTRL_C
-    return 0  # --help, --cfg ...: Hydra printed and returned
-
-
-def _export_sources() -> None:
-    """From a checkout, put src/ on PYTHONPATH: launchers that start fresh Python processes for the cells'
-    jobs (submitit, Ray) must import trainbench and its Hydra plugin there too."""
-    from trainbench.config import PROJECT_ROOT
-
-    sources = PROJECT_ROOT / "src"
-    if (sources / "trainbench").is_dir():
-        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if str(sources) not in paths:
-            os.environ["PYTHONPATH"] = os.pathsep.join([str(sources), *paths])
+    return api.run_command_line(argv, hydra_main)
 
 
 def fail(message: str) -> int:
