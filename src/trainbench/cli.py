@@ -102,17 +102,26 @@ def hydra_entry() -> Callable[[], Any]:
 
 
 def list_choices(argv: list[str]) -> int:
-    from trainbench.usage import LISTS, list_lines
+    """`trainbench list [WHAT]`: trainbench.api.choices(), each choice and its first sentence (every list, each
+    under a heading naming its group, where no WHAT is given)."""
+    from trainbench import api
+    from trainbench.usage import LISTS, terminal_width, wrapped
 
-    if not argv:  # every list, each under its heading
-        from trainbench.usage import all_lists
-
-        print("\n".join(all_lists()))
-        return 0
-    what = argv[0]
-    if what not in LISTS or len(argv) > 1:
+    if len(argv) > 1:
         return fail(f"`trainbench list {' '.join(argv)}`: list one of {', '.join(LISTS)}")
-    print("\n".join(list_lines(LISTS[what])))
+    try:
+        found = api.choices(argv[0] if argv else None)
+    except api.BadInput as error:
+        return fail(str(error))
+    width, indent = terminal_width(), "  " if not argv else ""
+    out: list[str] = []
+    for what, listed in found.items():
+        if not argv:
+            chosen = "+experiment=NAME" if LISTS[what] == "experiment" else f"{LISTS[what]}=NAME"
+            out += [*([""] if out else []), f"{what} ({chosen}):"]
+        for choice in listed:
+            out += [indent + line for line in wrapped(choice.name, choice.description, 25, width - len(indent))]
+    print("\n".join(out))
     return 0
 
 
