@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import trainbench
 from conftest import ROOT, RUN_PY, child_env
 from trainbench import cli
 
@@ -197,3 +198,12 @@ def test_list_alone_lists_every_group_under_its_heading(tmp_path) -> None:
     for what, group in LISTS.items():
         listed = {line.split()[0] for line in sections[what].splitlines() if not line.startswith("   ")}
         assert listed == set(choices(group)), (what, listed)
+    # What it prints is trainbench.choices(), in its order, each choice with its description and its override.
+    found = trainbench.choices()
+    assert list(found) == list(LISTS)
+    for what, listed in found.items():
+        printed = [line.split()[0] for line in sections[what].splitlines() if not line.startswith("   ")]
+        assert [c.name for c in listed] == printed, what
+        assert all(c.description and c.override.endswith(f"={c.name}") for c in listed), what
+    with pytest.raises(trainbench.BadInput, match="list one of models, data"):
+        trainbench.choices("modles")
