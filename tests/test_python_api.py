@@ -14,11 +14,13 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 import trainbench
-from conftest import ROOT, RUN_PY, child_env, runs_in, with_schema
+from conftest import ROOT, RUN_PY, child_env, metric_history, runs_in, with_schema
 from trainbench import figures
 
 # Three epochs, the first left out: two timed repeats, so each figure has an interval.
@@ -194,3 +196,39 @@ def test_a_call_from_another_thread_runs_the_sweep_in_a_process_of_its_own(tmp_p
         ("pytorch-mlp-cpu-bs32", "would run"),
     ]
     assert _children_cpu_s() - children > 0.05
+
+
+@pytest.mark.slow  # one cell, stopped after its first epoch (~15 s)
+def test_ctrl_c_stops_the_sweep_as_on_the_command_line_then_raises_keyboard_interrupt(tmp_path) -> None:
+    """The sweep runs in the caller's process: Ctrl-C there is the sweep's, which records the running cell `killed`
+    and leaves no cell process behind; the caller then gets its KeyboardInterrupt."""
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    long_cell = ["device=cpu", "data.num_samples=4096", "task.epochs=30", "tracking.system_metrics_interval_s=0"]
+    script = (
+        "import trainbench\n"
+        "try:\n"
+        f"    trainbench.run({long_cell!r}, tracking_uri={uri!r}, output='quiet')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt')\n"
+    )
+    caller = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=child_env({"PYTHONPATH": str(ROOT / "src")}),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not any(metric_history(uri, r.info.run_id, "epoch_time_s") for r in runs_in(uri)):
+            assert caller.poll() is None and time.monotonic() < deadline, "no epoch recorded"
+            time.sleep(0.5)
+        caller.send_signal(signal.SIGINT)
+        out, _ = caller.communicate(timeout=120)
+    finally:
+        caller.kill()
+    assert (caller.returncode, out.strip()) == (0, "KeyboardInterrupt")
+    (cell,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert (cell.data.tags["trainbench.outcome"], cell.info.status) == ("killed", "KILLED")
+    cells_here = [p for p in psutil.process_iter(["cmdline", "cwd"]) if p.info["cwd"] == str(tmp_path)]
+    assert not [p for p in cells_here if "trainbench.cell.worker" in " ".join(p.info["cmdline"] or [])]

@@ -119,16 +119,13 @@ def run(
         status, payload = _run_in_a_process(argv, output, cwd, tracking_uri)
     if payload is not None and "refused" in payload:
         raise BadInput(payload["refused"])
+    if status == EXIT_CTRL_C:  # the sweep recorded its cells as stopped and printed its summary
+        raise KeyboardInterrupt
     if payload is None:
         if status == 2:
             raise BadInput("the command line was refused (exit 2); its output says why")
-        if status == EXIT_CTRL_C:
-            raise KeyboardInterrupt
         raise SweepError(f"the sweep ended with exit status {status} before handing back its cells")
-    result = _sweep_result(status, payload)
-    if status == EXIT_CTRL_C:
-        raise KeyboardInterrupt
-    return result
+    return _sweep_result(status, payload)
 
 
 def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None = None) -> int:
