@@ -177,6 +177,15 @@ def test_each_subcommand_s_help_is_whole_and_names_its_settings_and_their_flags(
         assert f"{setting}=" in page and (flag is None or flag in page), (setting, flag, done.stdout[-800:])
 
 
+@pytest.mark.parametrize(("subcommand", "names"), [("list", "models"), ("download", "data="), ("suite", "device=gpu")])
+def test_the_subcommands_taking_overrides_have_a_help_page_of_their_own(subcommand, names, tmp_path) -> None:
+    """`trainbench list --help` is no refusal, `download --help` no bad override, `suite --help` not the main page."""
+    done = command("trainbench", subcommand, "--help", cwd=tmp_path)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert done.stdout.startswith(f"usage: trainbench {subcommand}") and names in done.stdout, done.stdout
+    assert "key=value" in done.stdout or subcommand == "list"
+
+
 def test_doctor_checks_every_framework_by_default(tmp_path) -> None:
     """Its help promises every installed framework: the default --frameworks names each one in conf/framework/."""
     done = command("trainbench", "doctor", "--help", cwd=tmp_path)

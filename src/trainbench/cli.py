@@ -231,6 +231,9 @@ _SETTING = re.compile(r"[A-Za-z_][\w.]*=")
 def run_subcommand(name: str, argv: list[str]) -> int:
     """A subcommand with the main command's key=value settings turned into its own flags; its --help ends with
     which settings it takes."""
+    if name in OWN_HELP and any(a in HELP_FLAGS for a in argv[: argv.index("--") if "--" in argv else len(argv)]):
+        print(own_help(name))
+        return 0
     try:
         argv = settings_as_flags(name, argv)
     except ValueError as error:
@@ -279,6 +282,44 @@ def settings_as_flags(name: str, argv: list[str]) -> list[str]:
         else:
             out += [flag, value]
     return out
+
+
+# The subcommands that parse no flags of their own (they take the main command's key=value overrides, or a word):
+# their usage line and what follows the summary `trainbench --help` gives them.
+OWN_HELP: dict[str, tuple[str, str]] = {
+    "list": (
+        "list [WHAT]",
+        "WHAT: one list; with none, every list under its heading. From Python: trainbench.choices().",
+    ),
+    "download": (
+        "download data=NAME [OVERRIDES...]",
+        "The files go into data.root. Takes the main command's key=value overrides that compose the data (data=NAME, "
+        "data.root=PATH, ...); a dataset sweeps need is fetched by the sweep itself.",
+    ),
+    "suite": (
+        "suite [OVERRIDES...]",
+        "One sweep of this machine's class (device=gpu: the GPU class); see docs/comparing.md. Takes the main "
+        "command's key=value overrides (tracking.uri=..., tracking.experiment=..., sweep.dry_run=true, "
+        "+suite_cell=A,B for some of the class's workloads), but not experiment= or precision=: the suite fixes them.",
+    ),
+}
+
+
+def own_help(name: str) -> str:
+    """`trainbench list|download|suite --help`: the usage line, the summary of `trainbench --help`, the rest."""
+    import textwrap
+
+    from trainbench.usage import SUBCOMMANDS as SUMMARIES
+
+    usage, rest = OWN_HELP[name]
+    summary = next(what for line, what in SUMMARIES if line.split()[0] == name)
+    return "\n\n".join(
+        [
+            f"usage: trainbench {usage}",
+            textwrap.fill(summary[0].upper() + summary[1:] + ".", 100),
+            textwrap.fill(rest, 100),
+        ]
+    )
 
 
 # The first word of a command line that is not a cell's override: each takes the rest of the line.
