@@ -239,7 +239,7 @@ def _callers_state_kept() -> Iterator[None]:
     from trainbench.stops import STOP_SIGNALS
     from trainbench.store.tracking import redaction
 
-    environment, folder, argv = dict(os.environ), os.getcwd(), list(sys.argv)
+    environment, folder, argv, words = dict(os.environ), os.getcwd(), sys.argv, list(sys.argv)
     streams = sys.stdout, sys.stderr
     handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     records, redacted = logging.getLogRecordFactory(), redaction._records_redacted  # noqa: SLF001
@@ -247,10 +247,14 @@ def _callers_state_kept() -> Iterator[None]:
     try:
         yield
     finally:
-        os.environ.clear()
-        os.environ.update(environment)
+        for key in set(os.environ) - set(environment):  # changed alone: the caller's other threads read it too
+            del os.environ[key]
+        for key, value in environment.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
         os.chdir(folder)
-        sys.argv[:] = argv
+        sys.argv = argv  # the caller's own list, as it was
+        sys.argv[:] = words
         sys.stdout, sys.stderr = streams
         for sig, handler in handlers.items():
             if handler is not None:  # (None: set outside Python, and left so)
