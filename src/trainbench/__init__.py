@@ -1,6 +1,6 @@
 """trainbench: how fast does training run on this machine? From Python: `trainbench.run([...])` runs a sweep and
 returns its typed results, `trainbench.compare(...)` where its runs stand, `trainbench.results()`, `.export()`,
-`.import_runs()` and `.choices()` what the subcommands print (trainbench.api, docs/python-api.md).
+`.import_runs()`, `.write_report()` and `.choices()` what the subcommands print (trainbench.api, docs/python-api.md).
 
 The API is loaded on first use: every process of a sweep imports this package, and only a caller needs it."""
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         Exported,
         Imported,
         Machine,
+        Report,
         ResultRow,
         Results,
         StoreError,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         import_runs,
         results,
         run,
+        write_report,
     )
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "Exported",
     "Imported",
     "Machine",
+    "Report",
     "ResultRow",
     "Results",
     "StoreError",
@@ -49,6 +52,7 @@ __all__ = [
     "import_runs",
     "results",
     "run",
+    "write_report",
 ]
 
 

@@ -11,8 +11,8 @@ runs; list what can be chosen.
         print(row.title, [(m.machine, m.figure, m.speedup) for m in row.machines])
 
 The command line is built on these functions: `trainbench OVERRIDES...` is run_command_line (which run() calls
-too), and `trainbench results`, `export`, `import` and `list` parse their flags, call results(), export(),
-import_runs() and choices(), and print what they return. Bad input raises BadInput with the line the command line
+too), and `trainbench results`, `export`, `import`, `report` and `list` parse their flags, call results(),
+export(), import_runs(), write_report() and choices(), and print what they return. Bad input raises BadInput with the line the command line
 prints (its exit 2), and nothing is recorded.
 
 Light on purpose: `import trainbench` loads this package on first use, and nothing here imports MLflow or Hydra
@@ -21,7 +21,19 @@ until called.
 
 from trainbench.api.comparison import Comparison, Machine, compare
 from trainbench.api.errors import DEFAULT_EXPERIMENT, BadInput, StoreError, SweepError
-from trainbench.api.stores import Choice, Exported, Imported, ResultRow, Results, choices, export, import_runs, results
+from trainbench.api.stores import (
+    Choice,
+    Exported,
+    Imported,
+    Report,
+    ResultRow,
+    Results,
+    choices,
+    export,
+    import_runs,
+    results,
+    write_report,
+)
 from trainbench.api.sweeps import Cell, SweepResult, run, run_command_line
 
 __all__ = [
@@ -33,6 +45,7 @@ __all__ = [
     "Exported",
     "Imported",
     "Machine",
+    "Report",
     "ResultRow",
     "Results",
     "StoreError",
@@ -45,4 +58,5 @@ __all__ = [
     "results",
     "run",
     "run_command_line",
+    "write_report",
 ]

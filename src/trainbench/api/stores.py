@@ -8,6 +8,7 @@ command line prints them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -277,3 +278,80 @@ def choices(what: str | None = None) -> dict[str, tuple[Choice, ...]]:
         )
         for listed, group in chosen.items()
     }
+
+
+# ------------------------------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class Report:
+    """What `trainbench report` wrote, and where it logged it."""
+
+    folder: Path
+    files: tuple[Path, ...]  # report.html, report.md, report.json and the plots
+    runs: int  # the runs compared (cells and reference runs)
+    notes: tuple[str, ...]  # what the reader should know (the command prints each as `note: ...`)
+    run_id: str | None  # the report's own MLflow run (trainbench.kind=report); None when not logged
+    logged_in: str | None  # "experiment E of STORE", where run_id is
+    log_error: str | None  # why logging it failed (the files are written): the command's exit 1
+
+
+def write_report(
+    out: str | os.PathLike[str] = "outputs/report",
+    *,
+    tracking_uri: str | Sequence[str] | None = None,
+    files: Iterable[str | os.PathLike[str]] = (),
+    experiment: str = DEFAULT_EXPERIMENT,
+    sweep: str | None = None,
+    models: Sequence[str] = (),
+    filter: str | None = None,  # noqa: A002  (the command line's --filter)
+    baseline: str | None = None,
+    across: Sequence[str] = (),
+    yours: Sequence[str] = (),
+    references: bool = True,
+    contributed: bool = True,
+    log: bool = True,
+) -> Report:
+    """`trainbench report` (trainbench.report is the package that makes it): compare the cells of the stores and export files with other machines' and published
+    reference runs, like with like; write tables, plots and one HTML page into `out`, then log them as a run."""
+    from trainbench import untrusted
+    from trainbench.report import cli
+    from trainbench.report.selection import ReportError, Selection, first_line, select
+    from trainbench.store import sources, tracking
+
+    given = [tracking_uri] if isinstance(tracking_uri, str) else list(tracking_uri or [])
+    folder = Path(out)
+    selection = Selection(experiment, sweep, tuple(models), filter, references, tuple(across))
+    try:
+        opened = cli.open_sources(given, [Path(f) for f in files], contributed)
+        stores = [s for s in opened if isinstance(s, sources.StoreSource)]
+        names = ", ".join(s.name for s in opened)
+        if sweep:
+            cli.check_sweep(stores, sweep)
+        if not any(s.client.get_experiment_by_name(experiment) for s in stores) and not any(
+            isinstance(s, sources.FileSource) for s in opened
+        ):
+            raise ReportError(
+                f"no experiment `{experiment}` in {names}: run python src/run.py or "
+                "python src/references.py first, or name another with --experiment"
+            )
+        entries, notes = select(opened, selection, mine=None if sweep else set(yours) or cli.labels_of_this_machine())
+        if not entries:
+            raise ReportError(f"nothing to report: no finished cell or reference run matches ({selection.describe()})")
+        cli.check_across(entries, selection.across)
+        written = cli.write_report(entries, folder, selection, baseline, names, notes)
+    except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
+        raise BadInput(untrusted.shown(str(error))) from None
+    done = Report(folder, tuple(written), len(entries), tuple(notes), None, None, None)
+    if not log or not stores:
+        return done
+    store = stores[0]
+    try:
+        found = store.client.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found else tracking.experiment_id(store.client, experiment, store.uri)
+        run_id = cli.log_report(store.client, experiment_id, written, selection, entries)
+    except Exception as error:  # the artifact store may be elsewhere (S3, a server) and fail on its own
+        return dataclasses.replace(done, log_error=first_line(str(error)))
+    # Under `mlflow run`, its run: in the experiment `mlflow run` chose, which need not be `experiment`.
+    logged_in = store.client.get_experiment(store.client.get_run(run_id).info.experiment_id).name
+    return dataclasses.replace(done, run_id=run_id, logged_in=f"experiment {logged_in} of {store.name}")
