@@ -40,7 +40,8 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 # default-mode steps: 1.6-1.8x faster with graphs), and under DDP, where each compiled piece is a graph and the
 # all-reduces run between them (BERT-Large on 2 H100s: 1,461 seq/s against 628). ResNet-50's and ViT-B/16's steps
 # are kernel-bound (ResNet-50's GPU busy 97% of it), yet graphs close the gaps between their kernels: a few % faster.
-# Figures: results/2026-11-22-gpu, results/2026-11-26-data-parallel, results/2026-11-26-vit-b16.
+# max-autotune: no faster for ResNet-50 or ViT-B/16, minutes more of tuning. Figures: results/2026-11-22-gpu,
+# results/2026-11-26-data-parallel, results/2026-11-26-vit-b16, results/2026-11-28-vit-compile-modes.
 FASTEST_COMPILE_MODES = {
     "resnet50": "reduce-overhead",
     "vit": "reduce-overhead",
