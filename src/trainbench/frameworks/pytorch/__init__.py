@@ -10,7 +10,9 @@ model), and true/false (or a mode) overrides it either way: `framework.channels_
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainbench.config.errors import need
@@ -119,6 +121,12 @@ class PyTorchConfig(FrameworkConfig):
 
     def loads_pretrained(self) -> bool:
         return True  # torchvision's ImageNet weights
+
+    def pretrained_weights(self, weights_file: str) -> tuple[Path, str] | None:
+        # Where torch.hub.get_dir() looks, without importing torch: $TORCH_HOME, else $XDG_CACHE_HOME/torch.
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        folder = Path(os.environ.get("TORCH_HOME", cache / "torch")) / "hub" / "checkpoints"
+        return folder / weights_file, f"https://download.pytorch.org/models/{weights_file}"
 
     def for_probes(self) -> PyTorchConfig:
         # cudnn.benchmark autotunes every convolution again for each new input shape, and each probe is a new

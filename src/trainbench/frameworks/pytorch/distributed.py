@@ -59,8 +59,8 @@ def processes(device: DeviceConfig) -> int:
         shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
         raise DeviceUnavailable(f"device.count={count} asks for {count} GPUs; this cell sees {gpus}{shown}")
     if count > 1 and gpus == 0:  # ranks on the CPU: bounded by its cores and memory
+        from trainbench.cell.cpu_ranks import cut_cpu_ranks
         from trainbench.frameworks.pytorch import MIN_MEMORY_MB
-        from trainbench.sweep.launchers import cut_cpu_ranks
 
         return cut_cpu_ranks(count, MIN_MEMORY_MB)
     return count
