@@ -63,7 +63,7 @@ def metric_history(uri: str, run_id: str, key: str) -> list[Any]:
 # while the other worker idles). Measured with `pytest --durations=0`; a file not listed keeps its place after them.
 # After the whole suite's longest come the files whose few slow tests are long (CI's slowest entries), then the
 # fast tier's longest (`pytest -m "not slow" --durations=0`): its files run in this same order, and one of them
-# taken last, alphabetical order's fate for test_validation.py, ran alone for most of a minute.
+# taken last (alphabetical order's fate for test_validation.py) ran alone while the other worker idled.
 LONGEST_FIRST = (
     "test_sweep.py",
     "test_report.py",
