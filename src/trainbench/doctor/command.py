@@ -99,14 +99,8 @@ def _doctor(selected: list[str], out: Path) -> int:
                 subject = f"{title(name)} {sweep.device.upper()}"
                 findings.append(Finding("FAIL", subject, "run", f"no run recorded ({why}); see {logs[sweep.device]}"))
     if not sweeps:
-        findings.append(
-            Finding(
-                "FAIL",
-                "trainbench",
-                "run",
-                f"no framework installed to check: {facts(frameworks()['pytorch']).install}",
-            )
-        )
+        first = facts(next(iter(frameworks().values())))  # the first the doctor lists, by the frameworks' own rank
+        findings.append(Finding("FAIL", "trainbench", "run", f"no framework installed to check: {first.install}"))
     exported = _export(uri, out, host) if cells else None
     _print_verdict(findings, exported, time.perf_counter() - began)
     return EXIT_FAILED if any(f.status == "FAIL" for f in findings) else EXIT_OK
