@@ -81,6 +81,9 @@ def metric_history(uri: str, run_id: str, key: str) -> list[Any]:
 # The test files that take longest on two cores, longest first: the two workers take whole files in collection
 # order, so these start first and the short files fill in around them (a long file taken last would run alone
 # while the other worker idles). Measured with `pytest --durations=0`; a file not listed keeps its place after them.
+# After the whole suite's longest come the files whose few slow tests are long (CI's slowest entries), then the
+# fast tier's longest (`pytest -m "not slow" --durations=0`): its files run in this same order, and one of them
+# taken last (alphabetical order's fate for test_validation.py) ran alone while the other worker idled.
 LONGEST_FIRST = (
     "test_sweep.py",
     "test_report.py",
@@ -88,6 +91,7 @@ LONGEST_FIRST = (
     "test_measurement.py",
     "test_transformers_matmul.py",
     "test_ui.py",
+    "test_first_screen.py",
     "test_tracking_resilience.py",
     "test_sharing.py",
     "test_studies.py",
@@ -102,6 +106,19 @@ LONGEST_FIRST = (
     "test_keras_training.py",
     "test_servers.py",
     "test_python_api.py",
+    "test_keras_parity.py",
+    "test_import_atomic.py",
+    "test_store_contention.py",
+    "test_multi_node.py",
+    "test_validation.py",
+    "test_conventions.py",
+    "test_references.py",
+    "test_store_template.py",
+    "test_config.py",
+    "test_command_line.py",
+    "test_mlx_models.py",
+    "test_suite.py",
+    "test_data_files.py",
 )
 
 
