@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,41 @@ def locked(database: Path) -> Iterator[None]:
     finally:
         connection.execute("ROLLBACK")
         connection.close()
+
+
+class StderrLines:
+    """A process's stderr read line by line as it comes, in a thread: a test waits for a line, not for a time."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self.ended = False
+        self.changed = threading.Condition()
+        self.reader = threading.Thread(target=self._read, args=(process.stderr,), daemon=True)
+        self.reader.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            with self.changed:
+                self.lines.append(line)
+                self.changed.notify_all()
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        """Whether a line with `text` came within `timeout` s (False as soon as the stream ends without one)."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.ended or any(text in line for line in self.lines), timeout)
+            return any(text in line for line in self.lines)
+
+    def so_far(self) -> str:
+        with self.changed:
+            return "".join(self.lines)
+
+    def whole(self) -> str:
+        """Everything, once the process has closed its stderr."""
+        self.reader.join(timeout=60)
+        return self.so_far()
 
 
 def run_py(folder: Path, *args: str, timeout: float = 300) -> tuple[int, str, str, float]:
@@ -116,13 +152,16 @@ def test_a_store_locked_at_start_is_waited_for_saying_so(tmp_path: Path) -> None
             [sys.executable, str(RUN_PY), *TINY, f"tracking.uri={uri}", "tracking.outage_s=60"],
             cwd=tmp_path,
             env=child_env(),
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(12)  # the sweep reaches the store, then waits: its line is there
-        assert sweep.poll() is None, sweep.communicate()
-    out, err = sweep.communicate(timeout=300)
+        stderr = StderrLines(sweep)
+        assert stderr.wait_for("locked by another process", timeout=240), stderr.so_far()[-3000:]  # reached it
+        time.sleep(3)  # several more of its looks at the lock: it keeps waiting, it does not give up
+        assert sweep.poll() is None, stderr.so_far()[-3000:]
+    sweep.wait(timeout=300)
+    err = stderr.whole()
     assert sweep.returncode == 0, err[-3000:]
     assert "move it aside" not in err and "Traceback" not in err, err[-3000:]
     waiting = [line for line in err.splitlines() if "locked by another process" in line]

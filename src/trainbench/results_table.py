@@ -4,6 +4,8 @@ machine, the framework release, the date and the versions.
 
 trainbench results                                     # this machine's store, experiment trainbench
 trainbench results --uri sqlite:///path/to/mlflow.db --uri http://team:5000 colleague.json --sweep RUN_ID
+
+The command parses its flags and prints trainbench.api.results(), which builds the table with `columns`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainbench import figures, untrusted
+from trainbench import api, figures, untrusted
 from trainbench.measure import hardware
-from trainbench.store import sources, tracking
+from trainbench.store import sources
 from trainbench.store.setting import describe, differences, release, setting
 
 Column = tuple[str, Callable[[Any], str]]
@@ -120,27 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(--no-contributed: leave them out)",
     )
     args = parser.parse_args(argv)
-    uris = [tracking.resolve_tracking_uri(uri) for uri in args.uri]
-    if not uris and not args.files:
-        uris = [tracking.resolve_tracking_uri(None)]
     try:
-        opened: list[Any] = [sources.open_store(uri) for uri in uris]
-        opened += [sources.open_file(path) for path in args.files]
-        if args.contributed and not args.sweep:
-            opened += sources.open_contributed()
-    except (tracking.TrackingUnavailable, sources.SourceError) as error:
+        table = api.results(
+            args.uri, files=args.files, experiment=args.experiment, sweep=args.sweep, contributed=args.contributed
+        )
+    except api.BadInput as error:
         parser.exit(2, f"trainbench: {untrusted.shown(str(error))}\n")
-    stores = [s for s in opened if isinstance(s, sources.StoreSource)]
-    if stores and not args.files and not any(s.client.get_experiment_by_name(args.experiment) for s in stores):
-        names = ", ".join(s.name for s in stores)
-        parser.exit(2, f"trainbench: no experiment {args.experiment!r} in {names}: run a cell first\n")
-    query = "tags.`trainbench.kind` = 'cell'"
-    if args.sweep:
-        query += f" and tags.`mlflow.parentRunId` = '{args.sweep}'"
-    found = sorted(sources.search(opened, args.experiment, query), key=lambda f: f.run.info.start_time)
-    chosen = columns(found, len(opened) > 1)
-    print("| " + " | ".join(untrusted.shown(name) for name, _ in chosen) + " |")
-    print("|" + "---|" * len(chosen))
-    for f in found:
-        print("| " + " | ".join(untrusted.shown(cell(f)).replace("|", "\\|") for _, cell in chosen) + " |")
+    print(table.markdown())
     return 0

@@ -21,7 +21,7 @@ from trainbench.report import standing
 from trainbench.report.comparison import TABLE_METRICS, build_tables
 from trainbench.report.plots import write_plots
 from trainbench.report.render import Document, html_page, markdown, report_json
-from trainbench.report.selection import Entry, ReportError, Selection, first_line, select
+from trainbench.report.selection import Entry, ReportError, Selection
 from trainbench.store import mlflow_project, sources, tracking
 
 EXIT_OK, EXIT_NOT_LOGGED, EXIT_BAD_INPUT = 0, 1, 2
@@ -174,76 +174,58 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def open_sources(args: argparse.Namespace) -> list[Any]:
-    """The stores and files to read, in that order (a run in two of them counts once). Without --uri: this
+def open_sources(uris_given: list[str], files: list[Path], contributed: bool) -> list[Any]:
+    """The stores and files to read, in that order (a run in two of them counts once). Without a URI: this
     project's store (or $MLFLOW_TRACKING_URI), unless only export files are given and no such store exists."""
     found: list[Any] = []
-    uris = [tracking.resolve_tracking_uri(uri) for uri in args.uri] or [tracking.resolve_tracking_uri(None)]
+    uris = [tracking.resolve_tracking_uri(uri) for uri in uris_given] or [tracking.resolve_tracking_uri(None)]
     for uri in uris:
         local = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
-        if not args.uri and args.files and local is not None and not local.exists():
+        if not uris_given and files and local is not None and not local.exists():
             continue
         found.append(sources.open_store(uri))
-    found += [sources.open_file(path) for path in args.files]
-    if args.contributed:
+    found += [sources.open_file(path) for path in files]
+    if contributed:
         found += sources.open_contributed()
     return found
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse the flags, write the report through trainbench.api.write_report, print what it did."""
+    from trainbench import api
+
     args = parse(argv)
-    selection = Selection(
-        args.experiment,
-        args.sweep,
-        tuple(args.model),
-        args.filter,
-        not args.no_references,
-        tuple(args.across),
-    )
     try:
-        opened = open_sources(args)
-        stores = [s for s in opened if isinstance(s, sources.StoreSource)]
-        names = ", ".join(s.name for s in opened)
-        if args.sweep:
-            check_sweep(stores, args.sweep)
-        if not any(s.client.get_experiment_by_name(args.experiment) for s in stores) and not any(
-            isinstance(s, sources.FileSource) for s in opened
-        ):
-            raise ReportError(
-                f"no experiment `{args.experiment}` in {names}: run python src/run.py or "
-                "python src/references.py first, or name another with --experiment"
-            )
-        yours = set(args.yours) or labels_of_this_machine()
-        entries, notes = select(opened, selection, mine=None if args.sweep else yours)
-        if not entries:
-            raise ReportError(f"nothing to report: no finished cell or reference run matches ({selection.describe()})")
-        check_across(entries, selection.across)
-        files = write_report(entries, args.out, selection, args.baseline, names, notes)
-    except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
-        print(f"trainbench: {untrusted.shown(str(error))}", file=sys.stderr)
+        done = api.write_report(
+            args.out,
+            tracking_uri=args.uri,
+            files=args.files,
+            experiment=args.experiment,
+            sweep=args.sweep,
+            models=args.model,
+            filter=args.filter,
+            baseline=args.baseline,
+            across=args.across,
+            yours=args.yours,
+            references=not args.no_references,
+            contributed=args.contributed,
+            log=not args.no_log,
+        )
+    except api.BadInput as error:
+        print(f"trainbench: {error}", file=sys.stderr)
         mlflow_project.record_refusal(str(error))
         return EXIT_BAD_INPUT
-    for note in notes:
+    for note in done.notes:
         print(f"note: {untrusted.shown(note)}", file=sys.stderr)
-    print(f"report: {len(entries)} runs -> {args.out / 'report.html'} (and report.md, report.json, plots)")
-    if args.no_log or not stores:
-        return EXIT_OK
-    store = stores[0]
-    experiment = store.client.get_experiment_by_name(args.experiment)
-    try:
-        experiment_id = (
-            experiment.experiment_id if experiment else tracking.experiment_id(store.client, args.experiment, store.uri)
-        )
-        run_id = log_report(store.client, experiment_id, files, selection, entries)
-    except Exception as error:  # the artifact store may be elsewhere (S3, a server) and fail on its own
+    print(f"report: {done.runs} runs -> {args.out / 'report.html'} (and report.md, report.json, plots)")
+    if done.log_error:
         print(
-            f"trainbench: the report is in {args.out}, but logging it to MLflow failed: {first_line(str(error))}",
+            f"trainbench: the report is in {args.out}, but logging it to MLflow failed: {done.log_error}",
             file=sys.stderr,
         )
         return EXIT_NOT_LOGGED
-    # Under `mlflow run`, its run: in the experiment `mlflow run` chose, which need not be args.experiment.
-    logged_in = store.client.get_experiment(store.client.get_run(run_id).info.experiment_id).name
-    print(f"logged as run {run_id} (trainbench.kind=report) in experiment {logged_in} of {store.name}")
+    if done.run_id:
+        print(f"logged as run {done.run_id} (trainbench.kind=report) in {done.logged_in}")
     return EXIT_OK
 
 

@@ -35,6 +35,10 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
             "a cell job needs its sweep's order: run trainbench through its own sweeper "
             "(hydra/sweeper=trainbench, the default in conf/config.yaml)",
         )
+    node = nodes.place(received.cell)
+    if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
+        # before the store: a node records nothing, and a store it failed to open would keep it from joining
+        return nodes.join(received, node) if received.cell.device.nodes > 1 else nodes.idle(received.cell, node)
     address = received.store
     store = Store(
         tracking.open_store(address.uri, mid_sweep=True, outage_s=received.cell.tracking.outage_s),
@@ -43,9 +47,6 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         address.parent_run_id,
         address.sweep_id,
     )
-    node = nodes.place(received.cell)
-    if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
-        return nodes.join(received, node) if received.cell.device.nodes > 1 else nodes.idle(received.cell, node)
     name, place = received.name, f"{received.index}/{received.total}"
     print(f"[cell {place}] {name}: {tracking.private(' '.join(received.overrides)) or '(defaults)'}", flush=True)
     _label_lines(name)

@@ -178,11 +178,10 @@ class Sweep:
                     )
                 mine = {r.run_id for r in rows if r.outcome == "finished" and r.run_id}
                 mine |= {d.prior_run.info.run_id for d in decisions if d.prior_run is not None}
-                if mine and not (stopped or broken):
-                    bring_other_machines(store, uri)
+                imported = bool(mine) and not (stopped or broken) and bring_other_machines(store, uri)
                 page = (
                     None
-                    if stopped or broken
+                    if stopped or broken or (mine and not imported)
                     else where_it_stands(store, uri, experiment_id, mine, self.sweep_name or sweep_id)
                 )
                 if page is not None:
