@@ -32,7 +32,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-EXIT_BAD_INPUT = 2
+from trainbench.entry import fail, hydra_entry
+
 EXIT_CTRL_C = 130
 HELP_FLAGS = ("-h", "--help")
 
@@ -62,17 +63,6 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
     return api.run_command_line(argv, hydra_main)
 
 
-def fail(message: str) -> int:
-    from trainbench.store.mlflow_project import record_refusal
-    from trainbench.store.tracking import private
-    from trainbench.sweep import handoff
-
-    print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
-    handoff.write_refusal(private(message))  # for trainbench.run(), which raises it as trainbench.BadInput
-    record_refusal(message)  # under `mlflow run`: the run it names says why it failed
-    return EXIT_BAD_INPUT
-
-
 def console(hydra_main: Callable[[], Any] | None = None) -> None:
     """The `trainbench` command (pip install .), and `python src/run.py` with its own Hydra main."""
     try:
@@ -86,19 +76,6 @@ def _console(argv: list[str], hydra_main: Callable[[], Any] | None) -> None:
     if argv and argv[0] in SUBCOMMANDS:  # before Hydra is imported: `trainbench list models` answers at once
         sys.exit(run_subcommand(argv[0], argv[1:]))
     sys.exit(main(hydra_main or hydra_entry(), argv))
-
-
-def hydra_entry() -> Callable[[], Any]:
-    from trainbench.stops import exit_quietly_on_stop
-
-    with exit_quietly_on_stop():  # Ctrl-C while Hydra loads: exit 130, no traceback
-        import hydra
-
-        import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
-        from trainbench.config import CONF_DIR
-        from trainbench.sweep.job import run_job
-
-    return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(run_job)
 
 
 def list_choices(argv: list[str]) -> int:
@@ -126,9 +103,9 @@ def list_choices(argv: list[str]) -> int:
 
 
 def results(argv: list[str]) -> int:
-    from trainbench import results_table
+    from trainbench import results_command
 
-    return results_table.main(argv)
+    return results_command.main(argv)
 
 
 def export(argv: list[str]) -> int:

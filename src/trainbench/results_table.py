@@ -5,18 +5,16 @@ machine, the framework release, the date and the versions.
 trainbench results                                     # this machine's store, experiment trainbench
 trainbench results --uri sqlite:///path/to/mlflow.db --uri http://team:5000 colleague.json --sweep RUN_ID
 
-The command parses its flags and prints trainbench.api.results(), which builds the table with `columns`.
+trainbench.api.results() builds the table with `columns`; trainbench.results_command is the command.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from trainbench import api, figures, untrusted
+from trainbench import figures
 from trainbench.measure import hardware
 from trainbench.store import sources
 from trainbench.store.setting import describe, differences, release, setting
@@ -99,34 +97,3 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
     if several_sources:
         chosen.append(("from", lambda f: f.run.data.tags.get(sources.IMPORTED_FROM) or f.source.name))
     return [(name, cell) for name, cell in chosen if name == "cell" or any(cell(f) for f in found)]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trainbench results", description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument(
-        "files", nargs="*", type=Path, metavar="EXPORT_FILE", help="export files (trainbench export) to list too"
-    )
-    parser.add_argument(
-        "--uri",
-        action="append",
-        default=[],
-        help="a tracking store; repeat for several (default: $MLFLOW_TRACKING_URI, else this project's)",
-    )
-    parser.add_argument("--experiment", default="trainbench")
-    parser.add_argument("--sweep", default=None, help="only the cells of this sweep run")
-    parser.add_argument(
-        "--contributed",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="list the runs of results/contributed/ too, as the first screen and the report read them "
-        "(--no-contributed: leave them out)",
-    )
-    args = parser.parse_args(argv)
-    try:
-        table = api.results(
-            args.uri, files=args.files, experiment=args.experiment, sweep=args.sweep, contributed=args.contributed
-        )
-    except api.BadInput as error:
-        parser.exit(2, f"trainbench: {untrusted.shown(str(error))}\n")
-    print(table.markdown())
-    return 0

@@ -124,7 +124,7 @@ def _cell_runs(client: Any, uri: str, ids: list[str], experiment: str | None) ->
 def _latest_here(client: Any, experiment: str) -> set[str]:
     """This machine's latest finished run of each setting and framework in the store's experiment (a contributed
     file from a machine of the same name is another machine's run, as on the first screen)."""
-    from trainbench.report.cli import labels_of_this_machine
+    from trainbench.report.writing import labels_of_this_machine
     from trainbench.store.runs import search_all
     from trainbench.store.setting import setting, setting_id
 

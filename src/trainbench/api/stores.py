@@ -315,7 +315,7 @@ def write_report(
     """`trainbench report` (trainbench.report is the package that makes it): compare the cells of the stores and export files with other machines' and published
     reference runs, like with like; write tables, plots and one HTML page into `out`, then log them as a run."""
     from trainbench import untrusted
-    from trainbench.report import cli
+    from trainbench.report import writing
     from trainbench.report.selection import ReportError, Selection, first_line, select
     from trainbench.store import sources, tracking
 
@@ -323,11 +323,11 @@ def write_report(
     folder = Path(out)
     selection = Selection(experiment, sweep, tuple(models), filter, references, tuple(across))
     try:
-        opened = cli.open_sources(given, [Path(f) for f in files], contributed)
+        opened = writing.open_sources(given, [Path(f) for f in files], contributed)
         stores = [s for s in opened if isinstance(s, sources.StoreSource)]
         names = ", ".join(s.name for s in opened)
         if sweep:
-            cli.check_sweep(stores, sweep)
+            writing.check_sweep(stores, sweep)
         if not any(s.client.get_experiment_by_name(experiment) for s in stores) and not any(
             isinstance(s, sources.FileSource) for s in opened
         ):
@@ -335,11 +335,13 @@ def write_report(
                 f"no experiment `{experiment}` in {names}: run python src/run.py or "
                 "python src/references.py first, or name another with --experiment"
             )
-        entries, notes = select(opened, selection, mine=None if sweep else set(yours) or cli.labels_of_this_machine())
+        entries, notes = select(
+            opened, selection, mine=None if sweep else set(yours) or writing.labels_of_this_machine()
+        )
         if not entries:
             raise ReportError(f"nothing to report: no finished cell or reference run matches ({selection.describe()})")
-        cli.check_across(entries, selection.across)
-        written = cli.write_report(entries, folder, selection, baseline, names, notes)
+        writing.check_across(entries, selection.across)
+        written = writing.write_report(entries, folder, selection, baseline, names, notes)
     except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
         raise BadInput(untrusted.shown(str(error))) from None
     done = Report(folder, tuple(written), len(entries), tuple(notes), None, None, None)
@@ -349,7 +351,7 @@ def write_report(
     try:
         found = store.client.get_experiment_by_name(experiment)
         experiment_id = found.experiment_id if found else tracking.experiment_id(store.client, experiment, store.uri)
-        run_id = cli.log_report(store.client, experiment_id, written, selection, entries)
+        run_id = writing.log_report(store.client, experiment_id, written, selection, entries)
     except Exception as error:  # the artifact store may be elsewhere (S3, a server) and fail on its own
         return dataclasses.replace(done, log_error=first_line(str(error)))
     # Under `mlflow run`, its run: in the experiment `mlflow run` chose, which need not be `experiment`.

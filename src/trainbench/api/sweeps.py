@@ -133,7 +133,6 @@ def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None =
     the flags and overrides (bad input: one line, exit 2), then hand them to Hydra, whose trainbench sweeper owns
     the sweep and starts each cell's process. Returns the exit status; leaves the process's state as a command
     line does (its signal handlers, environment, sys.argv): trainbench.run() restores the caller's around it."""
-    from trainbench.cli import fail, hydra_entry
     from trainbench.config import ConfigError
     from trainbench.config.command_line import (
         absolute_config_path,
@@ -143,6 +142,7 @@ def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None =
         parse_args,
         refuse_unknown_flags,
     )
+    from trainbench.entry import fail, hydra_entry
     from trainbench.measure.timeline import mark
     from trainbench.store.tracking import quiet_logs
 

@@ -52,7 +52,6 @@ from trainbench.sweep.summary import (
 from trainbench.tasks.base import task_of
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
-DEFAULT_EXPERIMENT = "Default"  # where MLflow puts a run whose experiment nobody named
 
 # launch(list of job overrides) -> per job, in order: its CellResult as a dict, or why the job failed
 Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
@@ -109,7 +108,7 @@ class Sweep:
             print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
         mark("parent: lost runs closed")
         fetch_or_refuse_missing_files(self.cells)
-        adopted = _adopted_project_run(store, first.tracking.experiment)
+        adopted = mlflow_project.adopted_run(store, first.tracking.experiment)
         if adopted:
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
@@ -269,7 +268,7 @@ class Sweep:
             return [resume.Decision(True) for _ in self.cells]
         store = tracking.open_store(uri, outage_s=first.tracking.outage_s)
         adopted = mlflow_project.run_id()
-        if adopted and _adoptable(store, adopted, first.tracking.experiment):
+        if adopted and mlflow_project.adoptable(store, adopted, first.tracking.experiment):
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
             experiment = store.get_experiment_by_name(first.tracking.experiment)
@@ -580,34 +579,3 @@ def _parent_heartbeat(store: Any, parent: str | None, interval_s: float) -> Iter
         return
     with liveness.Heartbeat(store, parent, interval_s):
         yield
-
-
-# ----------------------------------------------------------------------------------------- output
-
-
-def _adopted_project_run(store: Any, experiment: str) -> str | None:
-    """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
-    `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
-    "Default", where `trainbench results`, the report and the comparison view never look: the sweep is then
-    recorded in tracking.experiment as any other, and that run is kept, leading to the sweep's
-    (Sweep._describe_linked_run)."""
-    run_id = mlflow_project.run_id()
-    if not run_id:
-        return None
-    if _adoptable(store, run_id, experiment):
-        return run_id
-    print(
-        f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
-        f"(tracking.experiment); the run {run_id} it made in {DEFAULT_EXPERIMENT} gets the sweep's outcome and "
-        "a link to the sweep's run (trainbench.sweep_run_id). With `mlflow run --experiment-name NAME` it is the "
-        "sweep's run",
-        flush=True,
-    )
-    return None
-
-
-def _adoptable(store: Any, run_id: str, experiment: str) -> bool:
-    """Whether the run `mlflow run` made is in an experiment the user named (not MLflow's Default, unless
-    tracking.experiment names Default too)."""
-    named = store.get_experiment(store.get_run(run_id).info.experiment_id).name
-    return bool(named != DEFAULT_EXPERIMENT or experiment == DEFAULT_EXPERIMENT)
