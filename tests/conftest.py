@@ -28,6 +28,26 @@ RUN_PY = ROOT / "src" / "run.py"
 # Small enough for seconds on two CPU cores, big enough to exercise every code path. System metrics off:
 # their sampling thread is exercised by the tests that ask for it.
 TINY = ["data.num_samples=64", "data.num_val_samples=16", "task.epochs=2", "tracking.system_metrics_interval_s=0"]
+QUIET = "tracking.system_metrics_interval_s=0"
+# What a task=benchmark cell records of its timed steps, on every framework (docs/mlflow-schema.md)
+STEP_METRICS = (
+    "step_time_ms_mean",
+    "step_time_ms_p50",
+    "step_time_ms_p90",
+    "step_time_ms_p99",
+    "step_time_cv_pct",
+    "samples_per_s",
+    "warmup_time_s",
+    "compile_time_s",
+)
+
+
+def assert_timed_steps(metrics: dict[str, float], warmup_steps: int) -> None:
+    """A benchmark cell's step figures: all of them, percentiles in order, after the warm-up steps it was asked."""
+    missing = [key for key in STEP_METRICS if key not in metrics]
+    assert not missing, missing
+    assert 0 < metrics["step_time_ms_p50"] <= metrics["step_time_ms_p90"] <= metrics["step_time_ms_p99"]
+    assert metrics["warmup_steps_run"] == warmup_steps
 
 
 @dataclass
@@ -61,6 +81,9 @@ def metric_history(uri: str, run_id: str, key: str) -> list[Any]:
 # The test files that take longest on two cores, longest first: the two workers take whole files in collection
 # order, so these start first and the short files fill in around them (a long file taken last would run alone
 # while the other worker idles). Measured with `pytest --durations=0`; a file not listed keeps its place after them.
+# After the whole suite's longest come the files whose few slow tests are long (CI's slowest entries), then the
+# fast tier's longest (`pytest -m "not slow" --durations=0`): its files run in this same order, and one of them
+# taken last (alphabetical order's fate for test_validation.py) ran alone while the other worker idled.
 LONGEST_FIRST = (
     "test_sweep.py",
     "test_report.py",
@@ -68,6 +91,7 @@ LONGEST_FIRST = (
     "test_measurement.py",
     "test_transformers_matmul.py",
     "test_ui.py",
+    "test_first_screen.py",
     "test_tracking_resilience.py",
     "test_sharing.py",
     "test_studies.py",
@@ -82,6 +106,19 @@ LONGEST_FIRST = (
     "test_keras_training.py",
     "test_servers.py",
     "test_python_api.py",
+    "test_keras_parity.py",
+    "test_import_atomic.py",
+    "test_store_contention.py",
+    "test_multi_node.py",
+    "test_validation.py",
+    "test_conventions.py",
+    "test_references.py",
+    "test_store_template.py",
+    "test_config.py",
+    "test_command_line.py",
+    "test_mlx_models.py",
+    "test_suite.py",
+    "test_data_files.py",
 )
 
 
@@ -104,6 +141,20 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra or {})
     return env
+
+
+def import_references(folder: Path, uri: str) -> None:
+    """The published references (the shipped CSV) imported into the store at `uri` as a user imports them:
+    `python src/references.py`, run in `folder`."""
+    imported = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "references.py")],
+        cwd=folder,
+        env=child_env({"MLFLOW_TRACKING_URI": uri}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert imported.returncode == 0, imported.stderr[-3000:]
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,12 +20,12 @@ from conftest import ROOT, TINY, child_env
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import owner_kill  # noqa: E402
 
+from trainbench.cell.cpu_ranks import bound_cpu_ranks  # noqa: E402
 from trainbench.cell.orphan import (  # noqa: E402
     remove_abandoned_scratch,
     remove_abandoned_shared_memory,
     scratch_prefix,
 )
-from trainbench.sweep.launchers import bound_cpu_ranks  # noqa: E402
 
 DIGITS = ["model=mlp", "data=digits", "device=cpu", "tracking.system_metrics_interval_s=0"]
 

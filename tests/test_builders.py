@@ -82,7 +82,7 @@ def test_keras_registry_names_builders_keras_has() -> None:
 def test_each_framework_declares_the_version_tags_the_tables_show(tmp_path, capsys) -> None:
     """`trainbench results` names each run's framework versions from what each framework's config declares
     (a new framework adds its own `sw.*` tag there, not in the table's code)."""
-    from trainbench import results_table
+    from trainbench import results_command
     from trainbench.store import tracking
 
     declared = {tag for config in SCHEMAS["framework"].values() for tag in config.version_tags}
@@ -93,7 +93,7 @@ def test_each_framework_declares_the_version_tags_the_tables_show(tmp_path, caps
     tags = {"trainbench.kind": "cell", "trainbench.framework": "mlx", "sw.mlx": "0.32.4", "sw.python": "3.11.9"}
     run_id = client.create_run(experiment_id, run_name="mlx-mlp-cpu-bs64", tags=tags).info.run_id
     client.set_terminated(run_id)
-    assert results_table.main(["--uri", uri]) == 0
+    assert results_command.main(["--uri", uri]) == 0
     table = capsys.readouterr().out
     assert "| versions |" in table and "mlx 0.32.4" in table and "python" not in table.split("| versions |")[-1]
 

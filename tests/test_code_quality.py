@@ -94,13 +94,38 @@ def test_no_module_under_src_is_longer_than_600_lines() -> None:
 
 def test_the_cells_side_imports_nothing_of_the_sweeps_side() -> None:
     """The process line in the layout: trainbench/cell/ (what runs in a cell's own process, and what crosses to it)
-    imports nothing from trainbench/sweep/ (the parent's side), at module level or inside functions."""
+    and trainbench/frameworks/ (the adapters the cell's process drives) import nothing from trainbench/sweep/ (the
+    parent's side), at module level or inside functions."""
     crossing = []
-    for path in sorted((ROOT / "src" / "trainbench" / "cell").rglob("*.py")):
+    cell_side = [ROOT / "src" / "trainbench" / side for side in ("cell", "frameworks")]
+    for path in sorted(path for side in cell_side for path in side.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 names = [f"{node.module}.{alias.name}" for alias in node.names]
             else:
                 names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            crossing += [f"{path.name}:{node.lineno} {name}" for name in names if name.startswith("trainbench.sweep")]
+            where = path.relative_to(ROOT / "src" / "trainbench")
+            crossing += [f"{where}:{node.lineno} {name}" for name in names if name.startswith("trainbench.sweep")]
     assert not crossing, crossing
+
+
+# Shared modules that hold framework names as data, not as a branch: `trainbench --version`'s list of packages,
+# and the one-line hints for settings that moved into a framework's own config (old command lines still say where).
+NAMES_AS_DATA = {"version.py", "config/errors.py"}
+
+
+def test_no_shared_module_branches_on_a_frameworks_name() -> None:
+    """Outside trainbench/frameworks/, code reads what a framework declares (its config) instead of comparing or
+    looking up its name: a new framework needs no edit there. A string that is exactly a shipped framework's name
+    (conf/framework/<name>.yaml) is what such a branch or lookup holds."""
+    names = {path.stem for path in (ROOT / "src" / "trainbench" / "conf" / "framework").glob("*.yaml")}
+    shared = ROOT / "src" / "trainbench"
+    found = []
+    for path in sorted(shared.rglob("*.py")):
+        where = str(path.relative_to(shared))
+        if where.startswith("frameworks/") or where in NAMES_AS_DATA:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{where}:{node.lineno} {node.value!r}")
+    assert not found, found

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import trainbench
 from conftest import ROOT, RUN_PY, child_env
 from trainbench import cli
 
@@ -176,6 +177,15 @@ def test_each_subcommand_s_help_is_whole_and_names_its_settings_and_their_flags(
         assert f"{setting}=" in page and (flag is None or flag in page), (setting, flag, done.stdout[-800:])
 
 
+@pytest.mark.parametrize(("subcommand", "names"), [("list", "models"), ("download", "data="), ("suite", "device=gpu")])
+def test_the_subcommands_taking_overrides_have_a_help_page_of_their_own(subcommand, names, tmp_path) -> None:
+    """`trainbench list --help` is no refusal, `download --help` no bad override, `suite --help` not the main page."""
+    done = command("trainbench", subcommand, "--help", cwd=tmp_path)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert done.stdout.startswith(f"usage: trainbench {subcommand}") and names in done.stdout, done.stdout
+    assert "key=value" in done.stdout or subcommand == "list"
+
+
 def test_doctor_checks_every_framework_by_default(tmp_path) -> None:
     """Its help promises every installed framework: the default --frameworks names each one in conf/framework/."""
     done = command("trainbench", "doctor", "--help", cwd=tmp_path)
@@ -197,3 +207,12 @@ def test_list_alone_lists_every_group_under_its_heading(tmp_path) -> None:
     for what, group in LISTS.items():
         listed = {line.split()[0] for line in sections[what].splitlines() if not line.startswith("   ")}
         assert listed == set(choices(group)), (what, listed)
+    # What it prints is trainbench.choices(), in its order, each choice with its description and its override.
+    found = trainbench.choices()
+    assert list(found) == list(LISTS)
+    for what, listed in found.items():
+        printed = [line.split()[0] for line in sections[what].splitlines() if not line.startswith("   ")]
+        assert [c.name for c in listed] == printed, what
+        assert all(c.description and c.override.endswith(f"={c.name}") for c in listed), what
+    with pytest.raises(trainbench.BadInput, match="list one of models, data"):
+        trainbench.choices("modles")

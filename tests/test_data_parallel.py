@@ -183,7 +183,7 @@ def test_more_gpus_than_the_cell_sees_is_unavailable_not_an_error() -> None:
 
     with pytest.raises(DeviceUnavailable, match="device.count=8 asks for 8 GPUs; this cell sees 0"):
         processes(DeviceConfig(name="gpu", count=8))
-    # CPU ranks: as asked, up to a rank per core (trainbench.sweep.launchers.bound_cpu_ranks)
+    # CPU ranks: as asked, up to a rank per core (trainbench.cell.cpu_ranks.bound_cpu_ranks)
     assert processes(DeviceConfig(name="cpu", count=3)) == min(3, len(os.sched_getaffinity(0)))
 
 

@@ -1,4 +1,4 @@
-"""The frameworks' own log lines (TensorFlow, XLA, absl) stay out of the terminal and go to the cell's run
+"""The frameworks' own log lines (TensorFlow, XLA, absl, Inductor's autotuning) stay out of the terminal and go to the cell's run
 (framework_log.txt); trainbench's lines, warnings, tracebacks and a framework's fatal record still reach it.
 Fast: a real process writes real lines (copied from TensorFlow 2.21, absl and older TensorFlow) to a real pipe,
 read by the cell launcher's reader. A real TensorFlow cell: tests/test_keras_training.py."""
@@ -31,6 +31,16 @@ CHATTER = [
     "2023-11-28 09:01:33.123456: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on.",
     "2023-11-28 09:01:34.000001: W tensorflow/core/common_runtime/gpu/gpu_device.cc:2256] Cannot dlopen some GPU "
     "libraries.",
+    # PyTorch 2.11's Inductor under compile_mode=max-autotune (an H200's terminal, results/2026-11-28-vit-compile-modes)
+    "AUTOTUNE mm(25216x3072, 3072x768)",
+    "strides: [3072, 1], [768, 1]",
+    "dtypes: torch.bfloat16, torch.bfloat16",
+    "  convolution 0.8062 ms 100.0% ",
+    "  triton_mm_49 0.0638 ms 100.0% ACC_TYPE='tl.float32', ALLOW_TF32=True, BLOCK_K=64, BLOCK_M=128, BLOCK_N=128, "
+    "EVEN_K=True, GROUP_M=8, USE_FAST_ACCUM=False, num_stages=3, num_warps=4",
+    "SingleProcess AUTOTUNE benchmarking takes 9.4529 seconds and 0.0003 seconds precompiling for 21 choices",
+    "Autotune Choices Stats:",
+    '{"num_choices": 21, "num_triton_choices": 20, "best_kernel": "mm", "best_time": 0.1555519998073578}',
 ]
 FATAL = "F0000 00:00:1732788867.200000    4211 cuda_blas.cc:190] Check failed: status == CUBLAS_STATUS_SUCCESS"
 OURS = [
@@ -41,6 +51,9 @@ OURS = [
     "/x/keras/src/trainers/trainer.py:1032: UserWarning: the loss is nan",
     "WARNING:absl:You are saving your model as an HDF5 file",  # Python logging's format: a framework's warning
     "I1128 is not a record",
+    "  sweep: 24 s elapsed, 1 of 11 cells done; about 2:43 left (16 s a cell)",
+    "  loading pytorch and its device (gpu) ...",
+    "benchmark: 39.02 ms/step (p90 40.13), 3,280 samples/s +/- 95 (95% CI)",
 ]
 
 

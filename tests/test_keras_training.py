@@ -13,21 +13,10 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import Invocation, invoke, metric_history
+from conftest import QUIET, Invocation, assert_timed_steps, invoke, metric_history
 
 pytestmark = pytest.mark.slow
 MLP_PARAMETERS_32PX = 3 * 32 * 32 * 3000 + 3000 + 3000 * 1000 + 1000 + 1000 * 10 + 10  # = torch's mlp
-STEP_METRICS = (
-    "step_time_ms_mean",
-    "step_time_ms_p50",
-    "step_time_ms_p90",
-    "step_time_ms_p99",
-    "step_time_cv_pct",
-    "samples_per_s",
-    "warmup_time_s",
-    "compile_time_s",
-)
-QUIET = "tracking.system_metrics_interval_s=0"
 
 
 def cells(result: Invocation) -> dict[tuple[str, str], Any]:
@@ -159,10 +148,7 @@ def test_benchmark_logs_step_times_in_mixed_precision(keras_benchmarks: Invocati
     run = cells(keras_benchmarks)[(framework, "cpu")]
     assert run.data.tags["trainbench.outcome"] == "finished", run.data.tags.get("trainbench.reason")
     metrics, tags = run.data.metrics, run.data.tags
-    for key in STEP_METRICS:
-        assert key in metrics, key
-    assert 0 < metrics["step_time_ms_p50"] <= metrics["step_time_ms_p90"] <= metrics["step_time_ms_p99"]
-    assert metrics["warmup_steps_run"] == 2
+    assert_timed_steps(metrics, warmup_steps=2)
     source = tags["trainbench.step_time_source"]
     if framework == "tensorflow":
         # TensorFlow on a CPU runs each step synchronously: the host clock times the steps of the block itself

@@ -71,24 +71,30 @@ def nodes_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow
-def test_two_nodes_joined_by_torchrun_record_one_run_of_every_rank(tmp_path, nodes_env) -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
-    node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=1", "device.nodes=2")
+def node0_beside(node1: subprocess.Popen, folder: Path, endpoint: str, env: dict[str, str], *args: str) -> None:
+    """Node 0's `python src/run.py ARGS`, node 1 already waiting at the rendezvous: both must end well. Node 1 is
+    not left running."""
     try:
         node0 = subprocess.run(
-            [sys.executable, str(RUN_PY), *TINY, "task.epochs=1", "device.nodes=2"],
-            cwd=tmp_path,
-            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint}),
+            [sys.executable, str(RUN_PY), *args],
+            cwd=folder,
+            env=child_env({**env, "PET_RDZV_ENDPOINT": endpoint}),
             capture_output=True,
             text=True,
             timeout=300,
         )
         assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
-        assert node1.wait(timeout=60) == 0, (tmp_path / "node1.log").read_text()[-3000:]
+        assert node1.wait(timeout=60) == 0, (folder / "node1.log").read_text()[-3000:]
     finally:
         if node1.poll() is None:
             os.killpg(node1.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_two_nodes_joined_by_torchrun_record_one_run_of_every_rank(tmp_path, nodes_env) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=1", "device.nodes=2")
+    node0_beside(node1, tmp_path, endpoint, nodes_env, *TINY, "task.epochs=1", "device.nodes=2")
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     tags, metrics = cell.data.tags, cell.data.metrics
     assert tags["trainbench.data_parallel"] == "torch DistributedDataParallel (gloo, 2 ranks on 2 nodes)"
@@ -131,23 +137,7 @@ def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tm
         "node0.log",
     )
     node1 = joining_node(tmp_path, endpoint, nodes_env, *TINY, "task.epochs=20", "device.nodes=2")
-    try:
-        deadline = time.monotonic() + 180
-        while "training: 20 epoch(s)" not in (tmp_path / "node0.log").read_text():  # both nodes have joined
-            assert node0.poll() is None and time.monotonic() < deadline, (tmp_path / "node0.log").read_text()
-            time.sleep(0.2)
-        time.sleep(1)  # into the epoch's steps
-        os.killpg(node1.pid, signal.SIGKILL)  # the whole node: its torchrun agent and its rank
-        killed_at = time.monotonic()
-        returncode = node0.wait(timeout=60)
-        took = time.monotonic() - killed_at
-    finally:
-        for process in (node0, node1):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-    output = (tmp_path / "node0.log").read_text()
-    assert returncode == 1, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]  # a lost node is an expected outcome: one line
+    took = node_killed_mid_cell(tmp_path, node0, node1, epochs=20)  # its torchrun agent and its rank
     assert took < 30, f"node 0 took {took:.0f} s to give up"
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     reason, lost = cell.data.tags["trainbench.reason"], cell.data.tags.get("trainbench.lost_nodes", "")
@@ -155,10 +145,40 @@ def test_a_node_killed_mid_cell_fails_the_run_naming_it_and_leaves_no_process(tm
     # The killed node, as torch's rendezvous numbered it (on a cluster its host name tells it apart)
     assert re.fullmatch(rf"{re.escape(socket.gethostname())} \(rendezvous node [01]\)", lost), (lost, reason)
     assert re.match(rf"RankFailed: rank [01] of 2 failed: NodeLost: node {re.escape(lost)} stopped answering: ", reason)
+    assert_none_left_behind(nodes_env["TRAINBENCH_TEST_MARK"])
+
+
+def node_killed_mid_cell(folder: Path, node0: subprocess.Popen, node1: subprocess.Popen, epochs: int) -> float:
+    """Once both nodes train (node 0 has said its `epochs` epochs begin), SIGKILL node 1 whole (its process
+    group); node 0 must then end failed, in one line (a lost node is an expected outcome, no traceback). Returns
+    the seconds node 0 took to end after the kill. Neither node is left running."""
+    log = folder / "node0.log"
+    try:
+        deadline = time.monotonic() + 180
+        while f"training: {epochs} epoch(s)" not in log.read_text():  # both nodes have joined
+            assert node0.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(1)  # into the epoch's steps
+        os.killpg(node1.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        returncode = node0.wait(timeout=60)
+        took = time.monotonic() - killed_at
+    finally:
+        for process in (node0, node1):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    output = log.read_text()
+    assert returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    return took
+
+
+def assert_none_left_behind(mark: str) -> None:
+    """No process of the test's cell is left (given 10 s to end)."""
     deadline = time.monotonic() + 10
-    while left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) and time.monotonic() < deadline:
+    while left_behind(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) == []
+    assert left_behind(mark) == []
 
 
 def joining_jax_node(folder: Path, endpoint: str, env: dict[str, str], *overrides: str) -> subprocess.Popen:
@@ -173,20 +193,7 @@ def test_two_jax_nodes_joined_by_hand_record_one_run_scaled_against_one_node(tmp
     jax_cell = ["framework=jax", *TINY, "task.epochs=1"]
     # Node 1 waits at the rendezvous while node 0's sweep runs the 1-node cell, then joins the 2-node one
     node1 = joining_jax_node(tmp_path, endpoint, nodes_env, *jax_cell, "device.nodes=2")
-    try:
-        node0 = subprocess.run(
-            [sys.executable, str(RUN_PY), "-m", *jax_cell, "device.nodes=1,2"],
-            cwd=tmp_path,
-            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint}),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
-        assert node1.wait(timeout=60) == 0, (tmp_path / "node1.log").read_text()[-3000:]
-    finally:
-        if node1.poll() is None:
-            os.killpg(node1.pid, signal.SIGKILL)
+    node0_beside(node1, tmp_path, endpoint, nodes_env, "-m", *jax_cell, "device.nodes=1,2")
     one, two = sorted(cell_runs(nodes_env["MLFLOW_TRACKING_URI"]), key=lambda r: r.data.params.get("device.nodes", "1"))
     tags, metrics = two.data.tags, two.data.metrics
     assert {one.data.tags["trainbench.outcome"], tags["trainbench.outcome"]} == {"finished"}
@@ -197,6 +204,22 @@ def test_two_jax_nodes_joined_by_hand_record_one_run_scaled_against_one_node(tmp
     assert metrics["scaling_efficiency"] == pytest.approx(
         metrics["samples_per_s"] / (2 * one.data.metrics["samples_per_s"])
     )
+
+
+def test_a_joining_node_with_a_mistyped_override_says_so_in_one_line(tmp_path) -> None:
+    """The documented by-hand command (`torchrun ... -m trainbench.cell.ranks OVERRIDES`) with a typo: what the
+    main command says of it, before any framework is loaded."""
+    joining = subprocess.run(
+        [sys.executable, "-m", "trainbench.cell.ranks", "modell=mlp", "device.nodes=2"],
+        cwd=tmp_path,
+        env=child_env({}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert joining.returncode == 2, joining.stderr[-3000:]
+    (line,) = joining.stderr.strip().splitlines()
+    assert line.startswith("trainbench: ") and "modell" in line
 
 
 @pytest.mark.slow
@@ -225,33 +248,14 @@ def test_a_jax_node_killed_mid_cell_fails_the_run_naming_it_within_seconds(tmp_p
         [sys.executable, str(RUN_PY), *jax_cell], tmp_path, {**nodes_env, "PET_RDZV_ENDPOINT": endpoint}, "node0.log"
     )
     node1 = joining_jax_node(tmp_path, endpoint, nodes_env, *jax_cell)
-    try:
-        deadline = time.monotonic() + 180
-        while "training: 40 epoch(s)" not in (tmp_path / "node0.log").read_text():  # both nodes have joined
-            assert node0.poll() is None and time.monotonic() < deadline, (tmp_path / "node0.log").read_text()
-            time.sleep(0.2)
-        time.sleep(1)  # into the epoch's steps
-        os.killpg(node1.pid, signal.SIGKILL)
-        killed_at = time.monotonic()
-        returncode = node0.wait(timeout=60)
-        took = time.monotonic() - killed_at
-    finally:
-        for process in (node0, node1):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-    output = (tmp_path / "node0.log").read_text()
-    assert returncode == 1, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]  # a lost node is an expected outcome: one line
+    took = node_killed_mid_cell(tmp_path, node0, node1, epochs=40)
     assert took < 20, f"node 0 took {took:.0f} s to give up"
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     reason = cell.data.tags["trainbench.reason"]
     assert cell.data.tags["trainbench.outcome"] == "failed"
     assert cell.data.tags.get("trainbench.lost_nodes") == f"{socket.gethostname()} (node 1)", reason
     assert reason.startswith(f"NodeLost: node {socket.gethostname()} (node 1) stopped answering: JaxRuntimeError: ")
-    deadline = time.monotonic() + 10
-    while left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left_behind(nodes_env["TRAINBENCH_TEST_MARK"]) == []
+    assert_none_left_behind(nodes_env["TRAINBENCH_TEST_MARK"])
 
 
 # ------------------------------------------------------------------------------------------ fast
@@ -264,8 +268,12 @@ def test_a_cell_over_nodes_needs_a_framework_that_runs_ranks_and_a_whole_count()
     from trainbench.config import CONF_DIR, ConfigError, config_hash, params, validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        with pytest.raises(ConfigError, match="framework=tensorflow runs a cell on one host: use device.nodes=1"):
+        with pytest.raises(
+            ConfigError, match="framework=tensorflow runs a cell on one host: use device.nodes=1"
+        ) as one:
             validate(compose("config", overrides=["framework=tensorflow", "task=benchmark", "device.nodes=2"]))
+        way_out = str(one.value).split("device.nodes=1, or ")[1]  # the frameworks that do, as they declare it
+        assert "framework=pytorch" in way_out and "framework=jax" in way_out and "mlx" not in way_out
         with pytest.raises(ConfigError, match="fit runs on one host here .*use task.timed_region=epoch"):
             validate(compose("config", overrides=["framework=jax", "task.timed_region=fit", "device.nodes=2"]))
         validate(compose("config", overrides=["framework=jax", "data.pipeline=loader", "device.nodes=2"]))

@@ -6,10 +6,17 @@ PyTorch. The comparison (trainbench.compare) is tested against a real first scre
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import io
+import os
+import resource
+import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 import trainbench
@@ -130,3 +137,98 @@ def test_importing_trainbench_loads_neither_mlflow_nor_hydra() -> None:
         timeout=60,
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def _children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def test_the_sweep_runs_in_the_callers_process_and_leaves_it_as_it_was(tmp_path) -> None:
+    """Up to the cells' own processes the sweep is the caller's: a dry run and a refusal start no process at all
+    (a Python started for them would cost a second of CPU), and afterwards the caller's environment, folder,
+    streams, signal handlers and Hydra are as they were: its own Hydra composes again."""
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import CONF_DIR
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    before = (dict(os.environ), os.getcwd(), sys.stdout, sys.stderr, list(sys.argv))
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    children = _children_cpu_s()
+    planned = trainbench.run([*CELLS, "sweep.dry_run=true"], tracking_uri=uri, output="quiet", cwd=tmp_path)
+    with pytest.raises(trainbench.BadInput, match="`model`='nosuch' is not valid"):
+        trainbench.run(["model=nosuch"], tracking_uri=uri, output="quiet", cwd=tmp_path)
+    assert _children_cpu_s() - children < 0.05
+    assert [c.outcome for c in planned.cells] == ["would run", "would run"]
+    assert (dict(os.environ), os.getcwd(), sys.stdout, sys.stderr, list(sys.argv)) == before
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
+    assert not (tmp_path / "mlflow.db").exists()  # nothing recorded, no store made
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        assert compose(config_name="config", overrides=["model=mlp"]).model.name == "mlp"
+
+
+def test_the_sweeps_lines_reach_a_sys_stdout_that_is_no_file(tmp_path, capsys) -> None:
+    """As in a notebook: the sweep's lines (its plan table here) come out of the caller's sys.stdout."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with capsys.disabled():
+        shown = io.StringIO()
+        streams = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = shown
+        try:
+            trainbench.run([*CELLS, "sweep.dry_run=true"], tracking_uri=uri, cwd=tmp_path)
+        finally:
+            sys.stdout, sys.stderr = streams
+    assert "pytorch-mlp-cpu-bs16" in shown.getvalue() and "nothing was run or recorded" in shown.getvalue()
+
+
+@pytest.mark.slow  # the sweep in a process of its own (~5 s)
+def test_a_call_from_another_thread_runs_the_sweep_in_a_process_of_its_own(tmp_path) -> None:
+    """Signal handlers can be set in the main thread alone: from another thread the same sweep is a child's."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    children = _children_cpu_s()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        planned = pool.submit(
+            trainbench.run, [*CELLS, "sweep.dry_run=true"], tracking_uri=uri, output="quiet", cwd=tmp_path
+        ).result(timeout=300)
+    assert [(c.name, c.outcome) for c in planned.cells] == [
+        ("pytorch-mlp-cpu-bs16", "would run"),
+        ("pytorch-mlp-cpu-bs32", "would run"),
+    ]
+    assert _children_cpu_s() - children > 0.05
+
+
+@pytest.mark.slow  # one cell, stopped as it starts (~15 s)
+def test_ctrl_c_stops_the_sweep_as_on_the_command_line_then_raises_keyboard_interrupt(tmp_path) -> None:
+    """The sweep runs in the caller's process: Ctrl-C there is the sweep's, which records the running cell `killed`
+    and leaves no cell process behind; the caller then gets its KeyboardInterrupt."""
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    long_cell = ["device=cpu", "data.num_samples=4096", "task.epochs=30", "tracking.system_metrics_interval_s=0"]
+    script = (
+        "import trainbench\n"
+        "try:\n"
+        f"    trainbench.run({long_cell!r}, tracking_uri={uri!r}, output='quiet')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt')\n"
+    )
+    caller = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=child_env({"PYTHONPATH": str(ROOT / "src")}),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not any(r.data.tags.get("trainbench.kind") == "cell" for r in runs_in(uri)):
+            assert caller.poll() is None and time.monotonic() < deadline, "no cell started"
+            time.sleep(0.5)
+        caller.send_signal(signal.SIGINT)
+        out, _ = caller.communicate(timeout=120)
+    finally:
+        caller.kill()
+    assert (caller.returncode, out.strip()) == (0, "KeyboardInterrupt")
+    (cell,) = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    assert (cell.data.tags["trainbench.outcome"], cell.info.status) == ("killed", "KILLED")
+    cells_here = [p for p in psutil.process_iter(["cmdline", "cwd"]) if p.info["cwd"] == str(tmp_path)]
+    assert not [p for p in cells_here if "trainbench.cell.worker" in " ".join(p.info["cmdline"] or [])]

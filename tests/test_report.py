@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, RUN_PY, child_env, runs_in
+from conftest import ROOT, RUN_PY, child_env, import_references, runs_in
 from trainbench.config import params
 from trainbench.config.compose import cells_for
 from trainbench.report import cli
@@ -179,15 +179,7 @@ def store(tmp_path_factory) -> dict[str, Any]:
             [sys.executable, str(RUN_PY), *args], cwd=folder, env=env, capture_output=True, text=True, timeout=900
         )
         assert done.returncode == 0, f"sweep {name}: {done.stderr[-3000:]}"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "src" / "references.py")],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    import_references(folder, uri)
     runs = runs_in(uri)
     sweeps = [r for r in runs if r.data.tags.get("trainbench.kind") == "sweep"]
     cells = [r for r in runs if r.data.tags.get("trainbench.kind") == "cell"]

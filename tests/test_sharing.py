@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+import trainbench
 from conftest import ROOT, TINY, child_env, invoke, metric_history, runs_in, with_schema
 from trainbench.store.sharing.file_format import DROPPED_TAGS, IMPORT_ID_TAG, IMPORTED_FROM_TAG, LINK_TAGS
 from trainbench.store.sharing.importing import read_export
@@ -485,3 +486,38 @@ def test_a_diverged_loss_still_imports_as_nan(tmp_path) -> None:
     from trainbench.store.sharing.file_format import load
 
     assert math.isnan(load(one_run_file(tmp_path, "train_loss", '"NaN"')).runs[0].metrics["train_loss"][0][2])
+
+
+@pytest.mark.slow  # the module's stores; the command three times (~8 s)
+def test_the_python_api_returns_what_the_commands_print(stores: Stores, tmp_path: Path) -> None:
+    """trainbench.import_runs, results and export do the subcommands' work: each command prints what they return."""
+    target = copy_store(stores.b, tmp_path / "b")
+    (done,) = trainbench.import_runs([stores.a_file], tracking_uri=target)
+    assert (done.path, done.imported, done.already_here) == (stores.a_file, 3, 0)
+    again = cli(tmp_path, target, "import", str(stores.a_file))
+    assert again.stdout.strip() == f"{done.name}: 0 runs imported, 3 already here (experiment trainbench, {target})"
+
+    table = trainbench.results(target, contributed=False)
+    cells = {r.info.run_id: r for r in runs_in(target) if r.data.tags.get("trainbench.kind") == "cell"}
+    assert sorted(row.run_id for row in table.rows) == sorted(cells)
+    for row in table.rows:
+        run = cells[row.run_id]
+        assert (row.name, row.outcome) == (run.info.run_name, "finished") == (row.values["cell"], row.values["outcome"])
+        assert row.samples_per_s == run.data.metrics["samples_per_s"]
+    listed = cli(tmp_path, target, "results", "--no-contributed")
+    assert listed.returncode == 0 and listed.stdout.strip() == table.markdown()
+
+    exported = trainbench.export(tmp_path / "both.json", tracking_uri=target)
+    assert (exported.runs, exported.cells, exported.unfinished) == (len(runs_in(target)), len(cells), 0)
+    assert json.loads((tmp_path / "both.json").read_text())["runs"]
+    printed = cli(tmp_path, target, "export", "-o", "again.json")
+    assert printed.stdout.startswith(
+        f"exported {exported.runs} runs ({exported.cells} cells, {exported.sweeps} sweeps)"
+    )
+
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    with pytest.raises(trainbench.BadInput, match="nothing to export"):
+        trainbench.export(tmp_path / "none.json", tracking_uri=missing)
+    with pytest.raises(trainbench.BadInput, match="no experiment 'nosuch'"):
+        trainbench.results(target, experiment="nosuch")
+    assert not (tmp_path / "none.json").exists() and not (tmp_path / "none.db").exists()

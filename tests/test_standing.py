@@ -150,3 +150,16 @@ def test_the_published_depth_study_reaches_the_first_screen_as_it_reaches_the_re
     data = json.loads((tmp_path / "report" / "report.json").read_text())
     (depth,) = [s for s in data["standing"] if "mlp_deep" in s["setting"]]
     assert depth["metric"] == "total_time_s" and 23.02 in [b["value"] for b in depth["bars"]], depth
+
+
+def test_a_machine_named_with_escapes_and_markup_is_text_on_the_compare_page(store) -> None:
+    """An imported run's machine name reaches the comparison page spelled out: no raw ESC or BEL byte (a `cat` of
+    the page would clear the screen and retitle the window), no live markup. (The sweep prints the terminal lines
+    through trainbench.untrusted.shown.)"""
+    mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
+    hostile = {**M1_MAX, "hw.chip": "Evil\x1b]0;owned\x07\x1b[2J<img src=y onerror=alert(1)>"}
+    log_cell(store, TINY, hostile, {"samples_per_s": 1000.0, "samples_per_s_ci95": 20.0})
+    first_screen(store, {mine})
+    page = next(Path("outputs/compare").glob("*.html")).read_text()
+    assert "Evil" in page and not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", page)
+    assert "<img" not in page and "&lt;img src=y onerror=alert(1)&gt;" in page

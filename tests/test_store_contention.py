@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,41 @@ def locked(database: Path) -> Iterator[None]:
         connection.close()
 
 
+class StderrLines:
+    """A process's stderr read line by line as it comes, in a thread: a test waits for a line, not for a time."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self.ended = False
+        self.changed = threading.Condition()
+        self.reader = threading.Thread(target=self._read, args=(process.stderr,), daemon=True)
+        self.reader.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            with self.changed:
+                self.lines.append(line)
+                self.changed.notify_all()
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        """Whether a line with `text` came within `timeout` s (False as soon as the stream ends without one)."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.ended or any(text in line for line in self.lines), timeout)
+            return any(text in line for line in self.lines)
+
+    def so_far(self) -> str:
+        with self.changed:
+            return "".join(self.lines)
+
+    def whole(self) -> str:
+        """Everything, once the process has closed its stderr."""
+        self.reader.join(timeout=60)
+        return self.so_far()
+
+
 def run_py(folder: Path, *args: str, timeout: float = 300) -> tuple[int, str, str, float]:
     started = time.monotonic()
     done = subprocess.run(
@@ -65,6 +101,48 @@ def test_an_unreachable_database_server_is_refused_within_15_s(tmp_path: Path) -
     assert "cannot reach the database server" in line and "connection refused" in line, line
 
 
+@contextmanager
+def not_a_database_server() -> Iterator[int]:
+    """A port that takes connections and answers as an HTTP proxy does (what a firewall's or a wrong port's
+    listener answers a database client), then hangs up."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    done = threading.Event()
+
+    def answer() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        done.set()
+        thread.join()
+        listener.close()
+
+
+@pytest.mark.slow
+def test_a_port_that_takes_connections_but_is_no_database_is_refused_within_15_s(tmp_path: Path) -> None:
+    """A wrong port, a proxy, a server refusing the password: the TCP connection succeeds, the database's does not,
+    and MLflow retried it for minutes (114 s) before a traceback-free refusal."""
+    with not_a_database_server() as port:
+        uri = f"postgresql+psycopg://postgres:pw@127.0.0.1:{port}/mlflow"
+        code, _, err, took = run_py(tmp_path, *TINY, f"tracking.uri={uri}", timeout=300)
+    assert code == 2, err[-2000:]
+    assert took < 15, f"refused after {took:.0f} s"
+    (line,) = err.strip().splitlines()
+    assert line.startswith("trainbench: cannot use the MLflow tracking store postgresql") and "pw" not in line, line
+
+
 @pytest.mark.slow
 def test_a_store_locked_at_start_is_waited_for_saying_so(tmp_path: Path) -> None:
     database = tmp_path / "mlflow.db"
@@ -74,13 +152,16 @@ def test_a_store_locked_at_start_is_waited_for_saying_so(tmp_path: Path) -> None
             [sys.executable, str(RUN_PY), *TINY, f"tracking.uri={uri}", "tracking.outage_s=60"],
             cwd=tmp_path,
             env=child_env(),
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(12)  # the sweep reaches the store, then waits: its line is there
-        assert sweep.poll() is None, sweep.communicate()
-    out, err = sweep.communicate(timeout=300)
+        stderr = StderrLines(sweep)
+        assert stderr.wait_for("locked by another process", timeout=240), stderr.so_far()[-3000:]  # reached it
+        time.sleep(3)  # several more of its looks at the lock: it keeps waiting, it does not give up
+        assert sweep.poll() is None, stderr.so_far()[-3000:]
+    sweep.wait(timeout=300)
+    err = stderr.whole()
     assert sweep.returncode == 0, err[-3000:]
     assert "move it aside" not in err and "Traceback" not in err, err[-3000:]
     waiting = [line for line in err.splitlines() if "locked by another process" in line]

@@ -347,3 +347,71 @@ def test_a_run_id_that_holds_429_is_not_a_busy_store() -> None:
     assert not busy(missing)
     assert busy(MlflowException("API request failed with error code 429 != 200: Too Many Requests"))
     assert busy(MlflowException("(sqlite3.OperationalError) database is locked"))
+
+
+def test_parallel_cells_whose_store_was_emptied_under_them_say_they_ran_not_not_started(tmp_path) -> None:
+    """Two cells side by side (joblib) while their database is emptied (truncated: nothing in it can be read any
+    more, so the sweep cannot read their outcomes back). Neither line says `not started`: both cells ran. The one
+    line says what happened to the store (emptied), not that its files were removed."""
+    store = tmp_path / "store"
+    store.mkdir()
+    database = store / "mlflow.db"
+    uri = f"sqlite:///{database}"
+    (tmp_path / "sweep").mkdir()
+    with open(tmp_path / "out.txt", "w") as out:
+        running = subprocess.Popen(
+            [sys.executable, str(RUN_PY), "-m", *CELLS[1:], "seed=0,1", "task.epochs=20"]
+            + ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+            cwd=tmp_path / "sweep",
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=child_env({"MLFLOW_TRACKING_URI": with_schema(uri)}),
+        )
+        deadline = time.monotonic() + BOUND_S
+        while runs_with(database, "epoch_time_s") < 2:  # both cells are training
+            assert running.poll() is None and time.monotonic() < deadline, (tmp_path / "out.txt").read_text()[-3000:]
+            time.sleep(0.2)
+        database.write_bytes(b"")
+        running.wait(timeout=BOUND_S)
+    text = (tmp_path / "out.txt").read_text()
+    assert running.returncode == 1 and "Traceback" not in text, text[-3000:]
+    rows = [line for line in text.splitlines() if line.startswith("pytorch-mlp-cpu-bs64 seed=")]
+    assert len(rows) == 2 and not [row for row in rows if "not started" in row], rows
+    # The cell whose write met the fault first was stopped by it; the other ran, and its record went with the store.
+    assert sorted(row.split()[2] for row in rows) == ["failed", "lost"], rows
+    assert all("stopped accepting writes" in row for row in rows), rows
+    assert [row for row in rows if " lost " in row and "; its record was lost: " in row and "it ran" in row], rows
+    # Emptied, or damaged when a cell wrote into the emptied file before the check: never "removed" or read-only.
+    (line,) = [line for line in fault_lines(text) if line.startswith("trainbench: the tracking store ")]
+    assert "its database was emptied" in line or "its database file is damaged" in line, line
+
+
+def runs_with(database: Path, key: str) -> int:
+    """How many runs have logged metric `key`, read read-only."""
+    if not database.exists():
+        return 0
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10) as connection:
+        try:
+            query = "select count(distinct run_uuid) from metrics where key = ?"
+            return int(connection.execute(query, (key,)).fetchone()[0])
+        except sqlite3.OperationalError:  # the schema is not there yet
+            return 0
+
+
+def test_an_emptied_or_overwritten_database_is_named_so_not_removed_nor_read_only(tmp_path) -> None:
+    """The store's file is still there, writable: emptied (truncated), it is `emptied`; overwritten with other
+    bytes, `damaged`. Both end a sweep (StoreFailed), where `file is not a database` was not a store fault at all and
+    each cell printed the SQL of every failed write instead."""
+    from mlflow.tracking import MlflowClient
+
+    from trainbench.store import tracking
+
+    for content, said in ((b"", "its database was emptied"), (os.urandom(64 * 1024), "its database file is damaged")):
+        uri = with_schema(f"sqlite:///{tmp_path / f'{len(content)}.db'}")
+        client = MlflowClient(uri)
+        client.search_experiments()
+        (tmp_path / f"{len(content)}.db").write_bytes(content)
+        with pytest.raises(Exception) as refused:
+            client.create_experiment("after")
+        assert (tracking.store_fault(refused.value, uri) or "").startswith(said), refused.value

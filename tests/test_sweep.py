@@ -266,6 +266,11 @@ def test_a_crashing_cell_is_failed_with_its_stderr_and_the_next_cell_runs(tmp_pa
     assert not any(tag in crashed.data.tags for tag in in_force), crashed.data.tags
     assert (healthy.data.tags["trainbench.num_devices"], healthy.data.tags["trainbench.compile"]) == ("1", "false")
     assert crashed.data.params["device.count"] == "1" and crashed.data.params["optimize.compile"] == "False"
+    # The machine's hw.* tags: the cell's process writes them as it found them; its launcher writes its own only
+    # where the cell wrote none (it died before binding its device), so every run says where it ran.
+    assert "hw.label" in healthy.data.tags and "hw.label" not in crashed.data.tags
+    host = {key: value for key, value in healthy.data.tags.items() if key.startswith("hw.") and key != "hw.label"}
+    assert host and {key: crashed.data.tags.get(key) for key in host} == host
 
 
 def test_an_exception_names_its_class_and_a_hang_is_stopped_by_the_timeout(trainbench) -> None:

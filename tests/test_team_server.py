@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, child_env, runs_in
+from conftest import TINY, child_env, import_references, runs_in
 from trainbench.references.cli import load as load_references
 from trainbench.references.reading import DEFAULT_CSV
 
@@ -142,15 +142,7 @@ def test_cells_and_references_pool_on_a_shared_server_with_their_artifacts(train
         assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
 
         # Published figures (or a colleague's CSV) are imported into the same experiment over HTTP.
-        imported = subprocess.run(
-            [sys.executable, str(ROOT / "src" / "references.py")],
-            cwd=tmp_path,
-            env=child_env({"MLFLOW_TRACKING_URI": uri}),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert imported.returncode == 0, imported.stderr[-2000:]
+        import_references(tmp_path, uri)
         kinds = [r.data.tags.get("trainbench.kind") for r in runs_in(uri)]
         published = len(load_references(DEFAULT_CSV))  # one run per reference cell of the shipped CSV
         assert kinds.count("reference") == published and kinds.count("cell") == 1

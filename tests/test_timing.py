@@ -230,7 +230,13 @@ def test_a_measurement_warms_up_then_times_its_blocks_in_the_meter_and_its_perce
     events = recorder.events
     plan = Plan(warmup_steps=2, steps=3, repeats=2, pass_steps=2)
     measured = measure(
-        recorder.step, recorder.sync, plan, None, Meter(events), "cpu", lambda warm, steps: events.append("ready")
+        recorder.step,
+        recorder.sync,
+        plan,
+        None,
+        Meter(events),
+        "its events would slow the block",  # the device's no_step_clock_why
+        lambda warm, steps: events.append("ready"),
     )
     block = ["sync", "step 0", "step 1", "step 2", "sync"]
     assert events == [
@@ -240,7 +246,7 @@ def test_a_measurement_warms_up_then_times_its_blocks_in_the_meter_and_its_perce
         *["sync", "step 0", "sync", "sync", "step 1", "sync"],  # per-step times: no device clock, so a pass
     ]
     assert measured.timed_steps == 6 and len(measured.step_times_s) == 2
-    assert measured.step_time_source == "synchronized pass of 2 steps (no device events)"
+    assert measured.step_time_source == "synchronized pass of 2 steps (its events would slow the block)"
     samples_per_s, ci95 = measured.samples_per_s(10)
     assert samples_per_s == pytest.approx(np.mean([10 * 3 / b.seconds for b in measured.blocks]))
     assert ci95 is not None

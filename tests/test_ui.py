@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from conftest import ROOT, RUN_PY, TINY, child_env, runs_in
+from conftest import RUN_PY, TINY, child_env, import_references, runs_in
 from test_team_server import mlflow_server
 from trainbench.figures import number
 from trainbench.store import shared_runs, tracking
@@ -84,15 +84,7 @@ def build_store(folder: Path) -> str:
         [sys.executable, str(RUN_PY), *SWEEP], cwd=folder, env=env, capture_output=True, text=True, timeout=300
     )
     assert sweep.returncode in (0, 1), sweep.stderr[-2000:]  # 1: no GPU here, the gpu cell is `unavailable`
-    references = subprocess.run(
-        [sys.executable, str(ROOT / "src" / "references.py")],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert references.returncode == 0, references.stderr[-2000:]
+    import_references(folder, uri)
     return uri
 
 

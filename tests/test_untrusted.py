@@ -103,3 +103,36 @@ def test_import_refuses_an_experiment_named_as_a_path(tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "must be a name, not a path" in err[0], err
     assert not store.parent.exists() and not (tmp_path / "X").exists()
+
+
+def test_an_imported_runs_description_is_shown_as_written_with_nothing_live(tmp_path, capsys) -> None:
+    """MLflow's UI renders a run's description (mlflow.note.content) as Markdown at the top of its page: an
+    imported one arrives as a code block, its markup, links and escapes text; importing its export again keeps it
+    as it is."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from trainbench.store.sharing import commands
+
+    hostile = (
+        "**fast** <img src=y onerror=alert(1)> [click](javascript:alert(2))\n```\n<svg/onload=alert(3)>\x1b]0;x\x07"
+    )
+    record = {"run_id": "a" * 32, "run_name": "forged", "status": "FINISHED", "start_time": 1, "end_time": 2,
+              "parent_run_id": None, "params": {}, "tags": {"mlflow.note.content": hostile, "trainbench.kind": "cell"},
+              "metrics": {"train_loss": [[0, 1, 1.0]]}, "artifacts": {}}  # fmt: skip
+    document = {"format": "trainbench-export", "version": 1, "exported_at": "now", "experiment": "x", "runs": [record]}
+    (tmp_path / "forged.json").write_text(json.dumps(document))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert commands.import_main(["--uri", uri, str(tmp_path / "forged.json")]) == 0, capsys.readouterr().err
+    (run,) = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("trainbench").experiment_id])
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith("```\n") and note.endswith("\n```") and "`" not in note[4:-4], note
+    assert "<img src=y onerror=alert(1)>" in note and "\x1b" not in note and "\\x1b]0;x\\x07" in note, note
+    assert commands.export_main(["--uri", uri, "-o", str(tmp_path / "again.json")]) == 0, capsys.readouterr().err
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["runs"][0]["tags"]["mlflow.note.content"] == note
+    from trainbench.store.sharing.importing import read_export
+
+    (read,) = read_export(tmp_path / "again.json").runs
+    assert read.data.tags["mlflow.note.content"] == note  # a code block already: not wrapped again

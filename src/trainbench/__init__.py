@@ -1,5 +1,6 @@
 """trainbench: how fast does training run on this machine? From Python: `trainbench.run([...])` runs a sweep and
-returns its typed results, `trainbench.compare(...)` where its runs stand (trainbench.api, docs/python-api.md).
+returns its typed results, `trainbench.compare(...)` where its runs stand, `trainbench.results()`, `.export()`,
+`.import_runs()`, `.write_report()` and `.choices()` what the subcommands print (trainbench.api, docs/python-api.md).
 
 The API is loaded on first use: every process of a sweep imports this package, and only a caller needs it."""
 
@@ -8,9 +9,51 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainbench.api import BadInput, Cell, Comparison, Machine, SweepError, SweepResult, compare, run
+    from trainbench.api import (
+        BadInput,
+        Cell,
+        Choice,
+        Comparison,
+        Exported,
+        Imported,
+        Machine,
+        Report,
+        ResultRow,
+        Results,
+        StoreError,
+        SweepError,
+        SweepResult,
+        choices,
+        compare,
+        export,
+        import_runs,
+        results,
+        run,
+        write_report,
+    )
 
-__all__ = ["BadInput", "Cell", "Comparison", "Machine", "SweepError", "SweepResult", "compare", "run"]
+__all__ = [
+    "BadInput",
+    "Cell",
+    "Choice",
+    "Comparison",
+    "Exported",
+    "Imported",
+    "Machine",
+    "Report",
+    "ResultRow",
+    "Results",
+    "StoreError",
+    "SweepError",
+    "SweepResult",
+    "choices",
+    "compare",
+    "export",
+    "import_runs",
+    "results",
+    "run",
+    "write_report",
+]
 
 
 def __getattr__(name: str) -> Any:

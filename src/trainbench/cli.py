@@ -19,8 +19,9 @@ Before Hydra sees the command line it is checked here, so that bad input gets on
 Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, which owns the cells and
 ends the process with the sweep's exit status (trainbench.sweep.owner).
 
-The Python API (trainbench.run) runs this same command line in a process of its own; the sweep, or the refusal
-of its input, is handed back to it typed (trainbench.sweep.handoff).
+The command line is built on the Python API (trainbench.api): a run is trainbench.api.run_command_line, which
+trainbench.run() calls too, and each subcommand that reads or writes a store (results, report, export, import; and
+list) parses its flags, calls the API's function and prints what it returns.
 """
 
 from __future__ import annotations
@@ -31,22 +32,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-EXIT_BAD_INPUT = 2
+from trainbench.entry import fail, hydra_entry
+
 EXIT_CTRL_C = 130
 HELP_FLAGS = ("-h", "--help")
 
 
 def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
     """Run a subcommand, or check the command line and hand it to Hydra; return the exit status."""
-    from trainbench.config import ConfigError
-    from trainbench.config.command_line import (
-        absolute_config_path,
-        check_command_line,
-        check_shell_completion,
-        flags_first,
-        parse_args,
-        refuse_unknown_flags,
-    )
     from trainbench.measure.timeline import mark
 
     mark("parent: trainbench imported")
@@ -65,59 +58,9 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
 
         print(help_page())
         return 0
-    # `model=mlp -m x=1`: argparse takes overrides only in one run, after the flags
-    argv = absolute_config_path(flags_first(argv))
-    sys.argv = [sys.argv[0], *argv]
-    if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
-        os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
-    from trainbench.store.tracking import quiet_logs
+    from trainbench import api
 
-    quiet_logs()
-    _export_sources()
-    try:
-        refuse_unknown_flags(argv)
-        args = parse_args(argv)
-        if args.shell_completion:  # `-sc install=bash`, `-sc query=bash`: Hydra's words, not settings
-            check_shell_completion(args)
-        else:
-            check_command_line(args)
-    except ConfigError as error:
-        return fail(str(error))
-    except SystemExit as error:  # argparse ends --version this way, after printing it
-        return int(error.code or 0)
-    except KeyboardInterrupt:
-        return EXIT_CTRL_C
-    mark("parent: command line checked")
-    try:
-        hydra_main()
-    except SystemExit as finished:  # the sweeper ends every sweep this way, with its status
-        return int(finished.code or 0)
-    except KeyboardInterrupt:
-        return EXIT_CTRL_C
-    return 0  # --help, --cfg ...: Hydra printed and returned
-
-
-def _export_sources() -> None:
-    """From a checkout, put src/ on PYTHONPATH: launchers that start fresh Python processes for the cells'
-    jobs (submitit, Ray) must import trainbench and its Hydra plugin there too."""
-    from trainbench.config import PROJECT_ROOT
-
-    sources = PROJECT_ROOT / "src"
-    if (sources / "trainbench").is_dir():
-        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if str(sources) not in paths:
-            os.environ["PYTHONPATH"] = os.pathsep.join([str(sources), *paths])
-
-
-def fail(message: str) -> int:
-    from trainbench.store.mlflow_project import record_refusal
-    from trainbench.store.tracking import private
-    from trainbench.sweep import handoff
-
-    print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
-    handoff.write_refusal(private(message))  # for trainbench.run(), which raises it as trainbench.BadInput
-    record_refusal(message)  # under `mlflow run`: the run it names says why it failed
-    return EXIT_BAD_INPUT
+    return api.run_command_line(argv, hydra_main)
 
 
 def console(hydra_main: Callable[[], Any] | None = None) -> None:
@@ -138,38 +81,34 @@ def _console(argv: list[str], hydra_main: Callable[[], Any] | None) -> None:
     end_now(code)  # the summary is out: the user need not wait for the interpreter's teardown
 
 
-def hydra_entry() -> Callable[[], Any]:
-    from trainbench.stops import exit_quietly_on_stop
-
-    with exit_quietly_on_stop():  # Ctrl-C while Hydra loads: exit 130, no traceback
-        import hydra
-
-        import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
-        from trainbench.config import CONF_DIR
-        from trainbench.sweep.job import run_job
-
-    return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(run_job)
-
-
 def list_choices(argv: list[str]) -> int:
-    from trainbench.usage import LISTS, list_lines
+    """`trainbench list [WHAT]`: trainbench.api.choices(), each choice and its first sentence (every list, each
+    under a heading naming its group, where no WHAT is given)."""
+    from trainbench import api
+    from trainbench.usage import LISTS, terminal_width, wrapped
 
-    if not argv:  # every list, each under its heading
-        from trainbench.usage import all_lists
-
-        print("\n".join(all_lists()))
-        return 0
-    what = argv[0]
-    if what not in LISTS or len(argv) > 1:
+    if len(argv) > 1:
         return fail(f"`trainbench list {' '.join(argv)}`: list one of {', '.join(LISTS)}")
-    print("\n".join(list_lines(LISTS[what])))
+    try:
+        found = api.choices(argv[0] if argv else None)
+    except api.BadInput as error:
+        return fail(str(error))
+    width, indent = terminal_width(), "  " if not argv else ""
+    out: list[str] = []
+    for what, listed in found.items():
+        if not argv:
+            chosen = "+experiment=NAME" if LISTS[what] == "experiment" else f"{LISTS[what]}=NAME"
+            out += [*([""] if out else []), f"{what} ({chosen}):"]
+        for choice in listed:
+            out += [indent + line for line in wrapped(choice.name, choice.description, 25, width - len(indent))]
+    print("\n".join(out))
     return 0
 
 
 def results(argv: list[str]) -> int:
-    from trainbench import results_table
+    from trainbench import results_command
 
-    return results_table.main(argv)
+    return results_command.main(argv)
 
 
 def export(argv: list[str]) -> int:
@@ -272,6 +211,9 @@ _SETTING = re.compile(r"[A-Za-z_][\w.]*=")
 def run_subcommand(name: str, argv: list[str]) -> int:
     """A subcommand with the main command's key=value settings turned into its own flags; its --help ends with
     which settings it takes."""
+    if name in OWN_HELP and any(a in HELP_FLAGS for a in argv[: argv.index("--") if "--" in argv else len(argv)]):
+        print(own_help(name))
+        return 0
     try:
         argv = settings_as_flags(name, argv)
     except ValueError as error:
@@ -320,6 +262,44 @@ def settings_as_flags(name: str, argv: list[str]) -> list[str]:
         else:
             out += [flag, value]
     return out
+
+
+# The subcommands that parse no flags of their own (they take the main command's key=value overrides, or a word):
+# their usage line and what follows the summary `trainbench --help` gives them.
+OWN_HELP: dict[str, tuple[str, str]] = {
+    "list": (
+        "list [WHAT]",
+        "WHAT: one list; with none, every list under its heading. From Python: trainbench.choices().",
+    ),
+    "download": (
+        "download data=NAME [OVERRIDES...]",
+        "The files go into data.root. Takes the main command's key=value overrides that compose the data (data=NAME, "
+        "data.root=PATH, ...); a dataset sweeps need is fetched by the sweep itself.",
+    ),
+    "suite": (
+        "suite [OVERRIDES...]",
+        "One sweep of this machine's class (device=gpu: the GPU class); see docs/comparing.md. Takes the main "
+        "command's key=value overrides (tracking.uri=..., tracking.experiment=..., sweep.dry_run=true, "
+        "+suite_cell=A,B for some of the class's workloads), but not experiment= or precision=: the suite fixes them.",
+    ),
+}
+
+
+def own_help(name: str) -> str:
+    """`trainbench list|download|suite --help`: the usage line, the summary of `trainbench --help`, the rest."""
+    import textwrap
+
+    from trainbench.usage import SUBCOMMANDS as SUMMARIES
+
+    usage, rest = OWN_HELP[name]
+    summary = next(what for line, what in SUMMARIES if line.split()[0] == name)
+    return "\n\n".join(
+        [
+            f"usage: trainbench {usage}",
+            textwrap.fill(summary[0].upper() + summary[1:] + ".", 100),
+            textwrap.fill(rest, 100),
+        ]
+    )
 
 
 # The first word of a command line that is not a cell's override: each takes the rest of the line.

@@ -4,19 +4,19 @@ machine, the framework release, the date and the versions.
 
 trainbench results                                     # this machine's store, experiment trainbench
 trainbench results --uri sqlite:///path/to/mlflow.db --uri http://team:5000 colleague.json --sweep RUN_ID
+
+trainbench.api.results() builds the table with `columns`; trainbench.results_command is the command.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from trainbench import figures, untrusted
+from trainbench import figures
 from trainbench.measure import hardware
-from trainbench.store import sources, tracking
+from trainbench.store import sources
 from trainbench.store.setting import describe, differences, release, setting
 
 Column = tuple[str, Callable[[Any], str]]
@@ -97,50 +97,3 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
     if several_sources:
         chosen.append(("from", lambda f: f.run.data.tags.get(sources.IMPORTED_FROM) or f.source.name))
     return [(name, cell) for name, cell in chosen if name == "cell" or any(cell(f) for f in found)]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trainbench results", description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument(
-        "files", nargs="*", type=Path, metavar="EXPORT_FILE", help="export files (trainbench export) to list too"
-    )
-    parser.add_argument(
-        "--uri",
-        action="append",
-        default=[],
-        help="a tracking store; repeat for several (default: $MLFLOW_TRACKING_URI, else this project's)",
-    )
-    parser.add_argument("--experiment", default="trainbench")
-    parser.add_argument("--sweep", default=None, help="only the cells of this sweep run")
-    parser.add_argument(
-        "--contributed",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="list the runs of results/contributed/ too, as the first screen and the report read them "
-        "(--no-contributed: leave them out)",
-    )
-    args = parser.parse_args(argv)
-    uris = [tracking.resolve_tracking_uri(uri) for uri in args.uri]
-    if not uris and not args.files:
-        uris = [tracking.resolve_tracking_uri(None)]
-    try:
-        opened: list[Any] = [sources.open_store(uri) for uri in uris]
-        opened += [sources.open_file(path) for path in args.files]
-        if args.contributed and not args.sweep:
-            opened += sources.open_contributed()
-    except (tracking.TrackingUnavailable, sources.SourceError) as error:
-        parser.exit(2, f"trainbench: {untrusted.shown(str(error))}\n")
-    stores = [s for s in opened if isinstance(s, sources.StoreSource)]
-    if stores and not args.files and not any(s.client.get_experiment_by_name(args.experiment) for s in stores):
-        names = ", ".join(s.name for s in stores)
-        parser.exit(2, f"trainbench: no experiment {args.experiment!r} in {names}: run a cell first\n")
-    query = "tags.`trainbench.kind` = 'cell'"
-    if args.sweep:
-        query += f" and tags.`mlflow.parentRunId` = '{args.sweep}'"
-    found = sorted(sources.search(opened, args.experiment, query), key=lambda f: f.run.info.start_time)
-    chosen = columns(found, len(opened) > 1)
-    print("| " + " | ".join(untrusted.shown(name) for name, _ in chosen) + " |")
-    print("|" + "---|" * len(chosen))
-    for f in found:
-        print("| " + " | ".join(untrusted.shown(cell(f)).replace("|", "\\|") for _, cell in chosen) + " |")
-    return 0

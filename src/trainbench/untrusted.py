@@ -80,6 +80,33 @@ def markdown_text(text: str) -> str:
     return _MARKDOWN_LIVE.sub(lambda m: "\\" + m.group(), text)
 
 
+def markdown_preformatted(text: str, limit: int = 5000) -> str:
+    """Markdown from outside (an imported run's description, which MLflow's UI renders) as a code block: shown as
+    written, with nothing in it live (no HTML, link or image; a backtick cannot end the block), control characters
+    spelled out, at most `limit` characters. Text that is such a block already is returned as it is."""
+    if _is_preformatted(text):
+        return text
+    body = for_terminal(text, keep_newlines=True).replace("`", "'")[: max(0, limit - 8)]
+    return f"```\n{body}\n```"
+
+
+def _is_preformatted(text: str) -> bool:
+    return (
+        text.startswith("```\n")
+        and text.endswith("\n```")
+        and "`" not in text[4:-4]
+        and not _CONTROL_KEEPING_LINES.search(text)
+    )
+
+
+def html_text(text: str) -> str:
+    """`text` as plain text inside HTML: markup as entities, control characters spelled out (a page is also read
+    with `cat`)."""
+    import html
+
+    return html.escape(for_terminal(text))
+
+
 def path_problem(name: str) -> str | None:
     """Why `name` (an experiment's, which names its runs' folder in a SQLite store) could name a path outside
     the folder it is meant for: a separator, a `..`, a leading `~`; None when it is a plain name."""

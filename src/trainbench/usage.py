@@ -100,23 +100,6 @@ def terminal_width() -> int:
     return min(shutil.get_terminal_size((100, 24)).columns, 120)
 
 
-def list_lines(group: str, width: int | None = None) -> list[str]:
-    """`trainbench list ...`: each choice and its first sentence."""
-    width = width or terminal_width()
-    return [line for name in choices(group) for line in wrapped(name, description(group, name), 25, width)]
-
-
-def all_lists(width: int | None = None) -> list[str]:
-    """`trainbench list` alone: every list of `trainbench list WHAT`, each under a heading naming its group."""
-    width = width or terminal_width()
-    out: list[str] = []
-    for what, group in LISTS.items():
-        chosen = "+experiment=NAME" if group == "experiment" else f"{group}=NAME"
-        out += [*([""] if out else []), f"{what} ({chosen}):"]
-        out += [f"  {line}" for line in list_lines(group, width - 2)]
-    return out
-
-
 def help_page(width: int | None = None) -> str:
     from trainbench.config.catalogue import default_choice
     from trainbench.config.launchers import installed_launchers

@@ -31,9 +31,9 @@ class TrainbenchSweeper(BasicSweeper):
     _cpus_per_cell: int | None = None  # the most cores a cell of this sweep pins (cell.cpus): bounds parallelism
 
     def sweep(self, arguments: list[str]) -> Any:
-        from trainbench.cli import fail
         from trainbench.config import ConfigError, PlainError
         from trainbench.config.compose import expand_and_judge
+        from trainbench.entry import fail
         from trainbench.frameworks import not_installed
         from trainbench.store.tracking import TrackingUnavailable
         from trainbench.sweep.owner import Sweep

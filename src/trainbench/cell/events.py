@@ -11,6 +11,7 @@ answers (the launcher waits for it to drain before closing the run).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import sys
@@ -103,7 +104,8 @@ class RankRelay:
             copying.start()
 
     def _copy(self, connection: Any) -> None:
-        with connection, connection.makefile("r", encoding="utf-8") as lines:
+        # The launcher gone mid-line (a broken pipe): the cell is ending; its run is closed by the orphan's process.
+        with contextlib.suppress(OSError), connection, connection.makefile("r", encoding="utf-8") as lines:
             for line in lines:
                 self.log.stream.write(line)
                 self.log.stream.flush()

@@ -69,7 +69,9 @@ def run(order: Any, log: Any) -> CellSummary:
     backend = selected_backend = device.backend
     described = framework.describe()
     mark("cell: device selected")
-    host = hardware.host_tags()  # probed here: the parent's may be a sweep old (power source)
+    # The machine's tags are this process's to write, probed here: the parent's probe may be a sweep old (power
+    # source). hw.label goes in the same write: the launcher reads it as "the cell wrote its machine".
+    host = hardware.host_tags()
     mark("cell: hardware probed")
     label = hardware.label(backend, host)
     task = task_of(cell)

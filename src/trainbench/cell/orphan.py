@@ -116,6 +116,7 @@ def main(arguments: dict[str, Any]) -> int:
         scratch = Path(arguments.get("scratch") or "")
         if scratch.name.startswith(SCRATCH_PREFIX):
             shutil.rmtree(scratch, ignore_errors=True)
+            remove_abandoned_scratch(str(scratch.parent))  # the dead sweep's own (trainbench.sweep.job_states)
     return 0
 
 

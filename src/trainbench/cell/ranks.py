@@ -74,7 +74,10 @@ def rank_main(spec_text: str) -> CellSummary:
     cell = order.cell
     # Across nodes the rendezvous may number another node first: the recording node's first rank records. Only
     # the node running the cell's process has its relay (cell.events.RankRelay): the others record nothing.
-    first_here = int(os.environ.get("LOCAL_RANK", "0")) == 0 and cell.device.nodes > 1
+    spans_nodes = cell.device.nodes > 1 or int(os.environ.get("WORLD_SIZE", "1")) > int(
+        os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))
+    )
+    first_here = int(os.environ.get("LOCAL_RANK", "0")) == 0 and spans_nodes
     records = bool(spec.get("relay")) and (rank == 0 or first_here)
     os.environ["TRAINBENCH_RECORDING_RANK"] = "1" if records else "0"  # distributed.RECORDING_ENV
     if records:  # through the cell's process, as every cell records (cell.events)
@@ -124,12 +127,14 @@ def main(overrides: list[str]) -> int:
     import trainbench.config.plugins  # noqa: F401  (the schemas the YAML choices name)
     from trainbench.cell.order import CellOrder
     from trainbench.config import CONF_DIR, ConfigError, validate
+    from trainbench.config.explain import compose_or_explain
     from trainbench.frameworks.base import DeviceUnavailable
     from trainbench.tasks.base import task_of
 
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cell = validate(compose(config_name="config", overrides=overrides))
+            composed = compose_or_explain(lambda job: compose(config_name="config", overrides=job), overrides)
+            cell = validate(composed)
         # This node's order: the cell composed from the sweep's overrides, recording nowhere (rank 0 is on the head).
         order = CellOrder(task_of(cell).prepared(cell), tuple(overrides), store=None)
         rank_main(json.dumps({"order": order.to_dict()}))

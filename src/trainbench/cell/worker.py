@@ -101,11 +101,12 @@ def main(spec_path: str) -> int:
         if spec.get("cpus"):
             os.sched_setaffinity(0, spec["cpus"])
         from trainbench.cell.order import CellOrder
-        from trainbench.store.tracking import NullLog, quiet_logs
+        from trainbench.store.tracking import NullLog, quiet_loggers, quiet_logs
 
         quiet_logs()  # also redacts credentials in whatever this process prints
         order = CellOrder.from_dict(spec["order"])  # judged already, on this machine, by the job that started it
         cell = order.cell
+        quiet_loggers(cell.framework.quiet_loggers)
         mark("cell: config read")
         _limit_memory(cell.cell.memory_limit_mb)
         from trainbench.cell.events import PipeLog

@@ -162,6 +162,11 @@ def _model_and_framework(cell: CellConfig) -> None:
         )
 
 
+def _spans_nodes(framework: FrameworkConfig) -> bool:
+    """Whether a cell of this framework can span hosts: it runs a process per device, or joins one per node."""
+    return framework.rank_launcher is not None or framework.node_joiner is not None
+
+
 def frameworks_that(able: Callable[[FrameworkConfig], bool]) -> str:
     """`framework=a or framework=b`: the frameworks (conf/framework/) whose default config `able` accepts, for a
     refusal's way out; "" when none does."""
@@ -203,11 +208,13 @@ def _devices(cell: CellConfig) -> None:
     nodes = cell.device.nodes
     if nodes != 1 and not getattr(cell.task, "data_parallel", False):
         raise ConfigError("device.nodes", nodes, f"task={cell.task.name} runs on one device: use device.nodes=1")
-    if nodes != 1 and cell.framework.rank_launcher is None and cell.framework.node_joiner is None:
+    if nodes != 1 and not _spans_nodes(cell.framework):
+        across = frameworks_that(_spans_nodes)
         raise ConfigError(
             "device.nodes",
             nodes,
-            f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1, or framework=pytorch or jax",
+            f"framework={cell.framework.name} runs a cell on one host: use device.nodes=1"
+            + (f", or {across}" if across else ""),
         )
     if nodes != 1 and cell.batch_size == "max":
         raise ConfigError(

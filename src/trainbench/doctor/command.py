@@ -5,7 +5,6 @@ per check and the verdict, and write the runs as a `trainbench export` file.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -99,21 +98,16 @@ def _doctor(selected: list[str], out: Path) -> int:
                 subject = f"{title(name)} {sweep.device.upper()}"
                 findings.append(Finding("FAIL", subject, "run", f"no run recorded ({why}); see {logs[sweep.device]}"))
     if not sweeps:
-        findings.append(
-            Finding(
-                "FAIL",
-                "trainbench",
-                "run",
-                f"no framework installed to check: {facts(frameworks()['pytorch']).install}",
-            )
-        )
+        first = facts(next(iter(frameworks().values())))  # the first the doctor lists, by the frameworks' own rank
+        findings.append(Finding("FAIL", "trainbench", "run", f"no framework installed to check: {first.install}"))
     exported = _export(uri, out, host) if cells else None
     _print_verdict(findings, exported, time.perf_counter() - began)
     return EXIT_FAILED if any(f.status == "FAIL" for f in findings) else EXIT_OK
 
 
 def _run_sweep(sweep: Sweep, out: Path, uri: str, log: Path) -> int:
-    """The cells through the Python API (the command line's own process), its output into `log`; its exit status.
+    """The cells through the Python API (the command line's own code, in this process), its output into `log`; its
+    exit status.
     Its comparison page and Hydra's multirun/ land beside its store."""
     from trainbench import api
 
@@ -141,16 +135,12 @@ def _recorded_cells(uri: str) -> list[Cell]:
 
 
 def _export(uri: str, out: Path, host: Mapping[str, str]) -> tuple[Path, int] | None:
-    """The store's runs as a `trainbench export` file, read back to check it: (path, runs)."""
-    from trainbench.store import tracking
-    from trainbench.store.sharing import exporting, file_format
+    """The store's runs as a `trainbench export` file (trainbench.api.export), read back to check it: (path, runs)."""
+    from trainbench import api
+    from trainbench.store.sharing import file_format
 
-    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # else a progress bar per run's artifact
-    client = tracking.open_store(uri)
-    experiment = client.get_experiment_by_name("trainbench")
-    runs, _ = exporting.export_runs(client, experiment.experiment_id)
     path = out / f"{datetime.now():%Y-%m-%d}-doctor-{_slug(_primary_label(host))}.json"
-    exporting.write_export(path, "trainbench", runs)
+    api.export(path, tracking_uri=uri)
     return path, len(file_format.load(path).runs)
 
 

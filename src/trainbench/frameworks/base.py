@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
     from trainbench.data import Dataset
 
+# Device.no_step_clock_why where the framework records no events on the device at all
+NO_DEVICE_EVENTS = "no device events"
+
 
 def uses_loader(cell: CellConfig) -> bool:
     """Whether the cell's trainer is fed by the host loader: data.pipeline=loader under a task that times one
@@ -171,8 +174,13 @@ class Device(Protocol):
 
     def step_clock(self) -> StepClock | None:
         """Device events for per-step times without host synchronization, or None where the framework has
-        none, or none free to record between the steps of a timed block (MPS: trainbench.measure.timing). The task then
-        takes percentiles from a separate synchronized pass and says so."""
+        none, or none free to record between the steps of a timed block. The task then takes percentiles from a
+        separate synchronized pass and says so, with `no_step_clock_why`."""
+
+    @property
+    def no_step_clock_why(self) -> str:
+        """Why `step_clock` gives None here, for the step_time_source tag of the synchronized pass: "no device
+        events", or why the events there would slow the block they time (only read where it gives None)."""
 
     def after_task(self) -> AfterTask:
         """Called once, after the task: it may run work of its own (PyTorch on MPS: one probe step, as no peak

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 POWERCAP_ROOT = "/sys/class/powercap"
-# Counters tick coarsely (NVML's every few tens of ms): on an H200, a 0.09 s region of full-power matmuls read
-# 133 W where 1 s reads the true ~680 W. Shorter regions get no figure rather than a wrong one.
+# Counters tick coarsely (NVML's every few tens of ms): a region much shorter than this reads far below the true
+# power (results/2026-11-28-measure-notes). Shorter regions get no figure rather than a wrong one.
 MIN_REGION_S = 1.0
-RAPL_POLL_S = 5.0  # a package at 500 W wraps a 262 kJ counter in ~9 minutes: polling every 5 s misses none
+RAPL_POLL_S = 5.0  # far shorter than the minutes a busy package takes to wrap its counter: no wrap is missed
 GPU_BACKENDS = ("cuda", "rocm", "hip", "gpu")  # as in trainbench.measure.hardware: PyTorch on ROCm says "cuda"
 
 
@@ -267,9 +267,9 @@ class _ZeusCounter(_Counter):
     """A counter read through zeus's device layer (zeus.device: NVML for NVIDIA, amdsmi for AMD, zeus-apple-silicon
     for Apple).
 
-    Not through ZeusMonitor: importing zeus.monitor pulls in pandas, scikit-learn and scipy (about 1.5 s and
-    200 MB of resident memory, which would show up in the cell's peak_host_memory_mb); zeus.device costs
-    about 0.1 s. Synchronization is ours (the framework's), so nothing here imports torch."""
+    Not through ZeusMonitor: importing zeus.monitor pulls in pandas, scikit-learn and scipy, seconds and
+    hundreds of MB that would show up in the cell's peak_host_memory_mb; zeus.device is a fraction of that
+    (results/2026-11-28-measure-notes). Synchronization is ours (the framework's), so nothing here imports torch."""
 
     def __init__(self, device: Any, source: str, gpu_index: int, part: str) -> None:
         self.device, self.source, self.gpu_index, self.part = device, source, gpu_index, part
@@ -293,8 +293,8 @@ class _ZeusCounter(_Counter):
     @classmethod
     def open_amd(cls, gpu_index: int = 0) -> tuple[_ZeusCounter | None, str | None]:
         """The AMD GPU counter through zeus's AMDGPUs (HIP indices, HIP/CUDA_VISIBLE_DEVICES honoured, like
-        PyTorch), or (None, why not). Opening takes about half a second: zeus checks the counter against the
-        power reading before trusting it."""
+        PyTorch), or (None, why not). Opening it is not instant: zeus checks the counter against the power
+        reading before trusting it."""
         try:
             from zeus.device.gpu.amd import AMDGPUs, amdsmi_is_available
         except Exception as error:

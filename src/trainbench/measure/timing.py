@@ -11,16 +11,16 @@ Synchronizing the host around every step instead is not free: the GPU idles whil
 queues the next step, so a per-step synchronized figure understates fast launch-bound work, and more so the faster
 the GPU.
 
-Per-step percentiles come from a device clock (`StepClock`: CUDA events recorded between steps, read after
-the block) at no cost to the block. That holds for CUDA only. Where a framework has no events (TensorFlow,
-JAX, MLX on an accelerator), or has events that are not free (PyTorch on MPS: recording one ends kernel
-coalescing, commits the command buffer and waits on the stream's dispatch queue, and its times are host times
-taken in completion callbacks), a separate short synchronized pass gives the percentiles; it never feeds
-samples_per_s, and the tag trainbench.step_time_source says which way they were taken and why. On a CPU the
-host clock is the device's: steps run synchronously.
+Per-step percentiles come from a device clock (a `StepClock` the framework's device hands out: events recorded
+between steps, read after the block) at no cost to the block. Where the device has none, because its framework
+records no events or because its events are not free to record between steps, a separate short synchronized pass
+gives the percentiles; it never feeds samples_per_s, and the tag trainbench.step_time_source says which way they
+were taken and why (the device's `no_step_clock_why`). On a CPU the host clock is the device's: steps run
+synchronously.
 
-Warm-up (allocation, autotuning, compilation) is timed on its own; logging and progress lines happen outside timed
-regions (between blocks, never between the synchronizations that bound one).
+Warm-up (allocation, autotuning, compilation) is timed on its own; logging happens outside timed regions. The one
+exception is the progress line a long task prints every 30 s (trainbench.progress.steps_with_lines), as a train
+task prints its epochs: a clock read every few steps and one line (its cost: results/2026-11-28-progress-cost).
 
 `measure` is that sequence once, for every task that times steps on resident data (task=benchmark's steps,
 task=inference's requests and passes): warm up, pace the blocks, time them, take per-step times.
@@ -45,8 +45,6 @@ Step = Callable[[int], None]  # step(i): the i-th step of a block
 SYNCHRONIZED_PASS = "synchronized pass"
 # Outside a terminal, a line between timed blocks at most this often: long blocks get one each, short ones few.
 BLOCK_LINES_EVERY_S = 10.0
-# Backends with device events that are not free between steps, and why (their percentiles: a synchronized pass).
-COSTLY_EVENTS = {"mps": "MPS events are not free: recording one commits the command buffer"}
 # Plan.min_time_s never paces a block beyond this many steps: a pace read from a synchronize that does not wait
 # would otherwise ask for millions.
 MAX_PACED_STEPS = 10_000
@@ -126,9 +124,10 @@ def time_block(step: Step, steps: int, synchronize: Callable[[], None], clock: S
     return Block(seconds, steps, clock.durations_s() if clock is not None else None)
 
 
-def synchronized_pass_source(count: int, what: str, backend: str) -> str:
-    """The step_time_source (latency_source) of percentiles from a synchronized pass of `count` `what`."""
-    return f"{SYNCHRONIZED_PASS} of {count} {what} ({COSTLY_EVENTS.get(backend, 'no device events')})"
+def synchronized_pass_source(count: int, what: str, no_clock_why: str) -> str:
+    """The step_time_source (latency_source) of percentiles from a synchronized pass of `count` `what`, taken
+    because the device had no step clock, for the reason `no_clock_why`."""
+    return f"{SYNCHRONIZED_PASS} of {count} {what} ({no_clock_why})"
 
 
 def synchronized_step_times(step: Step, steps: int, synchronize: Callable[[], None]) -> list[float]:
@@ -245,8 +244,8 @@ def mean_ci95(values: list[float]) -> tuple[float, float | None]:
 def paced_steps(step: Step, synchronize: Callable[[], None], steps: int, repeats: int, min_time_s: float | None) -> int:
     """Steps per block: `steps`, or more where `min_time_s` asks for longer blocks (all `repeats` of them together)
     than a probe block of `steps` (untimed: one more warm-up) says they would last. A probe, not the warm-up's
-    pace: warm-up steps are synchronized one by one, and the first few of them still allocate and autotune (on
-    an H100 they made the seed MLP's blocks last half what was asked)."""
+    pace: warm-up steps are synchronized one by one, and the first few of them still allocate and autotune, so
+    blocks paced from them fall short of what was asked (results/2026-11-28-measure-notes)."""
     if min_time_s is None:
         return steps
     probe = time_block(step, steps, synchronize)
@@ -327,7 +326,7 @@ def measure(
     plan: Plan,
     clock: StepClock | None = None,
     meter: AbstractContextManager[object] | None = None,
-    backend: str = "cpu",
+    no_clock_why: str = "no device events",
     before_blocks: Callable[[WarmUp, int], None] | None = None,
 ) -> Measurement:
     """The measurement sequence of a step on resident data:
@@ -337,7 +336,7 @@ def measure(
     4. plan.repeats blocks, inside `meter` (an energy counter covers the blocks alone), `clock` recording
        between their steps where there is one;
     5. the per-step times: the clock's, else a synchronized pass of plan.pass_steps after the blocks (never
-       part of samples_per_s); the source says which and, for a pass, why (`backend`'s events)."""
+       part of samples_per_s); the source says which and, for a pass, why (`no_clock_why`: the device's)."""
     from trainbench import progress
 
     progress.phase(warm_up_text(plan))
@@ -366,5 +365,5 @@ def measure(
     elif plan.pass_steps:
         progress.phase(f"per-step times: {min(steps, plan.pass_steps)} more steps, each synchronized on its own")
         times = synchronized_step_times(step, min(steps, plan.pass_steps), synchronize)
-        source = synchronized_pass_source(len(times), plan.pass_what, backend)
+        source = synchronized_pass_source(len(times), plan.pass_what, no_clock_why)
     return Measurement(warm, blocks, times, source, steps)

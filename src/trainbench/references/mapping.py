@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainbench.references.reading import BadReferences, CsvRow
+from trainbench.references.reading import SUBJECT_COLUMNS, BadReferences, CsvRow
 from trainbench.references.validating import (
     TRAIN_TIME,
     XLA_SUFFIX,
@@ -28,19 +28,7 @@ from trainbench.store.run_naming import run_name
 from trainbench.store.runs import FULL_TRAIN_SIZES, SETTING_NAME_TAG, setting_name
 
 # What makes two rows figures of the same reference cell (and so of the same run).
-IDENTITY = (
-    "source",
-    "series",
-    "system",
-    "device_kind",
-    "accelerator",
-    "framework",
-    "framework_version",
-    "model",
-    "dataset",
-    "batch_size",
-    "precision",
-)
+IDENTITY = ("source", "series", *SUBJECT_COLUMNS)
 # Settings of the whole cell: its rows must agree (blank rows take the others' value).
 CELL_SETTINGS = ("timed_region", "pipeline", "channels_last", "power_scope", "reproduce")
 NOTES_SEPARATOR = " -- "  # reference.citation: the `reference` column(s), then the rows' notes

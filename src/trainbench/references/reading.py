@@ -11,10 +11,8 @@ from trainbench.config import PROJECT_ROOT
 
 DEFAULT_CSV = PROJECT_ROOT / "references" / "published-results.csv"
 
-# Every file has these.
-COLUMNS = (
-    "source",
-    "reference",
+# What a figure was measured on and of: the machine, the software, the workload.
+SUBJECT_COLUMNS = (
     "system",
     "device_kind",
     "accelerator",
@@ -24,12 +22,9 @@ COLUMNS = (
     "dataset",
     "batch_size",
     "precision",
-    "epoch",
-    "metric",
-    "value",
-    "unit",
-    "notes",
 )
+# Every file has these.
+COLUMNS = ("source", "reference", *SUBJECT_COLUMNS, "epoch", "metric", "value", "unit", "notes")
 # Later additions: a file without them (a colleague's older CSV) reads as if they were blank.
 OPTIONAL_COLUMNS = (
     "series",  # the source's own name for the line or column a figure belongs to, e.g. "M1 (Default)"

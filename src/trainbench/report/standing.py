@@ -9,7 +9,6 @@ library, so writing it at the end of every sweep costs milliseconds.
 
 from __future__ import annotations
 
-import html
 import re
 import statistics
 import sys
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainbench import untrusted
 from trainbench.figures import ci95, noisy, number, quoted, repeats, separate, spread_ci95
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.plots import setting_text
@@ -317,7 +317,7 @@ BAR_HEIGHT, LABEL_WIDTH, CHART_WIDTH = 22, 430, 360
 
 
 def html_section(found: list[Standing], heading: str = "Where this machine stands", subtitle: str = "") -> str:
-    e = html.escape
+    e = untrusted.html_text
     parts = [f'<section id="standing"><h2>{e(heading)}</h2>']
     if subtitle:
         parts.append(f'<p class="hint">{_code(e(subtitle))}</p>')
@@ -341,7 +341,7 @@ def html_section(found: list[Standing], heading: str = "Where this machine stand
 
 
 def svg_bars(s: Standing) -> str:
-    e = html.escape
+    e = untrusted.html_text
     top = max(b.value for b in s.bars) or 1.0
     height = BAR_HEIGHT * len(s.bars) + 24
     width = LABEL_WIDTH + CHART_WIDTH + 120
@@ -371,7 +371,7 @@ def svg_bars(s: Standing) -> str:
 
 
 def table(s: Standing) -> str:
-    e = html.escape
+    e = untrusted.html_text
     head = (
         "<tr><th>machine</th><th>framework</th><th>backend</th>"
         f"<th>{e(s.metric.name)} ({e(s.metric.unit)})</th><th>runs</th><th>against yours</th><th>from</th></tr>"
@@ -391,7 +391,7 @@ def table(s: Standing) -> str:
 
 def apart_html(s: Standing) -> str:
     """This machine's earlier runs and the nearest settings: under the chart, never in it or its ratios."""
-    e = html.escape
+    e = untrusted.html_text
     parts = [f'<p class="hint history">{e(line)}</p>' for line in history_lines(s)]
     if s.nearest:
         items = "".join(
@@ -426,7 +426,7 @@ HOW_TO_ADD = (
 
 def page(found: list[Standing], heading: str, subtitle: str) -> str:
     """The standalone first screen a sweep writes (its path is printed with the summary)."""
-    e = html.escape
+    e = untrusted.html_text
     return "\n".join(
         [
             "<!doctype html>",

@@ -60,3 +60,34 @@ def note(outcome: str, reason: str | None, description: str) -> None:
         describe(client, project_run, outcome, reason, description)
     except Exception:  # noqa: S110  (what happened is on the terminal; this run is a courtesy)
         pass
+
+
+DEFAULT_EXPERIMENT = "Default"  # where MLflow puts a run whose experiment nobody named
+
+
+def adopted_run(store: Any, experiment: str) -> str | None:
+    """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
+    `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
+    "Default", where `trainbench results`, the report and the comparison view never look: the sweep is then
+    recorded in tracking.experiment as any other, and that run is kept, leading to the sweep's
+    (trainbench.sweep.owner)."""
+    made = run_id()
+    if not made:
+        return None
+    if adoptable(store, made, experiment):
+        return made
+    print(
+        f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
+        f"(tracking.experiment); the run {made} it made in {DEFAULT_EXPERIMENT} gets the sweep's outcome and "
+        "a link to the sweep's run (trainbench.sweep_run_id). With `mlflow run --experiment-name NAME` it is the "
+        "sweep's run",
+        flush=True,
+    )
+    return None
+
+
+def adoptable(store: Any, run_id: str, experiment: str) -> bool:
+    """Whether the run `mlflow run` made is in an experiment the user named (not MLflow's Default, unless
+    tracking.experiment names Default too)."""
+    named = store.get_experiment(store.get_run(run_id).info.experiment_id).name
+    return bool(named != DEFAULT_EXPERIMENT or experiment == DEFAULT_EXPERIMENT)

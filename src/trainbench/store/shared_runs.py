@@ -61,12 +61,15 @@ def refresh(client: Any, uri: str) -> str | None:
     except Exception as error:
         return f"trainbench: could not check the other machines' runs: {tracking.private(str(error))[:160]}"
     print(f"Importing other machines' runs (published, results/contributed/) into experiment {SHARED_EXPERIMENT}")
-    done = subprocess.run(
-        [sys.executable, "-m", "trainbench.store.shared_runs", "--uri", uri],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainbench.store.shared_runs", "--uri", uri],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except (subprocess.SubprocessError, OSError) as error:
+        return f"trainbench: other machines' runs not imported: {tracking.private(str(error))[:200]}"
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return f"trainbench: other machines' runs not imported: {tracking.private(last)[:200]}"

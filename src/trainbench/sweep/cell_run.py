@@ -136,6 +136,7 @@ def run_cell(order: CellOrder, store: Store) -> CellResult:
     finally:
         if kept := chatter.text():
             _attempt(lambda: store.client.log_text(run_id, tracking.private(kept), framework_log.ARTIFACT))
+        _attempt(lambda: _tag_host_if_untagged(store, run_id))
         _attempt(lambda: tag_setting_name(store.client, run_id))
         _attempt(lambda: run_description.write(store.client, run_id, outcome, reason))
         _attempt(lambda: tracking.close(store.client, run_id, outcome, reason))
@@ -177,14 +178,14 @@ def _attempt(call: Any) -> None:
 
 
 def _create_run(order: CellOrder, cell: CellConfig, store: Store, name: str) -> str:
-    """The cell's run, with the tags its order asks for and what this process sees of the machine it runs on."""
+    """The cell's run, with the tags its order asks for and the software this process runs. The machine's hw.*
+    tags are the cell's process's to write (_tag_host_if_untagged)."""
     tags = {
         **order.tags,
         "trainbench.outcome": "running",
         "git.commit": tracking.git_commit(),
         "sw.python": sys.version.split()[0],
         "sw.mlflow": _version("mlflow"),
-        **hardware.host_tags(),
         **liveness.alive_tags(),
     }
     if store.parent_run_id:
@@ -204,6 +205,15 @@ def _create_run(order: CellOrder, cell: CellConfig, store: Store, name: str) -> 
         _attempt(lambda: tracking.close(store.client, run_id, "failed", why))
         raise
     return run_id
+
+
+def _tag_host_if_untagged(store: Store, run_id: str) -> None:
+    """The machine's hw.* tags (and sw.cuda_driver, sw.rocm) are written once, by the cell's process, probed as it
+    binds its device (this process's probe may be a sweep old, and sees every GPU where the cell sees its own).
+    A run whose cell wrote none (no such device here, batch_size=max found nothing that fits, a process that died
+    before binding) gets this process's: every run says which machine it was on, for the report and sweep.resume."""
+    if "hw.label" not in store.client.get_run(run_id).data.tags:
+        tracking.set_tags(store.client, run_id, hardware.host_tags())
 
 
 def _with_max_batch(order: CellOrder, store: Store, run_id: str, chatter: FrameworkLog) -> CellConfig:

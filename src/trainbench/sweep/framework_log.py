@@ -1,10 +1,12 @@
 """The frameworks' own log on a cell's error output: kept in the cell's run, not shown in the terminal.
 
-TensorFlow, XLA and absl log from C++ in absl's record format (absl-py, from Python, in the same one):
+TensorFlow, XLA and absl log from C++ in absl's record format (absl-py, from Python, in the same one), and PyTorch's
+Inductor prints its autotuning tables under max-autotune:
 
     I1128 09:01:33.978206   31062 port.cc:153] oneDNN custom operations are on. ...
     W0000 00:00:1795856492.978206   31062 cuda_executor.cc:1309] ...   (before absl is set up: 0000 00:00:<epoch s>)
     2024-01-02 10:11:12.345678: I tensorflow/core/util/port.cc:113] ...  (TensorFlow before 2.16)
+    AUTOTUNE mm(25216x3072, 3072x768) ... SingleProcess AUTOTUNE benchmarking takes 9.45 seconds ...  (Inductor)
 
 Those lines are the frameworks talking about themselves (oneDNN is on, no CUDA driver, cuDNN factories registered
 twice, XLA services started): nothing a user of trainbench acts on, and several per cell. The cell's process
@@ -35,9 +37,19 @@ _UNPREFIXED = (
 )
 
 
+# PyTorch Inductor's autotuning tables (compile_mode=max-autotune), printed on stderr without a record's prefix:
+# per operation its shapes, every candidate kernel's time, and a summary. Hundreds of lines per model.
+_INDUCTOR_AUTOTUNE = re.compile(
+    r"^(AUTOTUNE \w+\(|strides: \[|dtypes: torch\.|  \S+ \d+\.\d+ ms \d+\.\d+% |SingleProcess AUTOTUNE benchmarking "
+    r"takes |Autotune Choices Stats:|\{\"num_choices\": )"
+)
+
+
 def is_chatter(line: str) -> bool:
     """Whether `line` is a framework's own log record (or one of its known unprefixed lines)."""
-    return bool(_ABSL_RECORD.match(line) or _TF_OLD_RECORD.match(line)) or line.startswith(_UNPREFIXED)
+    return bool(
+        _ABSL_RECORD.match(line) or _TF_OLD_RECORD.match(line) or _INDUCTOR_AUTOTUNE.match(line)
+    ) or line.startswith(_UNPREFIXED)
 
 
 def is_fatal(line: str) -> bool:

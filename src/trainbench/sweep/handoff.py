@@ -1,9 +1,10 @@
-"""What a sweep's process hands back to the Python API that started it (trainbench.api.run).
+"""What a sweep hands back to the Python API that started it (trainbench.api.run).
 
-The API runs the sweep as a child process (the command line's own code, unchanged) and names a file in
-$TRAINBENCH_RESULT_FILE; the sweep writes one JSON object there as it ends: either its cells (as the summary
-table has them) and where they are recorded, or the one line that refused its input. Without that variable
-nothing is written: the command line alone never leaves such a file.
+As it ends, the sweep hands over one JSON object: either its cells (as the summary table has them) and where they
+are recorded, or the one line that refused its input. The API runs the sweep in its own process and collects it in
+memory (`collected`); where it runs the sweep as a child process instead (a call from a thread other than the
+main one), it names a file in $TRAINBENCH_RESULT_FILE and the sweep writes it there. With neither, nothing is
+kept: the command line alone never leaves such a file.
 
 Light on purpose: the sweep's process imports it (no MLflow, no Hydra, no deep-learning framework).
 """
@@ -12,14 +13,28 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ENV = "TRAINBENCH_RESULT_FILE"
+_collecting: list[dict[str, Any]] | None = None  # what a sweep in this process handed over, while collected
 
 
 def wanted() -> bool:
-    return bool(os.environ.get(ENV))
+    return _collecting is not None or bool(os.environ.get(ENV))
+
+
+@contextmanager
+def collected() -> Iterator[list[dict[str, Any]]]:
+    """What a sweep run in this process hands over meanwhile (a list that holds it once the sweep has ended)."""
+    global _collecting
+    previous, _collecting = _collecting, []
+    try:
+        yield _collecting
+    finally:
+        _collecting = previous
 
 
 def write_refusal(message: str) -> None:
@@ -59,6 +74,9 @@ def read(path: Path) -> dict[str, Any] | None:
 
 
 def _write(payload: dict[str, Any]) -> None:
+    if _collecting is not None:
+        _collecting[:] = [json.loads(json.dumps(payload))]  # as a file would carry it: plain JSON values
+        return
     target = os.environ.get(ENV)
     if not target:
         return

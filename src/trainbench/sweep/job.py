@@ -19,7 +19,7 @@ from trainbench import progress
 from trainbench.cell import order
 from trainbench.config import PlainError
 from trainbench.store import tracking
-from trainbench.sweep import launchers, nodes, sweep_clock
+from trainbench.sweep import job_states, launchers, nodes, sweep_clock
 from trainbench.sweep.cell_run import Store, run_cell
 
 
@@ -36,6 +36,10 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
             "a cell job needs its sweep's order: run trainbench through its own sweeper "
             "(hydra/sweeper=trainbench, the default in conf/config.yaml)",
         )
+    node = nodes.place(received.cell)
+    if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
+        # before the store: a node records nothing, and a store it failed to open would keep it from joining
+        return nodes.join(received, node) if received.cell.device.nodes > 1 else nodes.idle(received.cell, node)
     address = received.store
     store = Store(
         tracking.open_store(address.uri, mid_sweep=True, outage_s=received.cell.tracking.outage_s),
@@ -44,9 +48,6 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
         address.parent_run_id,
         address.sweep_id,
     )
-    node = nodes.place(received.cell)
-    if node > 0:  # a later task of a job: a multi-node cell's node joins node 0's ranks (node 0 records the cell)
-        return nodes.join(received, node) if received.cell.device.nodes > 1 else nodes.idle(received.cell, node)
     name, place = received.name, f"{received.index}/{received.total}"
     if not (launchers.in_the_sweeps_process() and received.index in _announced):
         announce(received.index, received.total, name, received.overrides)
@@ -64,12 +65,14 @@ def run_job(composed: DictConfig) -> dict[str, Any]:
             )
         )
     started = time.monotonic()
+    job_states.write(received.index, {"state": "started"})
     try:
         result = run_cell(received, store)
     except tracking.StoreFailed as fault:
         # The sweep's summary names the cell the fault stopped (the exception travels from a launcher's worker).
         fault.cell_index = received.index  # type: ignore[attr-defined]
         raise
+    job_states.write(received.index, {"state": "ended", **result.to_dict()})
     if received.total > 1:
         took = progress.duration(time.monotonic() - started)
         print(f"[cell {place}] {result.name}: {result.outcome} in {took}", flush=True)

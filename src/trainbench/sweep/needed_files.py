@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from trainbench.config import CellConfig, PlainError
@@ -82,13 +80,12 @@ def _missing_weights(cell: CellConfig) -> str | None:
     model = cell.model
     if not isinstance(model, VisionModel) or not model.pretrained:
         return None
-    # Where torch.hub.get_dir() looks, without importing torch: $TORCH_HOME, else $XDG_CACHE_HOME/torch.
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = Path(os.environ.get("TORCH_HOME", cache / "torch")) / "hub" / "checkpoints"
-    if (folder / str(model.weights_file)).exists():
+    found = cell.framework.pretrained_weights(str(model.weights_file))
+    if found is None or found[0].exists():  # a framework that loads none was refused when the cell was judged
         return None
+    path, address = found
     return (
-        f"pretrained weights for {model.name} not found: expected {model.weights_file} in "
-        f"{tracking.private(str(folder))}; download https://download.pytorch.org/models/{model.weights_file} "
-        "there once when online, or set model.pretrained=false"
+        f"pretrained weights for {model.name} not found: expected {path.name} in "
+        f"{tracking.private(str(path.parent))}; download {address} there once when online, or set "
+        "model.pretrained=false"
     )

@@ -32,7 +32,7 @@ from trainbench.measure import device_probe, hardware
 from trainbench.measure.timeline import mark
 from trainbench.stops import STOP_SIGNALS, raising_on_stop
 from trainbench.store import mlflow_project, tracking
-from trainbench.sweep import cell_process, handoff, job, liveness, resume, sweep_clock
+from trainbench.sweep import cell_process, handoff, job, job_states, liveness, resume, sweep_clock
 from trainbench.sweep.cell_run import CellResult, Stopped
 from trainbench.sweep.needed_files import fetch_or_refuse_missing_files
 from trainbench.sweep.summary import (
@@ -52,7 +52,6 @@ from trainbench.sweep.summary import (
 from trainbench.tasks.base import task_of
 
 EXIT_OK, EXIT_CELLS_DID_NOT_FINISH, EXIT_BAD_INPUT = 0, 1, 2
-DEFAULT_EXPERIMENT = "Default"  # where MLflow puts a run whose experiment nobody named
 
 # launch(list of job overrides) -> per job, in order: its CellResult as a dict, or why the job failed
 Launch = Callable[[list[list[str]]], list[dict[str, Any] | str]]
@@ -85,6 +84,7 @@ class Sweep:
         self.started = time.time()
         self.sweep_name = ""
         self.linked_run: str | None = None  # `mlflow run`'s run in another experiment, leading to the sweep's
+        self.job_states: Path | None = None  # what each job got to, on this machine's disk (sweep.job_states)
 
     def run(self) -> int:
         self._name_absent_devices()
@@ -124,7 +124,7 @@ class Sweep:
             print(f"trainbench: closed {len(lost)} run(s) whose process had vanished as `lost`", flush=True)
         mark("parent: lost runs closed")
         fetch_or_refuse_missing_files(self.cells)
-        adopted = _adopted_project_run(store, first.tracking.experiment)
+        adopted = mlflow_project.adopted_run(store, first.tracking.experiment)
         if adopted:
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
@@ -140,7 +140,8 @@ class Sweep:
         if self.linked_run and parent:
             self._describe_linked_run(store, "", experiment_id, parent, "running", None, "")
         sweep_id = parent or sweep_name
-        return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
+        with job_states.kept() as self.job_states:
+            return self._run_cells(store, uri, experiment_id, parent, sweep_id, decisions, adopted is not None)
 
     def _run_cells(
         self,
@@ -192,11 +193,10 @@ class Sweep:
                     )
                 mine = {r.run_id for r in rows if r.outcome == "finished" and r.run_id}
                 mine |= {d.prior_run.info.run_id for d in decisions if d.prior_run is not None}
-                if mine and not (stopped or broken):
-                    bring_other_machines(store, uri)
+                imported = bool(mine) and not (stopped or broken) and bring_other_machines(store, uri)
                 page = (
                     None
-                    if stopped or broken
+                    if stopped or broken or (mine and not imported)
                     else where_it_stands(store, uri, experiment_id, mine, self.sweep_name or sweep_id)
                 )
                 if page is not None:
@@ -284,7 +284,7 @@ class Sweep:
             return [resume.Decision(True) for _ in self.cells]
         store = tracking.open_store(uri, outage_s=first.tracking.outage_s)
         adopted = mlflow_project.run_id()
-        if adopted and _adoptable(store, adopted, first.tracking.experiment):
+        if adopted and mlflow_project.adoptable(store, adopted, first.tracking.experiment):
             experiment_id = str(store.get_run(adopted).info.experiment_id)
         else:
             experiment = store.get_experiment_by_name(first.tracking.experiment)
@@ -450,13 +450,34 @@ class Sweep:
             elif broken is not None and getattr(broken, "cell_index", None) == i + 1:
                 rows.append(CellResult(i + 1, name, "failed", None, f"stopped: {broken}", None))
             elif broken is not None:
-                rows.append(
-                    CellResult(i + 1, name, "not started", None, "the tracking store stopped taking writes", None)
-                )
+                rows.append(self._unread(i, name, broken))
             else:
                 why = "the sweep was stopped before it started" if stopped else "its job left no record"
                 rows.append(CellResult(i + 1, name, "not started" if stopped else "failed", None, why, None))
         return rows
+
+    def _unread(self, i: int, name: str, broken: BaseException) -> CellResult:
+        """A cell whose outcome neither its launcher returned (a parallel launcher drops every job's return when
+        one job's store fault stops it) nor the failed store gives back: what its job wrote on this machine."""
+        state = job_states.read(self.job_states, i + 1)
+        if state is None and self.cells_run_here:
+            return CellResult(i + 1, name, "not started", None, "the tracking store stopped taking writes", None)
+        if state is None:  # its job ran on another machine, or never started: nothing here says which
+            return CellResult(i + 1, name, "lost", None, f"its outcome could not be read back: {broken}", None)
+        if state.get("state") != "ended":
+            return CellResult(
+                i + 1, name, "lost", None, f"it ran until the sweep stopped; its record was lost: {broken}", None
+            )
+        ended = str(state.get("outcome"))
+        return CellResult(
+            i + 1,
+            str(state.get("name") or name),
+            "lost",
+            state.get("samples_per_s"),
+            f"it ran ({ended}); its record was lost: {broken}",
+            state.get("run_id"),
+            state.get("peak_tflops"),
+        )
 
     # -- the parent run -----------------------------------------------------------------------------
     def _create_parent(self, store: Any, experiment_id: str, sweep_name: str) -> str:
@@ -574,34 +595,3 @@ def _parent_heartbeat(store: Any, parent: str | None, interval_s: float) -> Iter
         return
     with liveness.Heartbeat(store, parent, interval_s):
         yield
-
-
-# ----------------------------------------------------------------------------------------- output
-
-
-def _adopted_project_run(store: Any, experiment: str) -> str | None:
-    """Under `mlflow run`, the run it created: the sweep's parent, in the experiment the user named with
-    `mlflow run --experiment-name` (or MLFLOW_EXPERIMENT_NAME). When none was named, `mlflow run` put its run in
-    "Default", where `trainbench results`, the report and the comparison view never look: the sweep is then
-    recorded in tracking.experiment as any other, and that run is kept, leading to the sweep's
-    (Sweep._describe_linked_run)."""
-    run_id = mlflow_project.run_id()
-    if not run_id:
-        return None
-    if _adoptable(store, run_id, experiment):
-        return run_id
-    print(
-        f"trainbench: `mlflow run` named no experiment, so the sweep is recorded in experiment {experiment} "
-        f"(tracking.experiment); the run {run_id} it made in {DEFAULT_EXPERIMENT} gets the sweep's outcome and "
-        "a link to the sweep's run (trainbench.sweep_run_id). With `mlflow run --experiment-name NAME` it is the "
-        "sweep's run",
-        flush=True,
-    )
-    return None
-
-
-def _adoptable(store: Any, run_id: str, experiment: str) -> bool:
-    """Whether the run `mlflow run` made is in an experiment the user named (not MLflow's Default, unless
-    tracking.experiment names Default too)."""
-    named = store.get_experiment(store.get_run(run_id).info.experiment_id).name
-    return bool(named != DEFAULT_EXPERIMENT or experiment == DEFAULT_EXPERIMENT)

@@ -5,12 +5,14 @@ each cell's setting id. Each convenience here costs only itself when the store f
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from trainbench import untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig
+from trainbench.stops import STOP_SIGNALS
 from trainbench.store import tracking
 from trainbench.sweep import resume
 from trainbench.sweep.cell_run import CellResult, Stopped
@@ -73,13 +75,33 @@ def print_suite_summary(store: Any, uri: str, experiment_id: str, mine: set[str]
         print(untrusted.shown(line), flush=True)  # machine names from other machines' files
 
 
-def bring_other_machines(store: Any, uri: str) -> None:
-    """Published and contributed runs into the store's shared experiment, when their files changed."""
+class _ImportStopped(Exception):
+    pass
+
+
+def _stop_import(signum: int, frame: Any) -> None:
+    raise _ImportStopped()
+
+
+def bring_other_machines(store: Any, uri: str) -> bool:
+    """Published and contributed runs into the store's shared experiment, when their files changed; False when a
+    stop (Ctrl-C, SIGTERM) cut the import short. The sweep's end runs with stops ignored, so that it is recorded
+    whole; this import may take tens of seconds and records nothing of the sweep's, so a stop here ends it (its
+    process killed by subprocess.run) and the next sweep imports again."""
     from trainbench.store.shared_runs import refresh
 
-    line = refresh(store, uri)
+    previous = {sig: signal.signal(sig, _stop_import) for sig in STOP_SIGNALS}
+    try:
+        line = refresh(store, uri)
+    except _ImportStopped:
+        print("trainbench: stopped while importing other machines' runs; the next sweep imports them", flush=True)
+        return False
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if line:
         print(line, flush=True)
+    return True
 
 
 def print_side_by_side(store: Any, uri: str, experiment_id: str, mine: set[str]) -> None:

@@ -63,7 +63,7 @@ class InferenceTask(Task):
             requests,
             device.bound.step_clock(),
             None,
-            device.backend,
+            device.bound.no_step_clock_why,
         )
         latency = StepStats.of(single.step_times_s)
 

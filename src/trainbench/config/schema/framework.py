@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from omegaconf import MISSING
@@ -43,10 +44,12 @@ class FrameworkConfig(Choice):
 
     adapter: str = MISSING  # module with the framework's Adapter class, imported only inside a cell's process
     package: str = MISSING  # the distribution whose version identifies the framework (resume compares it)
-    # Module whose processes(device) and launch(count, entrypoint, argument) start one process per device
-    # (PyTorch's DDP); None: one process drives all of a cell's devices (Keras' distribution APIs).
+    # Module that starts one process per device (PyTorch's DDP), with processes(device) -> int, launch(count,
+    # entrypoint, argument, nodes) -> {rank: result}, and lost_nodes() -> [host], the nodes that stopped
+    # answering when a collective failed (cell/ranks.py); None: one process drives all of a cell's devices.
     rank_launcher: ClassVar[str | None] = None
-    # Module whose join() makes one process per node one runtime (JAX) for a cell over device.nodes hosts.
+    # Module for one process per node joined into one runtime (JAX) over device.nodes hosts, which the adapter
+    # joins itself; the shared code calls only its lost_nodes(nodes) -> [host] when a collective failed.
     node_joiner: ClassVar[str | None] = None
 
     # The framework's builders, keyed by the architecture a model YAML describes (ModelConfig.architecture():
@@ -65,6 +68,9 @@ class FrameworkConfig(Choice):
     # those say nothing about how a run differs, so a comparison leaves them out.
     switches: ClassVar[tuple[str, ...]] = ()
     fixed: ClassVar[tuple[str, ...]] = ()
+    # Python loggers of the framework whose INFO lines say nothing a user must act on: quiet in its cell's process
+    # unless hydra.verbose is given.
+    quiet_loggers: ClassVar[tuple[str, ...]] = ()
     apple_gpu_backend: ClassVar[str] = "metal"  # what its runs on an Apple GPU tag as trainbench.backend
     doctor: ClassVar[DoctorFacts | None] = None  # None: `trainbench doctor` does not check it
 
@@ -81,6 +87,11 @@ class FrameworkConfig(Choice):
     def loads_pretrained(self) -> bool:
         """Whether model.pretrained=true can load a model's weights file in this framework."""
         return False
+
+    def pretrained_weights(self, weights_file: str) -> tuple[Path, str] | None:
+        """Where this framework loads the pretrained weights file `weights_file` from, found without importing it,
+        and the address to download it from once when online; None where it loads none (loads_pretrained)."""
+        return None
 
     def in_force(self, knob: str, optimize: OptimizeConfig) -> Any:
         """This framework's own setting `knob` as a cell runs it (a framework whose switches take `auto` says what

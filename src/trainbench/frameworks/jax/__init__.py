@@ -18,6 +18,8 @@ class JaxConfig(KerasConfig):
     package: str = "jax"
     node_joiner: ClassVar[str | None] = "trainbench.frameworks.jax.nodes"  # jax.distributed, a process per node
     version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.jax")
+    # its notes on platforms it could not start ("Unable to initialize backend 'cuda'"): the cell says what ran where
+    quiet_loggers: ClassVar[tuple[str, ...]] = ("jax._src.xla_bridge",)
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(
         title="JAX",
         module="jax",

@@ -13,15 +13,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from trainbench.frameworks.base import uses_loader
 from trainbench.frameworks.jax import data_parallel, nodes
 from trainbench.frameworks.keras.adapter import (
-    FitTrainer,
     HostBatches,
     KerasAdapter,
     KerasDevice,
     KerasTrainer,
-    fit_mode,
     installed,
 )
 
@@ -143,12 +140,8 @@ class Adapter(KerasAdapter):
         # Data-parallel: a copy on every device, as each PyTorch rank holds the split.
         return self.jax.device_put(array, self.shardings.replicated if self.shardings else None)
 
-    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
-        if fit_mode(cell):
-            return FitTrainer(self, network, data, cell)
-        if uses_loader(cell):
-            return LoaderTrainer(self, network, data, cell)
-        return Trainer(self, network, data, cell)
+    def trainer_types(self) -> tuple[type[KerasTrainer], type[KerasTrainer]]:
+        return Trainer, LoaderTrainer
 
     def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
         jax = self.jax

@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from trainbench.frameworks.base import NO_DEVICE_EVENTS, uses_loader
+
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
     from trainbench.data import Dataset, Split
@@ -59,8 +61,9 @@ class KerasBackend(Protocol):
     def jit_compile(self) -> bool:
         """Whether model.compile asks for XLA's jit on this backend and device (trainbench.compile)."""
 
-    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
-        """The backend's trainbench.frameworks.base.Trainer for this cell (its loop, its loader or Keras' fit)."""
+    def trainer_types(self) -> tuple[type[KerasTrainer], type[KerasTrainer]]:
+        """The backend's trainers (trainbench.frameworks.base.Trainer): its loop on resident data, and the same
+        loop fed by its host loader (data.pipeline=loader). Keras' own fit (FitTrainer) is every backend's."""
 
     def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
         """The product as the backend runs it, on operands of `matmul_dtype`."""
@@ -174,6 +177,12 @@ class KerasAdapter(KerasBackend):
             network, models.count_trainable(network), lambda training: models.flops_per_sample(network, training)
         )
 
+    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
+        if fit_mode(cell):
+            return FitTrainer(self, network, data, cell)
+        resident, loader_fed = self.trainer_types()
+        return (loader_fed if uses_loader(cell) else resident)(self, network, data, cell)
+
     def matmul(self, n: int, shape: str, fresh_operands: bool = False) -> Matmul:
         from trainbench.frameworks.base import Matmul
 
@@ -261,6 +270,7 @@ class KerasDevice(KerasDeviceMemory):
     keras.distribution.DataParallel / tf MirroredStrategy. Each backend's subclass reads memory its own way."""
 
     memory_source: ClassVar[str]  # memory.source: how the peak is read
+    no_step_clock_why = NO_DEVICE_EVENTS
 
     def __init__(self, adapter: KerasAdapter) -> None:
         self.adapter = adapter  # whose synchronize waits on what its trainers queued

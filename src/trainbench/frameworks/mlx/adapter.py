@@ -25,6 +25,8 @@ import importlib.metadata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainbench.frameworks.base import NO_DEVICE_EVENTS
+
 if TYPE_CHECKING:
     from trainbench.config.schema import CellConfig, DeviceConfig, ModelConfig
     from trainbench.data import Dataset, Split
@@ -181,6 +183,7 @@ class MlxDevice:
     used yet. `synchronize` waits for everything queued (mx.synchronize)."""
 
     memory_source = "mlx get_peak_memory"
+    no_step_clock_why = NO_DEVICE_EVENTS
 
     def __init__(self, mx: Any, backend: str) -> None:
         self.mx = mx

@@ -10,7 +10,9 @@ model), and true/false (or a mode) overrides it either way: `framework.channels_
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainbench.config.errors import need
@@ -40,7 +42,8 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 # default-mode steps: 1.6-1.8x faster with graphs), and under DDP, where each compiled piece is a graph and the
 # all-reduces run between them (BERT-Large on 2 H100s: 1,461 seq/s against 628). ResNet-50's and ViT-B/16's steps
 # are kernel-bound (ResNet-50's GPU busy 97% of it), yet graphs close the gaps between their kernels: a few % faster.
-# Figures: results/2026-11-22-gpu, results/2026-11-26-data-parallel, results/2026-11-26-vit-b16.
+# max-autotune: no faster for ResNet-50 or ViT-B/16, minutes more of tuning. Figures: results/2026-11-22-gpu,
+# results/2026-11-26-data-parallel, results/2026-11-26-vit-b16, results/2026-11-28-vit-compile-modes.
 FASTEST_COMPILE_MODES = {
     "resnet50": "reduce-overhead",
     "vit": "reduce-overhead",
@@ -118,6 +121,12 @@ class PyTorchConfig(FrameworkConfig):
 
     def loads_pretrained(self) -> bool:
         return True  # torchvision's ImageNet weights
+
+    def pretrained_weights(self, weights_file: str) -> tuple[Path, str] | None:
+        # Where torch.hub.get_dir() looks, without importing torch: $TORCH_HOME, else $XDG_CACHE_HOME/torch.
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        folder = Path(os.environ.get("TORCH_HOME", cache / "torch")) / "hub" / "checkpoints"
+        return folder / weights_file, f"https://download.pytorch.org/models/{weights_file}"
 
     def for_probes(self) -> PyTorchConfig:
         # cudnn.benchmark autotunes every convolution again for each new input shape, and each probe is a new

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainbench.frameworks.base import uses_loader
+from trainbench.frameworks.base import NO_DEVICE_EVENTS, uses_loader
 from trainbench.frameworks.pytorch import PyTorchConfig, distributed, mps
 from trainbench.frameworks.pytorch.trainer import LoaderTrainer, Trainer
 
@@ -401,12 +401,18 @@ class TorchDevice:
         if self.backend == "cuda":
             return EventClock(self.torch.cuda.Event, "CUDA events between steps")
         if self.backend == "mps":
-            # MPS has events, but they are not free: recording one ends kernel coalescing, commits the command
-            # buffer and waits on the stream's dispatch queue (PyTorch's MPSEvent.mm), and their times are host
-            # times taken in completion callbacks. Between steps they would slow the very block they time: the
-            # task takes its percentiles from a separate synchronized pass instead.
-            return None
+            return None  # its events are not free: no_step_clock_why
         return HostClock()
+
+    @property
+    def no_step_clock_why(self) -> str:
+        # MPS has events, but they are not free: recording one ends kernel coalescing, commits the command buffer
+        # and waits on the stream's dispatch queue (PyTorch's MPSEvent.mm), and their times are host times taken in
+        # completion callbacks. Between steps they would slow the very block they time: the task takes its
+        # percentiles from a separate synchronized pass instead.
+        if self.backend == "mps":
+            return "MPS events are not free: recording one commits the command buffer"
+        return NO_DEVICE_EVENTS
 
     def after_task(self) -> AfterTask:
         from trainbench.frameworks.base import AfterTask

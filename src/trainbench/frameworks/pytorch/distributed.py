@@ -59,8 +59,8 @@ def processes(device: DeviceConfig) -> int:
         shown = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
         raise DeviceUnavailable(f"device.count={count} asks for {count} GPUs; this cell sees {gpus}{shown}")
     if count > 1 and gpus == 0:  # ranks on the CPU: bounded by its cores and memory
+        from trainbench.cell.cpu_ranks import cut_cpu_ranks
         from trainbench.frameworks.pytorch import MIN_MEMORY_MB
-        from trainbench.sweep.launchers import cut_cpu_ranks
 
         return cut_cpu_ranks(count, MIN_MEMORY_MB)
     return count
@@ -237,11 +237,16 @@ def _answer_roll_call(torch: Any, world: World) -> None:
 def lost_nodes() -> list[str]:
     """The nodes (`HOST (rendezvous node N)`, N as torch's rendezvous numbered them) whose ranks stopped beating,
     seen from the recording rank after a collective failed; [] elsewhere, on one node, or where no roll call
-    was made. Waits a few heartbeats: bounded, about a second."""
+    was made. Waits a few heartbeats: bounded, about a second (two on the other ranks)."""
     import time
 
     world = World.from_environment()
-    if world.size <= world.local_size or not _roll_store:
+    if world.size <= world.local_size:
+        return []
+    if not _roll_store:
+        # Not the recording rank: it waits out the recording rank's roll call before failing, since torchrun
+        # reports the first rank to fail and stops the others; the recording rank's error names the nodes.
+        time.sleep(HEARTBEAT_S * 4 + 1)
         return []
     roll = _roll_store[0]
     others = [rank for rank in range(world.size) if rank != world.rank]

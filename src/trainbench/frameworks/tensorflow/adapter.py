@@ -12,14 +12,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainbench.frameworks.base import uses_loader
 from trainbench.frameworks.keras.adapter import (
-    FitTrainer,
     HostBatches,
     KerasAdapter,
     KerasDevice,
     KerasTrainer,
-    fit_mode,
     installed,
 )
 from trainbench.frameworks.tensorflow import data_parallel
@@ -179,12 +176,8 @@ class Adapter(KerasAdapter):
     def tf_device(self) -> str:
         return "/CPU:0" if self.backend == "cpu" else "/GPU:0"
 
-    def trainer(self, network: Any, data: Dataset, cell: CellConfig) -> Any:
-        if fit_mode(cell):
-            return FitTrainer(self, network, data, cell)
-        if uses_loader(cell):
-            return LoaderTrainer(self, network, data, cell)
-        return Trainer(self, network, data, cell)
+    def trainer_types(self) -> tuple[type[KerasTrainer], type[KerasTrainer]]:
+        return Trainer, LoaderTrainer
 
     def matmul_step(self, n: int, shape: str, fresh_operands: bool) -> Callable[[], None]:
         tf = self.tf

@@ -32,8 +32,8 @@ MAC_DISPLAYS = ("system_profiler", "SPDisplaysDataType", "-json")
 
 
 def mac_tags() -> dict[str, Any]:
-    """Chip, P/E cores, memory, GPU, power and VM facts of a Mac: sysctl, ioreg, pmset (each < 0.1 s);
-    system_profiler (about a second) only when ioreg did not give the GPU (an Intel Mac, a VM)."""
+    """Chip, P/E cores, memory, GPU, power and VM facts of a Mac: sysctl, ioreg, pmset (quick);
+    system_profiler (far slower) only when ioreg did not give the GPU (an Intel Mac, a VM)."""
     ioreg = run_command(*MAC_AGX_IOREG)
     return mac_tags_from_outputs(
         sysctl=run_command(*MAC_SYSCTL),

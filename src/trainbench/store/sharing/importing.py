@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainbench.run_description import NOTE_TAG
 from trainbench.store.import_guard import ImportStopped, StopRequests
 from trainbench.store.runs import SETTING_NAME_TAG, search_all, setting_name
 from trainbench.store.sharing.exporting import active_run
@@ -32,6 +33,7 @@ from trainbench.store.sharing.file_format import (
     load,
 )
 from trainbench.store.sharing.scrubbing import scrubbed_line
+from trainbench.untrusted import markdown_preformatted
 
 
 @dataclass
@@ -93,6 +95,8 @@ def _imported_tags(record: RunRecord, exported: ExportFile) -> dict[str, str]:
     tags = {k: v for k, v in record.tags.items() if k not in DROPPED_TAGS and not k.startswith(DROPPED_TAG_PREFIXES)}
     tags[IMPORT_ID_TAG] = record.key
     tags[IMPORTED_FROM_TAG] = limited(exported.origin, MAX_TAG_LENGTH)
+    if NOTE_TAG in tags:  # Markdown MLflow's UI renders at the top of the run's page: nothing of it live
+        tags[NOTE_TAG] = markdown_preformatted(tags[NOTE_TAG], MAX_TAG_LENGTH)
     if tags.get("trainbench.kind") in ("cell", "reference"):  # files exported before the tag existed
         tags.setdefault(SETTING_NAME_TAG, setting_name(tags, record.params))
     return tags

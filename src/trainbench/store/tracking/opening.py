@@ -199,6 +199,28 @@ def _check_database_server(uri: str) -> None:
             f"cannot reach the database server of {redact(uri)} ({_network_reason(error)}): start it, or unset "
             "MLFLOW_TRACKING_URI / tracking.uri to use the project's local store"
         ) from None
+    _check_database_answers(uri, url.get_backend_name())
+
+
+def _check_database_answers(uri: str, backend: str) -> None:
+    """One connection, bounded: a port that takes TCP but is no database (a proxy, a wrong port), or a server that
+    refuses the password, is refused now; MLflow would retry it for minutes."""
+    timeout_arg = {"postgresql": "connect_timeout", "mysql": "connect_timeout"}.get(backend)
+    if timeout_arg is None:
+        return
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    try:
+        engine = sqlalchemy.create_engine(uri, poolclass=NullPool, connect_args={timeout_arg: 10})
+    except Exception:  # noqa: BLE001  (no driver, a malformed URI: MLflow names those better)
+        return
+    try:
+        engine.connect().close()
+    except Exception as error:  # noqa: BLE001  (each driver raises its own)
+        raise TrackingUnavailable(f"cannot use the MLflow tracking store {redact(uri)} ({error_line(error)})") from None
+    finally:
+        engine.dispose()
 
 
 def _wait_while_locked(uri: str, outage_s: float) -> None:

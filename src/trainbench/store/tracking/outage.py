@@ -5,6 +5,7 @@ writes for good (StoreFailed, which ends the sweep). `client` is the MlflowClien
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -40,6 +41,10 @@ _STORE_FAULTS = (
         "its files were removed",
         ("unable to open database file", "no such table", "disk i/o error"),
     ),
+    (
+        "its database file is damaged (not an SQLite database any more)",
+        ("file is not a database", "database disk image is malformed"),
+    ),
 )
 
 
@@ -59,11 +64,15 @@ def _sqlite_fault(database: Path) -> str | None:
     database whose file was deleted under it read-only (SQLITE_READONLY_DBMOVED), and a folder where it cannot
     make its journal `unable to open database file`."""
     try:
-        database.stat()
+        size = database.stat().st_size
     except FileNotFoundError:
         return "its files were removed"
     except OSError:
         return None
+    if not _holds_runs(database):  # there, readable, and without MLflow's tables
+        if size == 0:
+            return "its database was emptied (the file is there, with nothing in it)"
+        return "its database was replaced (the file there has none of MLflow's tables)"
     try:
         read_only_mount = bool(os.statvfs(database.parent).f_flag & os.ST_RDONLY)
     except OSError:
@@ -71,6 +80,17 @@ def _sqlite_fault(database: Path) -> str | None:
     if read_only_mount or not os.access(database.parent, os.W_OK) or not os.access(database, os.W_OK):
         return "it is read-only"
     return None
+
+
+def _holds_runs(database: Path) -> bool:
+    """Whether the database file has MLflow's runs table (read-only; True when that cannot be told)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1)) as connection:
+            return connection.execute("select 1 from sqlite_master where name = 'runs'").fetchone() is not None
+    except sqlite3.Error:
+        return True
 
 
 def client(uri: str, outage_s: float = DEFAULT_OUTAGE_S) -> Any:

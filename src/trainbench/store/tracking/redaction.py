@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,15 @@ def quiet_logs() -> None:
     if verbose():
         return
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read by MLflow when it configures its loggers
-    for name in ("mlflow", "alembic", "absl", "jax._src.xla_bridge"):
+    quiet_loggers(("mlflow", "alembic", "absl"))
+
+
+def quiet_loggers(names: Sequence[str]) -> None:
+    """These Python loggers' INFO lines off unless hydra.verbose is given: trainbench's own libraries' (quiet_logs),
+    and in a cell's process those its framework declares (FrameworkConfig.quiet_loggers)."""
+    if verbose():
+        return
+    for name in names:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

@@ -1,0 +1,62 @@
+"""trainbench from Python: run a sweep (or one cell) with the command line's overrides and get typed results back;
+read where a run stands against other machines, as the first screen shows it; read, export and import a store's
+runs; list what can be chosen.
+
+    import trainbench
+
+    sweep = trainbench.run(["model=mlp", "batch_size=32,64"], tracking_uri="sqlite:///mlflow.db")
+    for cell in sweep.cells:
+        print(cell.name, cell.outcome, cell.figure, cell.run_id, cell.setting_id)
+    for row in trainbench.compare(sweep, tracking_uri="sqlite:///mlflow.db"):
+        print(row.title, [(m.machine, m.figure, m.speedup) for m in row.machines])
+
+The command line is built on these functions: `trainbench OVERRIDES...` is run_command_line (which run() calls
+too), and `trainbench results`, `export`, `import`, `report` and `list` parse their flags, call results(),
+export(), import_runs(), write_report() and choices(), and print what they return. Bad input raises BadInput with the line the command line
+prints (its exit 2), and nothing is recorded.
+
+Light on purpose: `import trainbench` loads this package on first use, and nothing here imports MLflow or Hydra
+until called.
+"""
+
+from trainbench.api.comparison import Comparison, Machine, compare
+from trainbench.api.errors import DEFAULT_EXPERIMENT, BadInput, StoreError, SweepError
+from trainbench.api.stores import (
+    Choice,
+    Exported,
+    Imported,
+    Report,
+    ResultRow,
+    Results,
+    choices,
+    export,
+    import_runs,
+    results,
+    write_report,
+)
+from trainbench.api.sweeps import Cell, SweepResult, run, run_command_line
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "BadInput",
+    "Cell",
+    "Choice",
+    "Comparison",
+    "Exported",
+    "Imported",
+    "Machine",
+    "Report",
+    "ResultRow",
+    "Results",
+    "StoreError",
+    "SweepError",
+    "SweepResult",
+    "choices",
+    "compare",
+    "export",
+    "import_runs",
+    "results",
+    "run",
+    "run_command_line",
+    "write_report",
+]
