@@ -34,6 +34,7 @@ from trainbench.measure.timeline import mark
 from trainbench.store import tracking
 from trainbench.sweep import framework_log, slots
 from trainbench.sweep.framework_log import FrameworkLog
+from trainbench.sweep.job_states import JOB_STATES_ENV
 from trainbench.sweep.oom_evidence import OomEvidence
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ def _child_env(extra_env: dict[str, str]) -> dict[str, str]:
     env.pop("MLFLOW_RUN_ID", None)
     env.pop(ORDER_ENV, None)  # the job's order reaches the cell's process in its spec, as it reaches every rank
     env.pop(UNBLOCK_STOPS_ENV, None)
+    env.pop(JOB_STATES_ENV, None)  # where the sweep's jobs say how far they got: the job's, never read by the cell
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "src"), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     return env
