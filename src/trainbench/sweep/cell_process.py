@@ -211,6 +211,8 @@ def _child_env(extra_env: dict[str, str]) -> dict[str, str]:
     env.pop(ORDER_ENV, None)  # the job's order reaches the cell's process in its spec, as it reaches every rank
     env.pop(UNBLOCK_STOPS_ENV, None)
     env.pop(JOB_STATES_ENV, None)  # where the sweep's jobs say how far they got: the job's, never read by the cell
+    # MLflow's import in this process replaces its telemetry session; the cell does not import MLflow to run
+    env.pop("_MLFLOW_TELEMETRY_SESSION_ID", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT / "src"), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     return env
