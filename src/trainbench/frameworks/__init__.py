@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 
 # A prestarted cell's process (trainbench.cell.worker --preload) loads its cell's adapter before it knows its run:
-# (the cell as its spec's JSON, the adapter), taken by the first load of that same cell.
-_preloaded: tuple[str, Framework] | None = None
+# (the cell, the adapter), taken by the first load of an equal cell.
+_preloaded: tuple[CellConfig, Framework] | None = None
 
 
 def load(cell: CellConfig) -> Framework:
@@ -28,7 +28,7 @@ def load(cell: CellConfig) -> Framework:
     cell, if any."""
     global _preloaded
     preloaded, _preloaded = _preloaded, None
-    if preloaded is not None and preloaded[0] == _key(cell):
+    if preloaded is not None and preloaded[0] == cell:
         return preloaded[1]
     module = importlib.import_module(cell.framework.adapter)
     adapter: Framework = module.Adapter(cell)
@@ -43,15 +43,7 @@ def preload(cell: CellConfig) -> None:
     ahead = getattr(adapter, "import_ahead", None)  # optional: what its cell would import later anyway
     if ahead is not None:
         ahead()
-    _preloaded = (_key(cell), adapter)
-
-
-def _key(cell: CellConfig) -> str:
-    import json
-
-    from trainbench.config import to_spec
-
-    return json.dumps(to_spec(cell), sort_keys=True)
+    _preloaded = (cell, adapter)
 
 
 def not_installed(cells: Iterable[CellConfig]) -> str | None:
