@@ -19,9 +19,11 @@ from mlflow.tracking import MlflowClient
 
 import trainbench
 from conftest import ROOT, TINY, child_env, invoke, metric_history, runs_in, with_schema
+from trainbench.run_description import NOTE_TAG
 from trainbench.store.sharing.file_format import DROPPED_TAGS, IMPORT_ID_TAG, IMPORTED_FROM_TAG, LINK_TAGS
 from trainbench.store.sharing.importing import read_export
 from trainbench.store.sharing.scrubbing import scrub
+from trainbench.untrusted import markdown_preformatted
 
 TRAINBENCH = Path(sys.executable).parent / "trainbench"
 USER_NAME = "trainbenchtestuser"  # the login name the sweeps and imports run under: it must travel nowhere
@@ -160,7 +162,10 @@ def test_runs_arrive_whole_and_arrive_once(stores: Stores, tmp_path: Path) -> No
             original.info.end_time,
         )
         assert copy.data.params == {k: scrub(v) for k, v in original.data.params.items()}
-        assert shared_tags(copy, new_to_old) == {k: scrub(v) for k, v in shared_tags(original, {}).items()}
+        expected = {k: scrub(v) for k, v in shared_tags(original, {}).items()}
+        if NOTE_TAG in expected:  # a description from elsewhere is shown as written: a code block, nothing live
+            expected[NOTE_TAG] = markdown_preformatted(expected[NOTE_TAG])
+        assert shared_tags(copy, new_to_old) == expected
         assert copy.data.tags[IMPORTED_FROM_TAG].startswith("a.json (exported 20")
         parent = original.data.tags.get("mlflow.parentRunId")
         assert new_to_old.get(copy.data.tags.get("mlflow.parentRunId", "")) == parent  # sweep -> cell links

@@ -18,9 +18,16 @@ from typing import NoReturn
 
 
 def end_now(code: int) -> NoReturn:
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # What the interpreter's exit does first: threading's own exit callbacks (a pool's shutdown: joblib's loky
+    # executor ends its manager thread and workers there), then every non-daemon thread joined. Joining first
+    # would wait forever on such a pool's thread.
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None and threading.current_thread() is threading.main_thread():
+        shutdown()
+    else:
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a reader gone (`| head`): nothing is left to tell it
