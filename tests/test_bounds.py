@@ -131,7 +131,8 @@ def test_no_shared_memory_file_outlives_a_sweep_sigkilled_with_its_cells_and_the
         while True:  # until a cell's loader workers are up: every kind of file is made by then
             tree = owner.children(recursive=True)
             cells = [p for p in tree if "trainbench.cell.worker" in " ".join(p.cmdline())]
-            if any(cell.children() for cell in cells):
+            tree_pids = {sweep.pid} | {p.pid for p in tree}
+            if any(cell.children() for cell in cells) and shared_memory_of(tree_pids):  # a loaded machine lags
                 break
             assert sweep.poll() is None and time.monotonic() < deadline, "no cell started its loader workers"
             time.sleep(0.2)
