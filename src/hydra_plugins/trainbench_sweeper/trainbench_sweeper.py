@@ -90,7 +90,7 @@ class TrainbenchSweeper(BasicSweeper):
             reused = as_launched(judged, master_config, sweep_overrides) if master_config is master else None
             return compose(master_config, sweep_overrides) if reused is None else reused
 
-        loader.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
+        loader.load_sweep_config = load_sweep_config
         try:
             yield
         finally:

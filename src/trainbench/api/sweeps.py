@@ -139,6 +139,7 @@ def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None =
         check_command_line,
         check_shell_completion,
         flags_first,
+        hydra_mode_known,
         parse_args,
         refuse_unknown_flags,
     )
@@ -153,13 +154,14 @@ def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None =
         os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
     quiet_logs()
     _export_sources()
+    mode = None  # as composed from the command line, where that is what Hydra would compose
     try:
         refuse_unknown_flags(argv)
         args = parse_args(argv)
         if args.shell_completion:  # `-sc install=bash`, `-sc query=bash`: Hydra's words, not settings
             check_shell_completion(args)
         else:
-            check_command_line(args)
+            mode = check_command_line(args)
     except ConfigError as error:
         return fail(str(error))
     except SystemExit as error:  # argparse ends --version this way, after printing it
@@ -168,7 +170,8 @@ def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None =
         return EXIT_CTRL_C
     mark("parent: command line checked")
     try:
-        (hydra_main or hydra_entry())()
+        with hydra_mode_known(mode):
+            (hydra_main or hydra_entry())()
     except SystemExit as finished:  # the sweeper ends every sweep this way, with its status
         return int(finished.code or 0)
     except KeyboardInterrupt:

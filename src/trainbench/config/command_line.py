@@ -6,7 +6,8 @@ the primary config with the overrides that are not sweeps.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -123,9 +124,11 @@ def is_informational(args: Any) -> bool:
     return any(getattr(args, flag, None) for flag in INFO_FLAGS)
 
 
-def check_command_line(args: Any) -> None:
+def check_command_line(args: Any) -> Any:
     """Everything Hydra would compose before trainbench's sweeper runs, composed here first: the primary
-    config with the overrides that are not sweeps. Raises ConfigError."""
+    config with the overrides that are not sweeps. Raises ConfigError. Returns the composed hydra.mode where the
+    command line sweeps nothing (Hydra's get_mode composes the same overrides for it: see hydra_mode_known), else
+    None."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -185,8 +188,29 @@ def check_command_line(args: Any) -> None:
                 cell = validate(composed)
                 if not OmegaConf.select(composed, "hydra.sweeper.params", default=None):
                     refuse_unused_settings([fixed], [cell])  # with a preset's own sweep: when it is expanded
+            if sweeps or args.config_dir is not None:  # -cd: Hydra searches conf/ too, this composition does not
+                return None
+            return OmegaConf.select(composed, "hydra.mode", default=None)
     finally:
         GlobalHydra.instance().clear()  # hydra.main initialises its own
+
+
+@contextmanager
+def hydra_mode_known(mode: Any) -> Iterator[None]:
+    """While hydra.main runs: its first composition (Hydra's get_mode, all of the command line's overrides, only to
+    read hydra.mode) answered with the mode check_command_line composed from the same overrides, a composition less
+    for every command. A command line that sweeps (None) is left to Hydra: a swept preset could set the mode."""
+    if mode is None:
+        yield
+        return
+    from hydra._internal.hydra import Hydra
+
+    composed_by_hydra = Hydra.get_mode
+    Hydra.get_mode = lambda self, config_name, overrides: mode
+    try:
+        yield
+    finally:
+        Hydra.get_mode = composed_by_hydra
 
 
 def primary_config_dir(args: Any) -> Path:
