@@ -6,6 +6,7 @@ it must be the mode Hydra's get_mode composes from the same command line."""
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import pytest
@@ -45,11 +46,17 @@ def loader_and_master():
 @pytest.mark.parametrize("job", JOBS, ids=["plain", "preset", "task"])
 def test_the_launcher_gets_what_hydra_would_compose(loader_and_master, job: list[str]) -> None:
     loader, master = loader_and_master
-    judged = {tuple(job): loader.load_sweep_config(master, job)}
+    judged = {tuple(job): pickle.dumps(loader.load_sweep_config(master, job))}
     reused = as_launched(judged, master, [*job, AT_LAUNCH])
     fresh = loader.load_sweep_config(master, [*job, AT_LAUNCH])
     assert reused is not None
     assert OmegaConf.to_container(reused, resolve=False) == OmegaConf.to_container(fresh, resolve=False)
+    assert OmegaConf.get_type(reused) is OmegaConf.get_type(fresh)  # the typed cell, struct and writable alike
+    for node in (lambda c: c, lambda c: c.hydra, lambda c: c.model):
+        assert (OmegaConf.is_struct(node(reused)), OmegaConf.is_readonly(node(reused))) == (
+            OmegaConf.is_struct(node(fresh)),
+            OmegaConf.is_readonly(node(fresh)),
+        )
     assert (
         reused.hydra.job.env_set[ORDER_ENV] == "eyJjZWxsIjogMX0="
         and os.environ["HOME"] == reused.hydra.job.env_set.HOME
@@ -60,7 +67,7 @@ def test_the_launcher_gets_what_hydra_would_compose(loader_and_master, job: list
 
 def test_a_job_that_was_not_judged_or_gains_a_setting_is_composed_afresh(loader_and_master) -> None:
     loader, master = loader_and_master
-    judged = {("model=mlp",): loader.load_sweep_config(master, ["model=mlp"])}
+    judged = {("model=mlp",): pickle.dumps(loader.load_sweep_config(master, ["model=mlp"]))}
     assert as_launched(judged, master, ["model=resnet18", AT_LAUNCH]) is None
     assert as_launched(judged, master, ["model=mlp", "batch_size=4"]) is None
     assert as_launched(judged, master, ["model=mlp", "++hydra.job.name=other"]) is None
