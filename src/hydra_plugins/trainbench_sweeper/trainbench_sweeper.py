@@ -33,7 +33,7 @@ ConfigStore.instance().store(
 
 class TrainbenchSweeper(BasicSweeper):
     _cpus_per_cell: int | None = None  # the most cores a cell of this sweep pins (cell.cpus): bounds parallelism
-    # Each judged job's composition (pickled: a sixth of its size in memory), by its overrides: the launcher's
+    # Each judged job's composition (pickled: far smaller than the live object), by its overrides: the launcher's
     # composition of the same job is a copy of it
     _judged: dict[tuple[str, ...], bytes] | None = None
 
