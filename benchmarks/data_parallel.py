@@ -427,9 +427,16 @@ class Side:
 
 def worker(args: argparse.Namespace) -> int:
     """Build the row's sides, time them in turns, write rank 0's result."""
+    from trainbench.cell.cpu_ranks import pin_rank
+    from trainbench.cell.in_cell import host_load
+
+    # Each rank on its own cores, as the harness's ranks are (cell/ranks.py): both sides run in this process.
+    rank_cores = pin_rank(int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    load_at_start = host_load()
     cell = compose_cell(harness_overrides(args.worker, args.model, args.count, args))
     build = torch_sides if args.worker == "pytorch" else jax_sides
     rank, harness, bare, agree, env, settings = build(cell, args)
+    settings["rank cores"] = rank_cores or "not pinned (one rank)"
     result: dict[str, Any] = {"env": env, "settings": settings}
     if args.bare_only:
         bare_warm(bare, warmup_steps(args))
@@ -440,6 +447,7 @@ def worker(args: argparse.Namespace) -> int:
         result.update(interleave(harness, bare, agree, cell, args))
         if args.profile_steps:
             result["profile"] = {name: profiled(side, args.profile_steps) for name, side in sides(harness, bare)}
+    settings["host load (1 min) at start, end"] = f"{load_at_start}, {host_load()}"
     if rank == 0:
         args.result.write_text(json.dumps(result))
     return 0
