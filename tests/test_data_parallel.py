@@ -324,3 +324,17 @@ def test_jaxs_per_device_step_trains_an_mlp_as_keras_global_batch_step_does(trai
     assert runs["keras"].data.tags["trainbench.data_parallel"].startswith("keras.distribution.DataParallel (2 cpu")
     for key in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
         assert runs["per_device"].data.metrics[key] == pytest.approx(runs["keras"].data.metrics[key], rel=1e-4), key
+
+
+@pytest.mark.slow
+def test_a_benchmark_cell_on_two_ranks_finds_its_one_device_run_in_the_same_sweep(trainbench) -> None:
+    # task=benchmark prepares its cell (synthetic data: one batch, not a dataset): the hash recorded and the hash
+    # looked up must be the prepared cell's, or no data-parallel benchmark ever gets a scaling efficiency.
+    cell = ("model=mlp", "data=synthetic", "device=cpu", "batch_size=16", "tracking.system_metrics_interval_s=0")
+    sizes = ("task.steps=2", "task.repeats=2", "task.warmup_steps=1")
+    result = trainbench("-m", *cell, "task=benchmark", *sizes, "device.count=1,2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    single, double = cells(result)["1"], cells(result)["2"]
+    assert "trainbench.scaling_reason" not in double.data.tags, double.data.tags.get("trainbench.scaling_reason")
+    assert double.data.tags["trainbench.scaling_baseline_run_id"] == single.info.run_id
+    assert double.data.metrics["scaling_efficiency"] > 0

@@ -312,7 +312,8 @@ class Sweep:
             "trainbench.kind": "cell",
             "trainbench.framework": cell.framework.name,
             "trainbench.device": cell.device.name,
-            "trainbench.config_hash": config_hash(cell),
+            # The cell as it runs (its task's prepared form), as resume and scaling_efficiency look it up.
+            "trainbench.config_hash": config_hash(task_of(cell).prepared(cell)),
             "trainbench.sweep_id": address.sweep_id,
             "trainbench.cell_index": i + 1,
             **task_of(cell).tags(task_of(cell).prepared(cell)),
