@@ -65,20 +65,27 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
 
 def console(hydra_main: Callable[[], Any] | None = None) -> None:
     """The `trainbench` command (pip install .), and `python src/run.py` with its own Hydra main."""
+    from trainbench import closed_output
+
     try:
         _console(sys.argv[1:], hydra_main)
-    except BrokenPipeError:  # `trainbench list models | head`: the reader is done, so are we
-        sys.stderr.close()
-        sys.exit(0)
+    except BrokenPipeError:  # `trainbench list models | head`: the reader is done, so are we (quietly, exit 141)
+        closed_output.reader_gone(sys.stdout)
+        sys.exit(closed_output.READER_GONE)
 
 
 def _console(argv: list[str], hydra_main: Callable[[], Any] | None) -> None:
+    from trainbench.closed_output import exit_status
+
     if argv and argv[0] in SUBCOMMANDS:  # before Hydra is imported: `trainbench list models` answers at once
-        sys.exit(run_subcommand(argv[0], argv[1:]))
+        status = run_subcommand(argv[0], argv[1:])
+        sys.stdout.flush()  # a reader gone shows here, not in the interpreter's exit
+        sys.exit(exit_status(status))
     code = main(hydra_main or hydra_entry(), argv)
     from trainbench.process_end import end_now
 
-    end_now(code)  # the summary is out: the user need not wait for the interpreter's teardown
+    sys.stdout.flush()
+    end_now(exit_status(code))  # the summary is out: the user need not wait for the interpreter's teardown
 
 
 def list_choices(argv: list[str]) -> int:
