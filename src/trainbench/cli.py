@@ -20,8 +20,9 @@ Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, w
 ends the process with the sweep's exit status (trainbench.sweep.owner).
 
 The command line is built on the Python API (trainbench.api): a run is trainbench.api.run_command_line, which
-trainbench.run() calls too, and each subcommand that reads or writes a store (results, report, export, import; and
-list) parses its flags, calls the API's function and prints what it returns.
+trainbench.run() calls too; `suite` runs trainbench.api.suite_plan()'s command line the same way; and each other
+subcommand but doctor (results, report, export, import, references, download, list) parses its arguments, calls the
+API's function and prints what it returns.
 """
 
 from __future__ import annotations
