@@ -241,3 +241,22 @@ def test_the_python_api_plans_and_runs_the_suite_as_the_command_does(listed, tmp
     by_workload = {re.search(r"\+suite_cell=(\S+)", o).group(1): i for o, i in listed["cpu"]}  # type: ignore[union-attr]
     assert [c.setting_id for c in planned.cells] == [by_workload["gemm"], by_workload["mlp_train"]]  # the command's
     assert suite.ENV not in os.environ and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_workloads_ratio_is_claimed_only_where_the_figures_separate() -> None:
+    """The suite's lines per workload follow the first screen's rule: a GEMM's peak (one measurement, no interval)
+    3% above this machine's is too close to call; intervals that overlap are within noise; 2x apart is a ratio."""
+    from trainbench.report import suite_summary
+    from trainbench.report.comparison import TABLE_METRICS
+
+    tflops = next(m for m in TABLE_METRICS if m.name == "peak_tflops")
+    speed = next(m for m in TABLE_METRICS if m.name == "samples_per_s")
+    gemm = suite_summary.Workload("gemm", tflops, {"this machine": 606.0, "H200": 622.0, "H100": 1300.0})
+    gemm.runs = dict.fromkeys(gemm.values, 1)
+    mlp = suite_summary.Workload("mlp", speed, {"this machine": 500.0, "H200": 540.0})
+    mlp.runs, mlp.ci95 = dict.fromkeys(mlp.values, 1), {"this machine": 30.0, "H200": 30.0}
+    found = suite_summary.SuiteSummary([gemm, mlp], "H200", [], "Xeon")
+    lines = suite_summary.terminal_lines(found)
+    assert "    H200: 622.0  too close to call against this machine (no interval: one measurement)" in lines, lines
+    assert "    H100: 1,300  2.15x this machine; no interval: one measurement" in lines, lines
+    assert "    H200: 540.0  within noise of this machine" in lines, lines
