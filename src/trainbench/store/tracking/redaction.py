@@ -171,6 +171,14 @@ def private(text: str) -> str:
     return redact_paths(redact(text))
 
 
+def private_line(error: BaseException | str, limit: int = 200) -> str:
+    """What went wrong, for one line of the terminal: the first line of private(str(error)) (a SQL error's
+    statement, parameters and link follow on lines of their own), at most `limit` characters."""
+    text = private(str(error)).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    return first[:limit]
+
+
 def pasteable(uri: str) -> str:
     """`uri` for a command a person pastes into a shell: credentials redacted, the home folder as $HOME, which
     the shell expands anywhere in a word (a `~` inside `sqlite:///~/...` it leaves alone, and SQLite would then
