@@ -533,7 +533,7 @@ class Sweep:
                 **{"trainbench.sweep_run_id": parent},
             )
         except (Exception, tracking.StoreFailed) as error:
-            sys.stderr.write(f"trainbench: could not tag `mlflow run`'s run: {tracking.private(str(error))[:200]}\n")
+            sys.stderr.write(f"trainbench: could not tag `mlflow run`'s run: {tracking.private_line(error)}\n")
 
     def _close_parent(
         self,
@@ -567,7 +567,7 @@ class Sweep:
         except tracking.StoreFailed:  # said once already, with the summary
             return
         except Exception as error:
-            sys.stderr.write(f"trainbench: could not close the sweep's run: {tracking.private(str(error))[:200]}\n")
+            sys.stderr.write(f"trainbench: could not close the sweep's run: {tracking.private_line(error)}\n")
 
 
 # ----------------------------------------------------------------------------------------- signals
