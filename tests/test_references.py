@@ -22,8 +22,8 @@ from conftest import ROOT, child_env, metric_history, runs_in, with_schema
 from trainbench import cli as entry_point
 from trainbench.config import params
 from trainbench.measure import hardware
-from trainbench.references import cli
-from trainbench.references.cli import composing
+from trainbench.references import cli, loading
+from trainbench.references.loading import composing
 from trainbench.references.mapping import IDENTITY, composed
 from trainbench.references.reading import COLUMNS, OPTIONAL_COLUMNS
 from trainbench.store.runs import SETTING_TAGS
@@ -441,16 +441,16 @@ def test_an_unreachable_store_is_one_line(tmp_path, monkeypatch, capsys) -> None
 def test_the_published_runs_are_composed_once_and_read_back_the_same(imported, tmp_path, monkeypatch) -> None:
     """A new store's first sweep imports the published runs; their commands are composed once per CSV and code."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    composed_now = cli.load(CSV)
+    composed_now = loading.load(CSV)
     (cached,) = (tmp_path / "trainbench").glob("references-*.json")
-    read_back = cli.load(CSV)
+    read_back = loading.load(CSV)
     assert read_back == composed_now
     assert [r.content_hash for r in read_back] == [r.content_hash for r in composed_now]  # nothing "replaced"
 
     cached.write_text("[{")  # damaged: composed again, never an error
-    assert cli.load(CSV) == composed_now
+    assert loading.load(CSV) == composed_now
     mine = write_csv(tmp_path / "mine.csv", GOOD_ROWS)  # other bytes: their own runs, not the cached ones
-    assert [r.name for r in cli.load(mine)] == ["pytorch-resnet18-mps-bs64", "pytorch-resnet18-cpu-bs64"]
+    assert [r.name for r in loading.load(mine)] == ["pytorch-resnet18-mps-bs64", "pytorch-resnet18-cpu-bs64"]
 
 
 def test_the_python_api_imports_a_csv_as_the_command_does(tmp_path) -> None:

@@ -57,7 +57,7 @@ def import_references(
     experiment (trainbench.kind=reference): importing the same file again changes nothing, a changed figure
     replaces its run. csv: by default references/published-results.csv. dry_run: validate and list, write nothing.
     Raises BadInput naming the first bad line (nothing written) or a store that cannot be opened."""
-    from trainbench.references.cli import load, model_notes
+    from trainbench.references.loading import load, model_notes
     from trainbench.references.reading import DEFAULT_CSV, BadReferences
     from trainbench.references.writing import write
     from trainbench.store import tracking

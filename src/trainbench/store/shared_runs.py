@@ -94,7 +94,7 @@ def one_import_at_a_time(uri: str) -> Iterator[None]:
 
 
 def import_all(client: Any, uri: str) -> str:
-    from trainbench.references.cli import load
+    from trainbench.references.loading import load
     from trainbench.references.writing import write
     from trainbench.store.sharing import file_format, importing
 

@@ -217,7 +217,7 @@ class Trainer(KerasTrainer):
         if size not in self._steps:
             jax, model, shardings = self.jax, self.model, self.adapter.shardings  # type: ignore[attr-defined]
             per_device = self.adapter.data_parallel_step() == "per_device"  # type: ignore[attr-defined]
-            if shardings is not None and per_device and size % len(self.adapter.devices) == 0:
+            if shardings is not None and per_device and size % self.adapter.replicas == 0:
                 step = shardings.per_device_step(model, size)
                 self._steps[size] = jax.jit(step, donate_argnums=0, out_shardings=self.state_shardings)
                 return self._steps[size]
@@ -326,7 +326,7 @@ class LoaderTrainer(HostBatches, Trainer):
         model = self.model
         self._train = self.jax.jit(lambda state, x, y: model.train_step(state, (x, y))[1], donate_argnums=0)
         self._across_nodes = adapter.shardings is not None and cell.device.nodes > 1
-        self._per_device = None
+        self._per_device: Any = None
         if adapter.shardings is not None and adapter.data_parallel_step() == "per_device":
             step = adapter.shardings.per_device_batch_step(model)
             self._per_device = self.jax.jit(step, donate_argnums=0, out_shardings=self.state_shardings)
