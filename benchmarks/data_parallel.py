@@ -160,6 +160,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=30, help="processes: timed steps per block (3 blocks a process)")
     parser.add_argument("--profile-steps", type=int, default=0, help="profile K steps of each side after the blocks")
     parser.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
+    parser.add_argument(
+        "--jax-loop",
+        choices=["pure", "keras_io"],
+        default="pure",
+        help="JAX's hand-written side: pure (shard_map, per-device BatchNorm, as DDP) or keras_io (keras.io's loop)",
+    )
+    parser.add_argument(
+        "--jax-step",
+        choices=["per_device", "keras"],
+        default="per_device",
+        help="the harness's framework.data_parallel_step for JAX rows",
+    )
     parser.add_argument("--smoke", action="store_true", help="compare.py's --smoke sizes: seconds on a CPU")
     parser.add_argument("--out", type=Path, default=compare.ROOT / "results")
     parser.add_argument("--row-timeout", type=int, default=900, help="seconds before a row's processes are killed")
@@ -197,6 +209,8 @@ def harness_overrides(framework: str, model: str, count: int, args: argparse.Nam
     extra = [f"framework={framework}", f"device.count={count}", f"task.warmup_steps={warmup_steps(args)}"]
     if args.variant == "fast":
         extra.append("optimize=fast")
+    if framework == "jax":
+        extra.append(f"framework.data_parallel_step={args.jax_step}")
     workload = compare.Workload(f"{framework}_{model}", model, overrides)
     return compare.harness_overrides(workload, args, tuple(extra))
 
@@ -209,6 +223,7 @@ def worker_flags(framework: str, model: str, count: int, args: argparse.Namespac
     flags = ["--worker", framework, "--model", model, "--count", str(count), "--result", str(result)]
     flags += ["--variant", args.variant, "--rounds", str(args.rounds), "--block-seconds", str(args.block_seconds)]
     flags += ["--steps", str(args.steps), "--profile-steps", str(args.profile_steps), "--device", args.device]
+    flags += ["--jax-loop", args.jax_loop, "--jax-step", args.jax_step]
     return flags + (["--smoke"] if args.smoke else [])
 
 
@@ -412,9 +427,16 @@ class Side:
 
 def worker(args: argparse.Namespace) -> int:
     """Build the row's sides, time them in turns, write rank 0's result."""
+    from trainbench.cell.cpu_ranks import pin_rank
+    from trainbench.cell.in_cell import host_load
+
+    # Each rank on its own cores, as the harness's ranks are (cell/ranks.py): both sides run in this process.
+    rank_cores = pin_rank(int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    load_at_start = host_load()
     cell = compose_cell(harness_overrides(args.worker, args.model, args.count, args))
     build = torch_sides if args.worker == "pytorch" else jax_sides
     rank, harness, bare, agree, env, settings = build(cell, args)
+    settings["rank cores"] = rank_cores or "not pinned (one rank)"
     result: dict[str, Any] = {"env": env, "settings": settings}
     if args.bare_only:
         bare_warm(bare, warmup_steps(args))
@@ -425,6 +447,7 @@ def worker(args: argparse.Namespace) -> int:
         result.update(interleave(harness, bare, agree, cell, args))
         if args.profile_steps:
             result["profile"] = {name: profiled(side, args.profile_steps) for name, side in sides(harness, bare)}
+    settings["host load (1 min) at start, end"] = f"{load_at_start}, {host_load()}"
     if rank == 0:
         args.result.write_text(json.dumps(result))
     return 0
@@ -693,7 +716,7 @@ def jax_sides(cell: Any, args: argparse.Namespace) -> tuple[int, Side, Side, Cal
     # before JAX loads (the hand-written side then shares them).
     framework, bound, data, step = harness_trainer(cell)
     harness = Side(step, bound.synchronize, jax_profile)
-    bare, notes = jax_bare(cell, framework, data)
+    bare, notes = (jax_pure if args.jax_loop == "pure" else jax_bare)(cell, framework, data)
     import jax
     import keras
 
@@ -770,6 +793,97 @@ def jax_bare(cell: Any, framework: Any, data: Any) -> tuple[Side, list[str]]:
         f"keras.io's JAX data-parallel loop: variables replicated, batch split on a {len(devices)}-device mesh",
         "jax.jit(train_step, donate_argnums=0) over stateless_call, value_and_grad, optimizer.stateless_apply",
         f"dtype policy {keras.config.dtype_policy().name}",
+    ]
+    return Side(step, synchronize, jax_profile), notes
+
+
+def jax_pure(cell: Any, framework: Any, data: Any) -> tuple[Side, list[str]]:
+    """A data-parallel loop written in JAX alone, as DDP works: jax.jit over shard_map on a one-axis device Mesh,
+    each device running the network on its slice of a batch already split on the devices (NamedSharding), the
+    gradients averaged (lax.pmean), the optimizer step written in jax.numpy, the state buffers donated. The
+    network is the one the harness builds, called as a pure function (Keras' stateless_call traces into the same
+    XLA program a hand-written network would): what is judged is the step around it."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devices = framework.devices
+    mesh = Mesh(np.array(devices), ("batch",))
+    shardings = framework.shardings
+    with shardings.undistributed() if shardings is not None else contextlib.nullcontext():
+        model = framework.build(cell.model, data).network  # the harness's network, its own fresh variables
+    batch = int(cell.batch_size) * len(devices)
+    rng = np.random.default_rng(0)
+    text = data.kind == "text"
+    if text:
+        inputs = rng.integers(1000, cell.model.vocab_size, (batch, data.seq_len)).astype(np.int32)
+        notes = [f"AdamW lr 1e-4 (Keras' formula, epsilon 1e-7), bs{cell.batch_size}/device seq {data.seq_len}"]
+    else:
+        size = data.image_size
+        inputs = rng.standard_normal((batch, size, size, data.channels), dtype=np.float32)
+        notes = [f"SGD lr 0.01 momentum 0.9 (Keras' formula), bs{cell.batch_size}/device {size}px NHWC"]
+    labels = rng.integers(0, data.num_classes, batch).astype(np.int32)
+    split = NamedSharding(mesh, P("batch"))
+    x, y = jax.device_put(inputs, split), jax.device_put(labels, split)
+    params = [v.value for v in model.trainable_variables]
+    buffers = [v.value for v in model.non_trainable_variables]
+    zeros = [jnp.zeros_like(p) for p in params]
+    moments = (zeros, [jnp.zeros_like(p) for p in params], jnp.zeros((), jnp.int32)) if text else zeros
+    state = jax.device_put((params, buffers, moments), NamedSharding(mesh, P()))
+
+    def sgd(params: Any, grads: Any, velocity: Any) -> Any:
+        velocity = [0.9 * v - 0.01 * g for v, g in zip(velocity, grads, strict=True)]
+        return [p + v for p, v in zip(params, velocity, strict=True)], velocity
+
+    def adamw(params: Any, grads: Any, moments: Any) -> Any:
+        first, second, count = moments
+        count = count + 1
+        t = count.astype(jnp.float32)
+        rate = 1e-4 * jnp.sqrt(1 - 0.999**t) / (1 - 0.9**t)
+        first = [0.9 * m + 0.1 * g for m, g in zip(first, grads, strict=True)]
+        second = [0.999 * v + 0.001 * g * g for v, g in zip(second, grads, strict=True)]
+        params = [p - rate * m / (jnp.sqrt(v) + 1e-7) for p, m, v in zip(params, first, second, strict=True)]
+        return params, (first, second, count)
+
+    update = adamw if text else sgd
+
+    def compute_loss(params: Any, buffers: Any, x: Any, y: Any) -> Any:
+        logits, buffers = model.stateless_call(params, buffers, x, training=True)
+        logits = logits.astype(jnp.float32)
+        picked = jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=-1)
+        return -jnp.mean(picked), buffers
+
+    gradients = jax.value_and_grad(compute_loss, has_aux=True)
+
+    def on_each_device(state: Any, x: Any, y: Any) -> Any:
+        params, buffers, moments = state
+        (_, buffers), grads = gradients(params, buffers, x, y)
+        grads = jax.lax.pmean(grads, "batch")
+        buffers = [jax.lax.pmean(b, "batch") if jnp.issubdtype(b.dtype, jnp.inexact) else b for b in buffers]
+        params, moments = update(params, grads, moments)
+        return params, buffers, moments
+
+    every = P()
+    sharded = jax.shard_map(
+        on_each_device, mesh=mesh, in_specs=(every, P("batch"), P("batch")), out_specs=every, check_vma=False
+    )
+    jitted = jax.jit(sharded, donate_argnums=0)
+    current = {"state": state}
+
+    def step() -> None:
+        current["state"] = jitted(current["state"], x, y)
+
+    def synchronize() -> None:
+        jax.block_until_ready(current["state"])
+
+    import keras
+
+    notes += [
+        f"pure JAX: jax.jit(shard_map(step)) on a {len(devices)}-device mesh, batch split on the devices (NamedSharding),"
+        " BatchNorm statistics per device, gradients lax.pmean'd, moving statistics pmean'd, state donated",
+        f"the harness's network as a pure function (stateless_call), dtype policy {keras.config.dtype_policy().name}",
     ]
     return Side(step, synchronize, jax_profile), notes
 

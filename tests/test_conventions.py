@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -216,3 +217,32 @@ def test_list_alone_lists_every_group_under_its_heading(tmp_path) -> None:
         assert all(c.description and c.override.endswith(f"={c.name}") for c in listed), what
     with pytest.raises(trainbench.BadInput, match="list one of models, data"):
         trainbench.choices("modles")
+
+
+def into_a_closed_pipe(entry: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command with its stdout a real pipe whose reader has closed it (`... | head -1` once head has its
+    line): every write meets EPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [*ENTRY_POINTS[entry], *args],
+            cwd=cwd,
+            env=child_env({"PYTHONPATH": str(ROOT / "src"), "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [("trainbench", ["-sc", "install=bash"]), ("run.py", ["--cfg", "job"]), ("trainbench", ["list", "models"])],
+)
+def test_output_into_a_closed_pipe_ends_quietly_as_a_unix_tool_does(entry, words, tmp_path) -> None:
+    done = into_a_closed_pipe(entry, *words, cwd=tmp_path)
+    assert done.stderr == ""  # no traceback, no "Exception ignored"
+    assert done.returncode == 141  # as a shell reports a tool that SIGPIPE ended

@@ -444,6 +444,24 @@ def test_download_extracts_a_local_archive_and_checks_what_is_there(tmp_path: Pa
     assert len(err) == 1 and "data_batch_2 is truncated" in err[0]
 
 
+def test_the_python_api_extracts_checks_and_names_what_is_there(tmp_path: Path) -> None:
+    """trainbench.download is `trainbench download`: what it did and where the files are; a damaged file is
+    BadInput naming it, one line."""
+    import trainbench
+
+    archive = cifar10_tarball(tmp_path)
+    settings = ["data=cifar10", f"data.root={tmp_path}"]
+    done = trainbench.download(settings, output="quiet")
+    assert (done.dataset, done.done, done.folder, done.archive) == ("cifar10", "extracted", tmp_path / CIFAR, archive)
+    assert trainbench.download(settings).done == "present"  # nothing fetched again
+    cut(tmp_path / CIFAR / "data_batch_2")
+    with pytest.raises(trainbench.BadInput) as refused:
+        trainbench.download(settings)
+    assert "data_batch_2 is truncated" in str(refused.value) and "\n" not in str(refused.value)
+    with pytest.raises(trainbench.BadInput, match="data"):
+        trainbench.download(["data=nosuch"])
+
+
 # -- through the entry point --------------------------------------------------------------------------------
 SWEPT = ["cifar-garbage", "mnist-gz-truncated", "mnist-truncated"]
 

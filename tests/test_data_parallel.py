@@ -6,6 +6,7 @@ fails the cell with its reason. Topology and the scaling chart are checked on th
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,10 @@ def test_two_gloo_ranks_learn_what_one_process_learns_log_once_and_scale_against
     assert [m.step for m in metric_history(result.uri, double.info.run_id, "val_accuracy")] == [1, 2, 3, 4]
     tags, metrics = double.data.tags, double.data.metrics
     assert tags["trainbench.data_parallel"] == "torch DistributedDataParallel (gloo, 2 ranks)"
+    # Each rank on cores of its own, and the host's load beside the figures.
+    shares = re.fullmatch(r"rank 0: ([\d,-]+); rank 1: ([\d,-]+)", tags["trainbench.rank_cores"])
+    assert shares is not None and not set(cores(shares[1])) & set(cores(shares[2])), tags["trainbench.rank_cores"]
+    assert metrics["host_load_1m_start"] >= 0 and metrics["host_load_1m_end"] >= 0
     assert tags["trainbench.samples_per_epoch"] == single.data.tags["trainbench.samples_per_epoch"]
     assert metrics["num_devices"] == 2
     assert metrics["samples_per_s_per_device"] == pytest.approx(metrics["samples_per_s"] / 2)
@@ -95,6 +100,15 @@ def test_two_gloo_ranks_learn_what_one_process_learns_log_once_and_scale_against
         metrics["samples_per_s"] / (2 * single.data.metrics["samples_per_s"])
     )
     assert "scaling_efficiency" not in single.data.metrics
+
+
+def cores(spans: str) -> list[int]:
+    """ "0-2,5" -> [0, 1, 2, 5]."""
+    found: list[int] = []
+    for part in spans.split(","):
+        first, _, last = part.partition("-")
+        found += range(int(first), int(last or first) + 1)
+    return found
 
 
 @pytest.mark.slow
@@ -113,7 +127,7 @@ def test_a_crash_in_rank_1_fails_the_cell_with_its_reason(trainbench) -> None:
 @pytest.mark.parametrize(
     ("framework", "engine"),
     [
-        ("jax", "keras.distribution.DataParallel (2 cpu devices)"),
+        ("jax", "per-device step, shard_map over 2 cpu devices: BatchNorm statistics per device, gradients averaged"),
         ("tensorflow", "tf.distribute.MirroredStrategy (2 cpu replicas)"),
     ],
 )
@@ -122,7 +136,7 @@ def test_keras_runs_one_cell_on_two_host_devices(trainbench, framework: str, eng
     result = trainbench(*DIGITS, f"framework={framework}", "task.epochs=3", "device.count=2", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     (cell,) = [r for r in result.runs() if r.data.tags["trainbench.kind"] == "cell"]
-    assert cell.data.tags["trainbench.data_parallel"] == engine
+    assert cell.data.tags["trainbench.data_parallel"].startswith(engine)
     assert cell.data.tags["trainbench.num_devices"] == "2"
     assert cell.data.metrics["val_accuracy"] >= 0.9
     assert cell.data.tags["trainbench.scaling_reason"].startswith("no finished 1-device run of this cell")
@@ -292,3 +306,35 @@ def test_the_scaling_chart_has_samples_per_s_and_efficiency_against_devices() ->
     h100 = "NVIDIA H100 80GB HBM3: pytorch 2.14 (cuda)"
     assert series[h100] == [[1, 3000.0], [2, 5700.0], [4, 10800.0]]
     assert efficiency[title] == {h100: [[1, 1.0], [2, 0.95], [4, 0.9]]}
+
+
+@pytest.mark.slow
+def test_jaxs_per_device_step_trains_an_mlp_as_keras_global_batch_step_does(trainbench) -> None:
+    # Without BatchNorm, averaging the devices' gradients is the gradient of the global batch: the per-device step
+    # (shard_map) and Keras' DataParallel step must train the same weights and count the same metrics.
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    steps = "framework.data_parallel_step=per_device,keras"
+    result = trainbench("-m", *DIGITS, "framework=jax", "task.epochs=2", "device.count=2", steps, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = {
+        r.data.params["framework.data_parallel_step"]: r
+        for r in result.runs()
+        if r.data.tags["trainbench.kind"] == "cell"
+    }
+    assert runs["keras"].data.tags["trainbench.data_parallel"].startswith("keras.distribution.DataParallel (2 cpu")
+    for key in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
+        assert runs["per_device"].data.metrics[key] == pytest.approx(runs["keras"].data.metrics[key], rel=1e-4), key
+
+
+@pytest.mark.slow
+def test_a_benchmark_cell_on_two_ranks_finds_its_one_device_run_in_the_same_sweep(trainbench) -> None:
+    # task=benchmark prepares its cell (synthetic data: one batch, not a dataset): the hash recorded and the hash
+    # looked up must be the prepared cell's, or no data-parallel benchmark ever gets a scaling efficiency.
+    cell = ("model=mlp", "data=synthetic", "device=cpu", "batch_size=16", "tracking.system_metrics_interval_s=0")
+    sizes = ("task.steps=2", "task.repeats=2", "task.warmup_steps=1")
+    result = trainbench("-m", *cell, "task=benchmark", *sizes, "device.count=1,2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    single, double = cells(result)["1"], cells(result)["2"]
+    assert "trainbench.scaling_reason" not in double.data.tags, double.data.tags.get("trainbench.scaling_reason")
+    assert double.data.tags["trainbench.scaling_baseline_run_id"] == single.info.run_id
+    assert double.data.metrics["scaling_efficiency"] > 0

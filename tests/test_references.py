@@ -22,8 +22,8 @@ from conftest import ROOT, child_env, metric_history, runs_in, with_schema
 from trainbench import cli as entry_point
 from trainbench.config import params
 from trainbench.measure import hardware
-from trainbench.references import cli
-from trainbench.references.cli import composing
+from trainbench.references import cli, loading
+from trainbench.references.loading import composing
 from trainbench.references.mapping import IDENTITY, composed
 from trainbench.references.reading import COLUMNS, OPTIONAL_COLUMNS
 from trainbench.store.runs import SETTING_TAGS
@@ -441,13 +441,38 @@ def test_an_unreachable_store_is_one_line(tmp_path, monkeypatch, capsys) -> None
 def test_the_published_runs_are_composed_once_and_read_back_the_same(imported, tmp_path, monkeypatch) -> None:
     """A new store's first sweep imports the published runs; their commands are composed once per CSV and code."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    composed_now = cli.load(CSV)
+    composed_now = loading.load(CSV)
     (cached,) = (tmp_path / "trainbench").glob("references-*.json")
-    read_back = cli.load(CSV)
+    read_back = loading.load(CSV)
     assert read_back == composed_now
     assert [r.content_hash for r in read_back] == [r.content_hash for r in composed_now]  # nothing "replaced"
 
     cached.write_text("[{")  # damaged: composed again, never an error
-    assert cli.load(CSV) == composed_now
+    assert loading.load(CSV) == composed_now
     mine = write_csv(tmp_path / "mine.csv", GOOD_ROWS)  # other bytes: their own runs, not the cached ones
-    assert [r.name for r in cli.load(mine)] == ["pytorch-resnet18-mps-bs64", "pytorch-resnet18-cpu-bs64"]
+    assert [r.name for r in loading.load(mine)] == ["pytorch-resnet18-mps-bs64", "pytorch-resnet18-cpu-bs64"]
+
+
+def test_the_python_api_imports_a_csv_as_the_command_does(tmp_path) -> None:
+    """trainbench.import_references is `trainbench references`: typed runs and counts; again, nothing changes; a dry
+    run opens no store; a bad row is refused by line before anything is written."""
+    import trainbench
+
+    uri = with_schema(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mine = write_csv(tmp_path / "mine.csv", GOOD_ROWS)
+    done = trainbench.import_references(mine, tracking_uri=uri, experiment="api")
+    assert (done.written, done.tracking_uri, done.created, done.replaced, done.unchanged) == (True, uri, 2, 0, 0)
+    recorded = {r.info.run_name: r.data.tags["hw.label"] for r in runs_in(uri, "api")}
+    assert {run.name: run.machine for run in done.runs} == recorded
+    assert sorted(run.lines for run in done.runs) == [(2, 3), (4,)]  # the GPU's two figures make one run
+    again = trainbench.import_references(mine, tracking_uri=uri, experiment="api")
+    assert (again.created, again.replaced, again.unchanged, again.removed) == (0, 0, 2, 0)
+
+    listed = trainbench.import_references(mine, tracking_uri=f"sqlite:///{tmp_path / 'none.db'}", dry_run=True)
+    assert (listed.written, listed.tracking_uri, len(listed.runs)) == (False, None, 2)
+    assert not (tmp_path / "none.db").exists()
+
+    bad = write_csv(tmp_path / "bad.csv", [GOOD_ROWS[0], GOOD_ROWS[1].replace(",31,W,", ",lots,W,")])
+    with pytest.raises(trainbench.BadInput, match=r"bad.csv line 3: .*nothing was imported"):
+        trainbench.import_references(bad, tracking_uri=uri, experiment="api-bad")
+    assert run_ids(uri, "api-bad") == set()

@@ -163,3 +163,47 @@ def test_a_machine_named_with_escapes_and_markup_is_text_on_the_compare_page(sto
     page = next(Path("outputs/compare").glob("*.html")).read_text()
     assert "Evil" in page and not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", page)
     assert "<img" not in page and "&lt;img src=y onerror=alert(1)&gt;" in page
+
+
+ONE_EPOCH = [*TINY, "task.epochs=1"]  # one timed epoch: a figure with no interval, as a GEMM's peak or one pass
+
+
+def test_figures_without_an_interval_claim_no_small_speedup_on_any_screen(store) -> None:
+    """606 against 622, one measurement each: no "1.03x faster" on the first screen, its page, the report or
+    trainbench.compare; a difference beyond the documented +-20% each is still quoted, saying what it rests on."""
+    import trainbench
+
+    mine = log_cell(store, ONE_EPOCH, XEON, {"samples_per_s": 606.0})
+    log_cell(store, ONE_EPOCH, M1_MAX, {"samples_per_s": 622.0})
+    _, lines = first_screen(store, {mine})
+    assert lines[0].endswith("622.0 (1 repeat), too close to call against yours (no interval: one measurement)")
+    assert not re.search(r"\d\.\d\dx", lines[0]), lines
+    page = next(Path("outputs/compare").glob("*.html")).read_text()
+    assert "too close to call against yours" in page and "1.03x" not in page
+    (row,) = trainbench.compare(mine, tracking_uri=store[1])
+    (other,) = row.others
+    assert (other.speedup, other.within_noise, other.no_interval) == (None, True, True)
+
+    from trainbench.report import cli as report
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", store[1])
+        assert report.main(["--out", "report", "--no-log", "--no-contributed", "--yours", row.yours[0].machine]) == 0
+    report_md = Path("report/report.md").read_text()
+    (table_row,) = [line for line in report_md.splitlines() if line.startswith("| ") and "622" in line]
+    assert "622.0 (too close to call: no interval)" in table_row and not re.search(r"\d×\)", table_row), table_row
+    assert "too close to call against yours" in report_md  # its own first-screen section
+
+
+def test_a_difference_beyond_what_one_measurement_may_vary_is_quoted_as_resting_on_one(store) -> None:
+    mine = log_cell(store, ONE_EPOCH, XEON, {"samples_per_s": 600.0})
+    log_cell(store, ONE_EPOCH, M1_MAX, {"samples_per_s": 1200.0})
+    _, lines = first_screen(store, {mine})
+    assert lines[0].endswith("2.00x (faster than yours; no interval: one measurement)"), lines
+
+
+def test_one_measurement_is_given_the_widest_spread_a_figure_that_is_not_noisy_may_have() -> None:
+    from trainbench import figures
+    from trainbench.tasks.base import NOISY_CV_PCT
+
+    assert figures.WITHOUT_INTERVAL == 2 * NOISY_CV_PCT / 100  # the documented rule (docs/comparing.md)

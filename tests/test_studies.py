@@ -16,7 +16,7 @@ from conftest import ROOT, metric_history
 from test_data import write_mnist
 from trainbench.config import ConfigError, params
 from trainbench.config.compose import cells_for
-from trainbench.references.cli import load
+from trainbench.references.loading import load
 from trainbench.references.reading import DEFAULT_CSV
 from trainbench.store.setting import setting
 

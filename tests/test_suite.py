@@ -209,3 +209,54 @@ def test_each_machine_s_line_is_the_geometric_mean_over_the_workloads_both_ran()
         assert wanted in lines, (wanted, lines)
         checked += 1
     assert checked >= 2
+
+
+def test_the_python_api_plans_and_runs_the_suite_as_the_command_does(listed, tmp_path: Path) -> None:
+    """trainbench.suite_plan is what `trainbench suite` runs; trainbench.run_suite runs it through trainbench.run
+    (here its dry run: nothing recorded), and the suite's mark does not outlive the call."""
+    import os
+
+    import trainbench
+
+    plan = trainbench.suite_plan(["device=cpu"])
+    assert (plan.name, plan.version, plan.device_class) == (suite.SUITE_NAME, suite.SUITE_VERSION, "cpu")
+    assert list(plan.workloads) == suite.workloads("cpu")
+    assert plan.line == f"trainbench suite: standard v{suite.SUITE_VERSION}, suite_standard_cpu"
+    assert trainbench.suite_plan(["device=cpu", "suite_cell=gemm,mlp_train"]).workloads == ("gemm", "mlp_train")
+    with pytest.raises(trainbench.BadInput, match="the suite fixes its workloads and precisions"):
+        trainbench.suite_plan(["device=cpu", "precision=mixed_bf16"])
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    planned = trainbench.run_suite(
+        ["device=cpu", "suite_cell=gemm,mlp_train", "sweep.dry_run=true"],
+        tracking_uri=uri,
+        output="quiet",
+        cwd=tmp_path,
+    )
+    assert planned.outcome == "planned"
+    assert [(c.name, c.outcome) for c in planned.cells] == [
+        ("pytorch-matmul_square-cpu-fp32", "would run"),
+        ("pytorch-mlp-cpu-bs64", "would run"),
+    ]
+    by_workload = {re.search(r"\+suite_cell=(\S+)", o).group(1): i for o, i in listed["cpu"]}  # type: ignore[union-attr]
+    assert [c.setting_id for c in planned.cells] == [by_workload["gemm"], by_workload["mlp_train"]]  # the command's
+    assert suite.ENV not in os.environ and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_workloads_ratio_is_claimed_only_where_the_figures_separate() -> None:
+    """The suite's lines per workload follow the first screen's rule: a GEMM's peak (one measurement, no interval)
+    3% above this machine's is too close to call; intervals that overlap are within noise; 2x apart is a ratio."""
+    from trainbench.report import suite_summary
+    from trainbench.report.comparison import TABLE_METRICS
+
+    tflops = next(m for m in TABLE_METRICS if m.name == "peak_tflops")
+    speed = next(m for m in TABLE_METRICS if m.name == "samples_per_s")
+    gemm = suite_summary.Workload("gemm", tflops, {"this machine": 606.0, "H200": 622.0, "H100": 1300.0})
+    gemm.runs = dict.fromkeys(gemm.values, 1)
+    mlp = suite_summary.Workload("mlp", speed, {"this machine": 500.0, "H200": 540.0})
+    mlp.runs, mlp.ci95 = dict.fromkeys(mlp.values, 1), {"this machine": 30.0, "H200": 30.0}
+    found = suite_summary.SuiteSummary([gemm, mlp], "H200", [], "Xeon")
+    lines = suite_summary.terminal_lines(found)
+    assert "    H200: 622.0  too close to call against this machine (no interval: one measurement)" in lines, lines
+    assert "    H100: 1,300  2.15x this machine; no interval: one measurement" in lines, lines
+    assert "    H200: 540.0  within noise of this machine" in lines, lines

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY, child_env, import_references, runs_in
-from trainbench.references.cli import load as load_references
+from trainbench.references.loading import load as load_references
 from trainbench.references.reading import DEFAULT_CSV
 
 pytestmark = pytest.mark.slow  # a real server and real cells

@@ -1,6 +1,7 @@
 """trainbench: how fast does training run on this machine? From Python: `trainbench.run([...])` runs a sweep and
-returns its typed results, `trainbench.compare(...)` where its runs stand, `trainbench.results()`, `.export()`,
-`.import_runs()`, `.write_report()` and `.choices()` what the subcommands print (trainbench.api, docs/python-api.md).
+returns its typed results, `trainbench.compare(...)` where its runs stand, `trainbench.run_suite()` the standard suite,
+`trainbench.results()`, `.export()`, `.import_runs()`, `.write_report()`, `.import_references()`, `.download()`
+and `.choices()` what the subcommands print (trainbench.api, docs/python-api.md).
 
 The API is loaded on first use: every process of a sweep imports this package, and only a caller needs it."""
 
@@ -14,21 +15,29 @@ if TYPE_CHECKING:
         Cell,
         Choice,
         Comparison,
+        Downloaded,
         Exported,
         Imported,
         Machine,
+        ReferenceRun,
+        References,
         Report,
         ResultRow,
         Results,
         StoreError,
+        SuitePlan,
         SweepError,
         SweepResult,
         choices,
         compare,
+        download,
         export,
+        import_references,
         import_runs,
         results,
         run,
+        run_suite,
+        suite_plan,
         write_report,
     )
 
@@ -37,21 +46,29 @@ __all__ = [
     "Cell",
     "Choice",
     "Comparison",
+    "Downloaded",
     "Exported",
     "Imported",
     "Machine",
+    "ReferenceRun",
+    "References",
     "Report",
     "ResultRow",
     "Results",
     "StoreError",
+    "SuitePlan",
     "SweepError",
     "SweepResult",
     "choices",
     "compare",
+    "download",
     "export",
     "import_runs",
+    "import_references",
     "results",
     "run",
+    "run_suite",
+    "suite_plan",
     "write_report",
 ]
 

@@ -20,8 +20,9 @@ Hydra's multi-line error or a traceback. Then Hydra runs trainbench's sweeper, w
 ends the process with the sweep's exit status (trainbench.sweep.owner).
 
 The command line is built on the Python API (trainbench.api): a run is trainbench.api.run_command_line, which
-trainbench.run() calls too, and each subcommand that reads or writes a store (results, report, export, import; and
-list) parses its flags, calls the API's function and prints what it returns.
+trainbench.run() calls too; `suite` runs trainbench.api.suite_plan()'s command line the same way; and each other
+subcommand but doctor (results, report, export, import, references, download, list) parses its arguments, calls the
+API's function and prints what it returns.
 """
 
 from __future__ import annotations
@@ -65,20 +66,27 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
 
 def console(hydra_main: Callable[[], Any] | None = None) -> None:
     """The `trainbench` command (pip install .), and `python src/run.py` with its own Hydra main."""
+    from trainbench import closed_output
+
     try:
         _console(sys.argv[1:], hydra_main)
-    except BrokenPipeError:  # `trainbench list models | head`: the reader is done, so are we
-        sys.stderr.close()
-        sys.exit(0)
+    except BrokenPipeError:  # `trainbench list models | head`: the reader is done, so are we (quietly, exit 141)
+        closed_output.reader_gone(sys.stdout)
+        sys.exit(closed_output.READER_GONE)
 
 
 def _console(argv: list[str], hydra_main: Callable[[], Any] | None) -> None:
+    from trainbench.closed_output import exit_status
+
     if argv and argv[0] in SUBCOMMANDS:  # before Hydra is imported: `trainbench list models` answers at once
-        sys.exit(run_subcommand(argv[0], argv[1:]))
+        status = run_subcommand(argv[0], argv[1:])
+        sys.stdout.flush()  # a reader gone shows here, not in the interpreter's exit
+        sys.exit(exit_status(status))
     code = main(hydra_main or hydra_entry(), argv)
     from trainbench.process_end import end_now
 
-    end_now(code)  # the summary is out: the user need not wait for the interpreter's teardown
+    sys.stdout.flush()
+    end_now(exit_status(code))  # the summary is out: the user need not wait for the interpreter's teardown
 
 
 def list_choices(argv: list[str]) -> int:
@@ -124,21 +132,17 @@ def import_runs(argv: list[str]) -> int:
 
 
 def suite(argv: list[str]) -> int:
-    """`trainbench suite [OVERRIDES...]`: run the standard suite for this machine's class, as one sweep."""
-    from trainbench import suite
+    """`trainbench suite [OVERRIDES...]`: trainbench.api.suite_plan(), run as `trainbench OVERRIDES...` runs a
+    command line (trainbench.run_suite() runs the same plan through trainbench.run())."""
+    from trainbench import api
 
-    argv = [f"+{a}" if a.startswith("suite_cell=") else a for a in argv]
-    problem = suite.refusal(argv, suite.device_class(argv))
-    if problem:
-        return fail(problem)
-    os.environ[suite.ENV] = suite.tag_value()
-    line = suite.command_line(argv)
-    print(
-        f"trainbench suite: {suite.SUITE_NAME} v{suite.SUITE_VERSION}, {line[0].split('=', 1)[1]}",
-        file=sys.stderr,
-        flush=True,
-    )
-    return main(hydra_entry(), line)
+    try:
+        plan = api.suite_plan(argv)
+    except api.BadInput as error:
+        return fail(str(error))
+    print(plan.line, file=sys.stderr, flush=True)
+    with api.as_the_suite():
+        return main(hydra_entry(), list(plan.command_line))
 
 
 def doctor(argv: list[str]) -> int:
@@ -160,37 +164,18 @@ def references(argv: list[str]) -> int:
 
 
 def download(argv: list[str]) -> int:
-    """`trainbench download data=cifar10`: the dataset's files, fetched now into data.root."""
-    from hydra import compose, initialize_config_dir
-
-    import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
-    from trainbench import data
-    from trainbench.config import CONF_DIR, ConfigError
-    from trainbench.config.explain import compose_or_explain
+    """`trainbench download data=cifar10`: trainbench.api.download(), the dataset's files fetched now into data.root."""
+    from trainbench import api
     from trainbench.store.tracking import private
 
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            composed = compose_or_explain(lambda job: compose(config_name="config", overrides=job), argv)
-        cfg = composed.data
-        from omegaconf import OmegaConf
-
-        data_cfg = OmegaConf.to_object(cfg)
-        missing = data.missing_files(data_cfg)
-        if missing is None:
-            data.check_files(data_cfg)
-            print(f"{cfg.name}: nothing to download (already on disk and readable, or generated)")
-            return 0
-        archive = data.archive_on_disk(data_cfg)
-        if archive is not None:
-            print(f"{cfg.name}: extracting {private(str(archive))}", flush=True)
-        data.download(data_cfg)
-        data.check_files(data_cfg)
-    except ConfigError as error:
+        done = api.download(argv)
+    except api.BadInput as error:
         return fail(str(error))
-    except data.DatasetError as error:
-        return fail(str(error))
-    print(f"{cfg.name}: {'extracted' if archive else 'downloaded'} into {private(str(missing[1]))}")
+    if done.done == "present":
+        print(f"{done.dataset}: nothing to download (already on disk and readable, or generated)")
+    else:
+        print(f"{done.dataset}: {done.done} into {private(str(done.folder))}")
     return 0
 
 

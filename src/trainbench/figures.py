@@ -71,11 +71,32 @@ def quoted(value: float, interval: float | None = None, count: int | None = None
     return text + (" NOISY" if is_noisy else "")
 
 
+# The half-width, relative to the figure, that a figure with no interval (one measurement: a GEMM's peak, one
+# inference pass, a run of one block, a published number) is given when set against another: twice the cv above
+# which a run is tagged noisy (tasks.base.NOISY_CV_PCT), the widest spread a measurement that is not noisy may have.
+# Two such figures are then told apart only where they differ by more than 1.5x.
+WITHOUT_INTERVAL = 0.20
+
+APART, WITHIN_NOISE, TOO_CLOSE = "apart", "within noise", "too close to call"
+
+
 def separate(a: float, a_ci: float | None, b: float, b_ci: float | None) -> bool:
-    """Whether two figures' 95% intervals do not overlap (a figure without one counts as exact)."""
-    low_a, high_a = a - (a_ci or 0.0), a + (a_ci or 0.0)
-    low_b, high_b = b - (b_ci or 0.0), b + (b_ci or 0.0)
-    return high_a < low_b or high_b < low_a
+    """Whether two figures' 95% intervals do not overlap; a figure without one is given +-WITHOUT_INTERVAL of
+    itself, never counted as exact."""
+    a_ci = a * WITHOUT_INTERVAL if a_ci is None else a_ci
+    b_ci = b * WITHOUT_INTERVAL if b_ci is None else b_ci
+    return a + a_ci < b - b_ci or b + b_ci < a - a_ci
+
+
+def judged(a: float, a_ci: float | None, a_noisy: bool, b: float, b_ci: float | None, b_noisy: bool) -> str:
+    """Whether a speed-up between two figures may be claimed, one rule for every screen: APART where their 95%
+    intervals separate (a figure without an interval given +-WITHOUT_INTERVAL); else WITHIN_NOISE where both
+    have intervals (or a noisy figure has none to say how noisy), TOO_CLOSE where one has no interval."""
+    if (a_noisy and a_ci is None) or (b_noisy and b_ci is None):
+        return WITHIN_NOISE
+    if separate(a, a_ci, b, b_ci):
+        return APART
+    return WITHIN_NOISE if a_ci is not None and b_ci is not None else TOO_CLOSE
 
 
 def _int(text: str | None) -> int | None:

@@ -1,6 +1,6 @@
 """trainbench from Python: run a sweep (or one cell) with the command line's overrides and get typed results back;
-read where a run stands against other machines, as the first screen shows it; read, export and import a store's
-runs; list what can be chosen.
+read where a run stands against other machines, as the first screen shows it; run the standard suite; read, export
+and import a store's runs; import published figures; fetch a dataset; list what can be chosen.
 
     import trainbench
 
@@ -11,9 +11,12 @@ runs; list what can be chosen.
         print(row.title, [(m.machine, m.figure, m.speedup) for m in row.machines])
 
 The command line is built on these functions: `trainbench OVERRIDES...` is run_command_line (which run() calls
-too), and `trainbench results`, `export`, `import`, `report` and `list` parse their flags, call results(),
-export(), import_runs(), write_report() and choices(), and print what they return. Bad input raises BadInput with the line the command line
-prints (its exit 2), and nothing is recorded.
+too), `trainbench suite` runs suite_plan()'s command line the same way (run_suite() through run()), and
+`trainbench results`, `export`, `import`, `report`, `references`, `download` and `list` parse their arguments,
+call results(), export(), import_runs(), write_report(), import_references(), download() and choices(), and print
+what they return. The names are not the subcommands' where those are trainbench's own modules (trainbench.suite,
+trainbench.references, trainbench.report). Bad input raises BadInput with the line the command line prints (its
+exit 2), and nothing is recorded.
 
 Light on purpose: `import trainbench` loads this package on first use, and nothing here imports MLflow or Hydra
 until called.
@@ -21,6 +24,7 @@ until called.
 
 from trainbench.api.comparison import Comparison, Machine, compare
 from trainbench.api.errors import DEFAULT_EXPERIMENT, BadInput, StoreError, SweepError
+from trainbench.api.preparing import Downloaded, ReferenceRun, References, download, import_references
 from trainbench.api.stores import (
     Choice,
     Exported,
@@ -34,6 +38,7 @@ from trainbench.api.stores import (
     results,
     write_report,
 )
+from trainbench.api.suite import SuitePlan, as_the_suite, run_suite, suite_plan
 from trainbench.api.sweeps import Cell, SweepResult, run, run_command_line
 
 __all__ = [
@@ -42,21 +47,30 @@ __all__ = [
     "Cell",
     "Choice",
     "Comparison",
+    "Downloaded",
     "Exported",
     "Imported",
     "Machine",
+    "ReferenceRun",
+    "References",
     "Report",
     "ResultRow",
     "Results",
     "StoreError",
+    "SuitePlan",
     "SweepError",
     "SweepResult",
+    "as_the_suite",
     "choices",
     "compare",
+    "download",
     "export",
     "import_runs",
+    "import_references",
     "results",
     "run",
     "run_command_line",
+    "run_suite",
+    "suite_plan",
     "write_report",
 ]

@@ -26,7 +26,8 @@ class Machine:
     runs: int
     noisy: bool
     speedup: float | None  # against your figure, higher = faster; None where within noise (or yours)
-    within_noise: bool
+    within_noise: bool  # no speed-up may be claimed: the intervals overlap (or, with no_interval, too close to call)
+    no_interval: bool  # this figure or yours has no interval (one measurement): given +-20% (trainbench.figures)
     figure: str  # as the first screen quotes it
 
 
@@ -173,5 +174,6 @@ def _machine(bar: Any) -> Machine:
         noisy=bar.noisy,
         speedup=bar.speedup,
         within_noise=bar.within_noise,
+        no_interval=bar.no_interval,
         figure=bar.figure,
     )

@@ -40,3 +40,35 @@ def cut_cpu_ranks(requested: int, per_rank_mb: int) -> int:
         )
         sys.stderr.flush()
     return bound
+
+
+def pin_rank(local_rank: int, local_size: int) -> str | None:
+    """Pin this rank's process to its own equal share of the cores it may use (its node's ranks split them in
+    order), so that one rank's host work (an eager step's kernel launches) never waits for another rank's
+    threads on a shared core; threads the process starts later inherit the pin. The ranks' shares as a tag
+    value ("rank 0: 0-7; rank 1: 8-15"), or None where there is nothing to pin (one rank, fewer cores than ranks,
+    or no sched_setaffinity: macOS)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    share = len(cores) // max(1, local_size)
+    if local_size < 2 or share < 1:
+        return None
+    shares = [cores[rank * share : (rank + 1) * share] for rank in range(local_size)]
+    try:
+        os.sched_setaffinity(0, shares[local_rank])
+    except OSError:
+        return None
+    return "; ".join(f"rank {rank}: {spans(cores)}" for rank, cores in enumerate(shares))
+
+
+def spans(cores: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    runs: list[list[int]] = []
+    for core in cores:
+        if runs and core == runs[-1][-1] + 1:
+            runs[-1].append(core)
+        else:
+            runs.append([core])
+    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)

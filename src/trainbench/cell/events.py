@@ -204,7 +204,7 @@ class RunWriter:
                 if self.failures == 1:
                     sys.stderr.write(
                         f"trainbench: could not record {sorted(event)[0]} in the run: "
-                        f"{self.tracking.private(str(error))[:200]}\n"
+                        f"{self.tracking.private_line(error)}\n"
                     )
 
     def _apply(self, event: Event) -> None:

@@ -62,6 +62,7 @@ def run(order: Any, log: Any) -> CellSummary:
 
     global selected_backend
     cell = order.cell
+    load_at_start = host_load()
     progress.phase(f"loading {cell.framework.name} and its device ({cell.device.name})")
     framework = frameworks.load(cell)
     mark("cell: framework imported")
@@ -93,6 +94,7 @@ def run(order: Any, log: Any) -> CellSummary:
     after = device.after_task()
     summary["peak_device_memory_mb"] = after.peak_memory_mb
     summary["peak_host_memory_mb"] = peak_host_memory_mb()
+    summary["host_load_1m_start"], summary["host_load_1m_end"] = load_at_start, host_load()
     log.tags(after.tags)
     log.metrics(summary)
     return {
@@ -103,6 +105,15 @@ def run(order: Any, log: Any) -> CellSummary:
         "hw_label": label,
         "framework_version": described.version,
     }
+
+
+def host_load() -> float | None:
+    """The host's 1-minute load average (runnable processes, every program's), None where the OS has none
+    (Windows): beside the cell's figures, it tells a busy host from a noisy cell."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def hardware_links(backend: str, gpu_indices: list[int]) -> dict[str, str]:

@@ -61,12 +61,15 @@ def launch(order: CellOrder, log: Any, spec: dict[str, Any]) -> CellSummary:
 def rank_main(spec_text: str) -> CellSummary:
     """The entry point each rank runs (a top-level function: torch elastic pickles it into spawned ranks)."""
     from trainbench import progress
+    from trainbench.cell.cpu_ranks import pin_rank
     from trainbench.cell.events import rank_log
     from trainbench.cell.in_cell import die_with_parent, fault_for, inject_fault, run
     from trainbench.cell.order import CellOrder
     from trainbench.store.tracking import NullLog, quiet_logs
 
     spec = json.loads(spec_text)
+    # First, before this process starts any thread: the threads started later inherit the pin.
+    rank_cores = pin_rank(int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     die_with_parent(os.getppid())  # the agent (the cell's process) gone: this rank goes too
     quiet_logs()
     order = CellOrder.from_dict(spec["order"])
@@ -86,6 +89,8 @@ def rank_main(spec_text: str) -> CellSummary:
         log = NullLog()
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (rank 0 prints the progress lines; for the process's life)
         progress.quiet()
+    if rank_cores is not None:
+        log.tags({"trainbench.rank_cores": rank_cores})
     inject_fault(fault_for(order.index, rank))
     try:
         return run(order, log)

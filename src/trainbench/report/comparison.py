@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trainbench.figures import ci95, noisy, separate, spread_ci95
+from trainbench.figures import APART, TOO_CLOSE, ci95, judged, noisy, spread_ci95
 from trainbench.report.selection import Column, Entry, ReportError
 from trainbench.store.runs import task_kind
 from trainbench.store.setting import describe, differences
@@ -49,6 +49,7 @@ class Cell:
     noisy: bool = False  # a run of it was tagged trainbench.noisy (trainbench.figures)
     ci95: float | None = None  # one run's recorded 95% half-width, or the spread of several runs' figures
     within_noise: bool = False  # its interval and the baseline's overlap: no speed-up is quoted
+    no_interval: bool = False  # it or the baseline has no interval (one measurement): judged as figures.judged
 
 
 @dataclass
@@ -238,16 +239,14 @@ def add_speedups(row: Row, baseline: Column, higher_is_better: bool) -> None:
     for label, cell in row.cells.items():
         if label == baseline.label:
             continue
-        if not _apart(cell, base):  # as the first screen: a ratio only where the 95% intervals separate
+        # as the first screen: a ratio only where the 95% intervals separate
+        verdict = judged(cell.value, cell.ci95, cell.noisy, base.value, base.ci95, base.noisy)
+        cell.no_interval = cell.ci95 is None or base.ci95 is None
+        if verdict != APART:
             cell.within_noise = True
+            cell.no_interval = verdict == TOO_CLOSE
             continue
         cell.speedup = cell.value / base.value if higher_is_better else base.value / cell.value
-
-
-def _apart(cell: Cell, base: Cell) -> bool:
-    if (cell.noisy and cell.ci95 is None) or (base.noisy and base.ci95 is None):
-        return False
-    return separate(cell.value, cell.ci95, base.value, base.ci95)
 
 
 # ----------------------------------------------------------------------------------- measuring it here

@@ -38,9 +38,9 @@ def cell_text(cell: Cell | None) -> str:
     if len(cell.runs) > 1:
         text += f" (median of {len(cell.runs)} runs)"
     if cell.speedup is not None:
-        text += f" ({cell.speedup:.2f}×)"
+        text += f" ({cell.speedup:.2f}×, no interval)" if cell.no_interval else f" ({cell.speedup:.2f}×)"
     if cell.within_noise:
-        text += " (within noise)"
+        text += " (too close to call: no interval)" if cell.no_interval else " (within noise)"
     return text + (" NOISY" if cell.noisy else "")
 
 
@@ -248,7 +248,14 @@ def tables_json(tables: list[Table]) -> list[dict[str, Any]]:
                     "model_variant": r.variant or None,
                     "columns_differ": r.columns_differ or None,
                     "cells": {
-                        label: {"value": c.value, "speedup": c.speedup, "runs": c.runs, "source_lines": c.source_lines}
+                        label: {
+                            "value": c.value,
+                            "speedup": c.speedup,
+                            "within_noise": c.within_noise,
+                            "no_interval": c.no_interval,
+                            "runs": c.runs,
+                            "source_lines": c.source_lines,
+                        }
                         for label, c in r.cells.items()
                     },
                     "commands": r.commands,
@@ -281,6 +288,7 @@ def standings_json(found: list[standing.Standing]) -> list[dict[str, Any]]:
                     "repeats": b.repeats,
                     "noisy": b.noisy,
                     "within_noise": b.within_noise,
+                    "no_interval": b.no_interval,
                 }
                 for b in s.bars
             ],

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainbench import untrusted
-from trainbench.figures import ci95, noisy, number, quoted, repeats, separate, spread_ci95
+from trainbench.figures import APART, TOO_CLOSE, ci95, judged, noisy, number, quoted, repeats, spread_ci95
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.plots import setting_text
 from trainbench.report.selection import Column, Entry
@@ -42,6 +42,7 @@ class Bar:
     repeats: int | None = None  # the timed repeats (blocks, steady epochs) that made one run's figure
     noisy: bool = False  # a run of it was tagged trainbench.noisy
     within_noise: bool = False  # against the user's figure: the two intervals overlap, no speed-up is quoted
+    no_interval: bool = False  # it or the user's figure has no interval (one measurement): judged as figures.judged
 
     @property
     def figure(self) -> str:
@@ -152,8 +153,11 @@ def standing(members: list[Entry], metric: TableMetric, this: set[str] | None = 
         yours = next((b for b in mine if b.column.framework == bar.column.framework), mine[0] if mine else None)
         if yours is not None and bar.kind != "yours" and bar.value > 0 and yours.value > 0:
             bar.against = f"your {yours.column.framework}" if len(mine) > 1 else "yours"
-            if not _apart(bar, yours):
-                bar.within_noise = True
+            verdict = judged(bar.value, bar.ci95, bar.noisy, yours.value, yours.ci95, yours.noisy)
+            bar.no_interval = bar.ci95 is None or yours.ci95 is None
+            if verdict != APART:
+                bar.within_noise = True  # no speed-up is quoted: the line says why (speedup_text)
+                bar.no_interval = verdict == TOO_CLOSE
                 continue
             ratio = bar.value / yours.value
             bar.speedup = ratio if metric.higher_is_better else 1 / ratio
@@ -181,14 +185,6 @@ def _bar(column: Column, runs: list[Entry], metric: TableMetric) -> Bar:
         repeats=repeats(one.params, metric.name) if one else None,
         noisy=any(noisy(e.tags) for e in runs),
     )
-
-
-def _apart(bar: Bar, yours: Bar) -> bool:
-    """Whether a speed-up between the two can be quoted: their 95% intervals separate, and neither is a noisy
-    figure with no interval to say how noisy."""
-    if (bar.noisy and bar.ci95 is None) or (yours.noisy and yours.ci95 is None):
-        return False
-    return separate(bar.value, bar.ci95, yours.value, yours.ci95)
 
 
 NEAREST = 3  # close settings listed per setting no other machine ran
@@ -237,12 +233,15 @@ def title(e: Entry) -> str:
 def speedup_text(bar: Bar) -> str:
     if bar.kind == "yours":
         return "yours"
+    if bar.within_noise and bar.no_interval:
+        return f"too close to call against {bar.against} (no interval: one measurement)"
     if bar.within_noise:
         return f"within noise of {bar.against}"
     if bar.speedup is None:
         return ""
     faster = "faster" if bar.speedup >= 1 else "slower"
-    return f"{bar.speedup:.2f}x ({faster} than {bar.against})"
+    alone = "; no interval: one measurement" if bar.no_interval else ""
+    return f"{bar.speedup:.2f}x ({faster} than {bar.against}{alone})"
 
 
 # ------------------------------------------------------------------------------------------------ terminal

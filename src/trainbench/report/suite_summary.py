@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainbench import figures as quoting
 from trainbench import suite
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.selection import Entry
@@ -35,6 +36,30 @@ class Workload:
     metric: TableMetric
     values: dict[str, float] = field(default_factory=dict)  # machine -> median figure
     runs: dict[str, int] = field(default_factory=dict)
+    ci95: dict[str, float | None] = field(default_factory=dict)  # one run's recorded interval, or several runs' spread
+    noisy: dict[str, bool] = field(default_factory=dict)
+
+    def against(self, machine: str, reference: str) -> str:
+        """`machine`'s ratio to `reference` where a speed-up may be claimed (trainbench.figures.judged), else the
+        words for why not."""
+        ratio = self.ratio(machine, reference)
+        if ratio is None:
+            return ""
+        a, b = (self.values[m] for m in (machine, reference))
+        verdict = quoting.judged(
+            a,
+            self.ci95.get(machine),
+            self.noisy.get(machine, False),
+            b,
+            self.ci95.get(reference),
+            self.noisy.get(reference, False),
+        )
+        if verdict == quoting.WITHIN_NOISE:
+            return f"within noise of {reference}"
+        if verdict == quoting.TOO_CLOSE:
+            return f"too close to call against {reference} (no interval: one measurement)"
+        alone = self.ci95.get(machine) is None or self.ci95.get(reference) is None
+        return f"{ratio:.3g}x {reference}" + ("; no interval: one measurement" if alone else "")
 
     def ratio(self, machine: str, reference: str) -> float | None:
         """How many times faster `machine` is than `reference` here (None where either did not run it)."""
@@ -101,14 +126,20 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
         if metric is None:
             continue
         figures: dict[str, list[float]] = defaultdict(list)
+        runs_of: dict[str, list[Entry]] = defaultdict(list)
         for e in members:
             value = e.value(metric.name)
             if value is not None and value > 0:
-                figures[THIS_MACHINE if e.run_id in mine_runs else machine_of(e)].append(value)
+                machine = THIS_MACHINE if e.run_id in mine_runs else machine_of(e)
+                figures[machine].append(value)
+                runs_of[machine].append(e)
         workload = Workload(_title(ours[0]), metric)
         for machine, values in figures.items():
             workload.values[machine] = statistics.median(values)
             workload.runs[machine] = len(values)
+            one = runs_of[machine][0] if len(values) == 1 else None
+            workload.ci95[machine] = quoting.ci95(one.metrics, metric.name) if one else quoting.spread_ci95(values)
+            workload.noisy[machine] = any(quoting.noisy(e.tags) for e in runs_of[machine])
         workloads.append(workload)
     workloads.sort(key=lambda w: w.title)
     ran = {m for w in workloads for m in w.values}
@@ -159,8 +190,8 @@ def terminal_lines(found: SuiteSummary) -> list[str]:
     for w in found.workloads:
         lines.append(f"  {w.title} [{w.metric.unit}]")
         for machine in sorted(w.values, key=lambda m: (m != THIS_MACHINE, -w.values[m])):
-            ratio = w.ratio(machine, THIS_MACHINE)
-            against = "" if machine == THIS_MACHINE or ratio is None else f"  {ratio:.3g}x this machine"
+            said = "" if machine == THIS_MACHINE else w.against(machine, THIS_MACHINE)
+            against = f"  {said}" if said else ""
             runs = f" (median of {w.runs[machine]})" if w.runs[machine] > 1 else ""
             lines.append(f"    {machine}: {_figure(w.values[machine])}{runs}{against}")
     lines.append(

@@ -59,7 +59,7 @@ def refresh(client: Any, uri: str) -> str | None:
         if up_to_date(client):
             return None
     except Exception as error:
-        return f"trainbench: could not check the other machines' runs: {tracking.private(str(error))[:160]}"
+        return f"trainbench: could not check the other machines' runs: {tracking.private_line(error, 160)}"
     print(f"Importing other machines' runs (published, results/contributed/) into experiment {SHARED_EXPERIMENT}")
     try:
         done = subprocess.run(
@@ -69,7 +69,7 @@ def refresh(client: Any, uri: str) -> str | None:
             timeout=600,
         )
     except (subprocess.SubprocessError, OSError) as error:
-        return f"trainbench: other machines' runs not imported: {tracking.private(str(error))[:200]}"
+        return f"trainbench: other machines' runs not imported: {tracking.private_line(error)}"
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return f"trainbench: other machines' runs not imported: {tracking.private(last)[:200]}"
@@ -94,7 +94,7 @@ def one_import_at_a_time(uri: str) -> Iterator[None]:
 
 
 def import_all(client: Any, uri: str) -> str:
-    from trainbench.references.cli import load
+    from trainbench.references.loading import load
     from trainbench.references.writing import write
     from trainbench.store.sharing import file_format, importing
 

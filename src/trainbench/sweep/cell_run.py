@@ -174,7 +174,7 @@ def _attempt(call: Any) -> None:
     except tracking.StoreFailed:
         return
     except Exception as error:
-        sys.stderr.write(f"trainbench: could not write to the tracking store: {tracking.private(str(error))[:200]}\n")
+        sys.stderr.write(f"trainbench: could not write to the tracking store: {tracking.private_line(error)}\n")
 
 
 def _create_run(order: CellOrder, cell: CellConfig, store: Store, name: str) -> str:
@@ -314,7 +314,7 @@ def _system_metrics(store: Store, run_id: str, interval_s: float) -> Iterator[No
             )
             monitor.start()
         except Exception as error:  # optional: a cell must not fail because monitoring could not start
-            sys.stderr.write(f"trainbench: system metrics off: {tracking.private(str(error))[:200]}\n")
+            sys.stderr.write(f"trainbench: system metrics off: {tracking.private_line(error)}\n")
             monitor = None
     try:
         yield

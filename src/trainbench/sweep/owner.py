@@ -312,7 +312,8 @@ class Sweep:
             "trainbench.kind": "cell",
             "trainbench.framework": cell.framework.name,
             "trainbench.device": cell.device.name,
-            "trainbench.config_hash": config_hash(cell),
+            # The cell as it runs (its task's prepared form), as resume and scaling_efficiency look it up.
+            "trainbench.config_hash": config_hash(task_of(cell).prepared(cell)),
             "trainbench.sweep_id": address.sweep_id,
             "trainbench.cell_index": i + 1,
             **task_of(cell).tags(task_of(cell).prepared(cell)),
@@ -532,7 +533,7 @@ class Sweep:
                 **{"trainbench.sweep_run_id": parent},
             )
         except (Exception, tracking.StoreFailed) as error:
-            sys.stderr.write(f"trainbench: could not tag `mlflow run`'s run: {tracking.private(str(error))[:200]}\n")
+            sys.stderr.write(f"trainbench: could not tag `mlflow run`'s run: {tracking.private_line(error)}\n")
 
     def _close_parent(
         self,
@@ -566,7 +567,7 @@ class Sweep:
         except tracking.StoreFailed:  # said once already, with the summary
             return
         except Exception as error:
-            sys.stderr.write(f"trainbench: could not close the sweep's run: {tracking.private(str(error))[:200]}\n")
+            sys.stderr.write(f"trainbench: could not close the sweep's run: {tracking.private_line(error)}\n")
 
 
 # ----------------------------------------------------------------------------------------- signals

@@ -37,7 +37,9 @@ def record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult) ->
     try:
         _record(client, run_id, cell, result, devices, rate)
     except Exception as error:
-        sys.stderr.write(f"trainbench: no scaling_efficiency: {type(error).__name__}: {str(error)[:200]}\n")
+        from trainbench.store.tracking import private_line
+
+        sys.stderr.write(f"trainbench: no scaling_efficiency: {type(error).__name__}: {private_line(error)}\n")
 
 
 def _record(client: Any, run_id: str, cell: CellConfig, result: ProcessResult, devices: int, rate: float) -> None:

@@ -6,9 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from trainbench.config.errors import need
 from trainbench.config.registry import schema
 from trainbench.config.schema import DoctorFacts
 from trainbench.frameworks.keras import KerasConfig
+
+# How a data-parallel cell's train step runs over its devices (framework.data_parallel_step):
+# - per_device: trainbench's own jitted step, shard_map over the devices: each device runs the model on its slice
+#   (BatchNorm statistics over that slice, as PyTorch's DDP computes them), the gradients are averaged across the
+#   devices before the optimizer step, and the BatchNorm moving statistics after it.
+# - keras: keras.distribution.DataParallel as XLA partitions Keras' own train step over the global batch: each
+#   BatchNorm's statistics are reduced across the devices layer by layer (synchronised BatchNorm).
+DATA_PARALLEL_STEPS = ("per_device", "keras")
 
 
 @schema("framework", "jax")
@@ -28,6 +37,16 @@ class JaxConfig(KerasConfig):
         rank=3,
     )
     preallocate: bool = False  # false: take GPU memory as needed (XLA_PYTHON_CLIENT_PREALLOCATE), not 75% up front
+    data_parallel_step: str = "per_device"  # DATA_PARALLEL_STEPS; Keras' model.fit (task.timed_region=fit) is keras
+
+    def check(self, at: str) -> None:
+        super().check(at)
+        need(
+            self.data_parallel_step in DATA_PARALLEL_STEPS,
+            f"{at}.data_parallel_step",
+            self.data_parallel_step,
+            f"choose one of {', '.join(DATA_PARALLEL_STEPS)}",
+        )
 
     def cpu_only_on(self, gpu_vendor: str) -> tuple[str, str] | None:
         if gpu_vendor == "apple":
@@ -35,7 +54,7 @@ class JaxConfig(KerasConfig):
         return None
 
     def max_devices(self) -> int | None:
-        return None  # keras.distribution.DataParallel over every device asked for
+        return None  # one process over every device asked for
 
     def input_pipeline(self) -> str | None:
         return "host threads"  # JAX has no loader of its own: batches prepared by a thread pool, prefetched

@@ -19,6 +19,7 @@ from trainbench.frameworks.keras.adapter import (
     KerasAdapter,
     KerasDevice,
     KerasTrainer,
+    fit_mode,
     installed,
 )
 
@@ -115,13 +116,17 @@ class Adapter(KerasAdapter):
             "trainbench.intra_op_threads": xla_intra_op_threads(os.environ.get("XLA_FLAGS", "")),
         }
         if self.replicas > 1:
-            tags.update(data_parallel.tags(self.devices))
+            tags.update(data_parallel.tags(self.devices, self.data_parallel_step()))
         if self.cell.device.nodes > 1:
             tags.update(nodes.tags(self.jax, self.devices, self.backend))
         return tags
 
     def jit_compile(self) -> bool:
         return True
+
+    def data_parallel_step(self) -> str:
+        """framework.data_parallel_step as it runs: Keras' model.fit (task.timed_region=fit) has its own."""
+        return "keras" if fit_mode(self.cell) else str(self.cell.framework.data_parallel_step)  # type: ignore[attr-defined]
 
     def synchronize(self) -> None:
         # JAX has no "wait for the device": wait for the newest outputs of the queue (the training state,
@@ -211,6 +216,11 @@ class Trainer(KerasTrainer):
         """The jitted step for batches of `size` (the tail batch of an epoch gets its own)."""
         if size not in self._steps:
             jax, model, shardings = self.jax, self.model, self.adapter.shardings  # type: ignore[attr-defined]
+            per_device = self.adapter.data_parallel_step() == "per_device"  # type: ignore[attr-defined]
+            if shardings is not None and per_device and size % self.adapter.replicas == 0:
+                step = shardings.per_device_step(model, size)
+                self._steps[size] = jax.jit(step, donate_argnums=0, out_shardings=self.state_shardings)
+                return self._steps[size]
 
             def train(state: Any, inputs: Any, labels: Any, order: Any, start: Any) -> Any:
                 positions = jax.lax.dynamic_slice(order, (start,), (size,))
@@ -316,6 +326,10 @@ class LoaderTrainer(HostBatches, Trainer):
         model = self.model
         self._train = self.jax.jit(lambda state, x, y: model.train_step(state, (x, y))[1], donate_argnums=0)
         self._across_nodes = adapter.shardings is not None and cell.device.nodes > 1
+        self._per_device: Any = None
+        if adapter.shardings is not None and adapter.data_parallel_step() == "per_device":
+            step = adapter.shardings.per_device_batch_step(model)
+            self._per_device = self.jax.jit(step, donate_argnums=0, out_shardings=self.state_shardings)
 
     def _prepare(self, positions: Any) -> tuple[Any, Any]:
         from trainbench.data import Split
@@ -358,12 +372,17 @@ class LoaderTrainer(HostBatches, Trainer):
         if self._batches is None:
             self._batches = self._iterate(self.shuffle.permutation(self.samples_per_epoch))
         x, y = self.wait(self._batches)
+        batch = self.adapter.shardings.batch if self.adapter.shardings else None  # type: ignore[attr-defined]
+        size = self.batch_size if index < self.full_steps else self.tail
+        per_device = self._per_device is not None and size % self.adapter.replicas == 0
         if self._across_nodes:  # the nodes' shares, one global batch split along the mesh
-            batch = self.adapter.shardings.batch  # type: ignore[attr-defined]
             x, y = (self.jax.make_array_from_process_local_data(batch, part) for part in (x, y))
+        elif per_device:
+            x, y = self.jax.device_put(x, batch), self.jax.device_put(y, batch)
         else:
             x, y = self.jax.device_put(x), self.jax.device_put(y)
-        self.state = self._train(self.state, x, y)
+        train = self._per_device if per_device else self._train
+        self.state = train(self.state, x, y)
         self.adapter.pending = self.state
 
     def end_epoch(self) -> Any:

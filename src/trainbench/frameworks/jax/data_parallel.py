@@ -1,11 +1,19 @@
-"""Data-parallel Keras-on-JAX cells: keras.distribution.DataParallel over the cell's devices.
+"""Data-parallel Keras-on-JAX cells over the cell's devices, one jitted program a step.
 
-Keras creates every variable replicated on the device mesh once the distribution is set (before the model
-is built). The train step stays one jitted program: the resident split is replicated on every device, the
-step gathers the global batch (batch_size per device x devices) and constrains it to be split along the
-mesh's `batch` axis, so XLA's partitioner runs each device on its slice and all-reduces the gradients; the
-updated state keeps the variables' own shardings (as Keras' fit asks of jax.jit). On a CPU, XLA's host
-platform is split into device.count devices (--xla_force_host_platform_device_count) before JAX loads.
+Keras creates every variable replicated on the device mesh once keras.distribution.DataParallel is set (before
+the model is built); the resident split is replicated on every device; the updated state keeps the variables'
+own shardings (as Keras' fit asks of jax.jit). The step (framework.data_parallel_step) is either
+- `per_device` (per_device_step): shard_map over the mesh's `batch` axis. Each device gathers its own slice of
+  the global batch (batch_size per device x devices) and runs Keras' forward, loss and gradients on it, so
+  BatchNorm's batch statistics are the device's own, as in PyTorch's DDP; the gradients are averaged across the
+  devices (one all-reduce XLA schedules beside the backward pass), then every device applies the same optimizer
+  step. The BatchNorm moving statistics are averaged too, and the metric sums added up, so the state stays one.
+- `keras`: Keras' own train step on the global batch, constrained to be split along the `batch` axis: XLA's
+  partitioner runs each device on its slice and all-reduces the gradients, and reduces every BatchNorm's
+  statistics across the devices, layer by layer, in the forward and the backward pass (synchronised BatchNorm):
+  small all-reduces on the step's critical path.
+An epoch's last batch, when the devices do not divide it, takes the `keras` step. On a CPU, XLA's host platform
+is split into device.count devices (--xla_force_host_platform_device_count) before JAX loads.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ class Shardings:
         self.distribution = keras.distribution.DataParallel(devices=devices)
         keras.distribution.set_distribution(self.distribution)
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))  # the mesh DataParallel builds: one `batch` axis
-        self.jax = jax
+        self.jax, self.mesh = jax, mesh
         self.replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         self.batch = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
 
@@ -68,10 +76,76 @@ class Shardings:
         """Inside the jitted step: each device gets its slice of the global batch."""
         return self.jax.lax.with_sharding_constraint(batch, self.batch)
 
+    def per_device_step(self, model: Any, size: int) -> Any:
+        """The `per_device` train step for global batches of `size` (a multiple of the device count), taken
+        from the resident split: (state, inputs, labels, order, start) -> state, as the `keras` step; jit it."""
+        jax = self.jax
+        local = size // self.mesh.size
+        update = _local_update(jax, model)
 
-def tags(devices: list[Any]) -> dict[str, str]:
+        def on_each_device(state: Any, inputs: Any, labels: Any, order: Any, start: Any) -> Any:
+            first = start + jax.lax.axis_index(AXIS) * local
+            positions = jax.lax.dynamic_slice(order, (first,), (local,))
+            return update(state, jax.numpy.take(inputs, positions, axis=0), jax.numpy.take(labels, positions, axis=0))
+
+        # check_vma off: the integer state is replicated by construction, which shard_map cannot see.
+        every = jax.sharding.PartitionSpec()
+        return jax.shard_map(on_each_device, mesh=self.mesh, in_specs=every, out_specs=every, check_vma=False)
+
+    def per_device_batch_step(self, model: Any) -> Any:
+        """The `per_device` train step for a global batch already split along the mesh (the loader's):
+        (state, x, y) -> state; jit it."""
+        jax = self.jax
+        every, split = jax.sharding.PartitionSpec(), jax.sharding.PartitionSpec(AXIS)
+        return jax.shard_map(
+            _local_update(jax, model), mesh=self.mesh, in_specs=(every, split, split), out_specs=every, check_vma=False
+        )
+
+
+def _local_update(jax: Any, model: Any) -> Any:
+    """One device's part of the `per_device` step, inside shard_map: Keras' forward, loss and gradients on the
+    device's slice (x, y), the gradients averaged across the devices, Keras' optimizer step, then the moving
+    statistics averaged and the metric sums added up, so that every device holds the same state."""
+    numpy = jax.numpy
+    gradients = jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)
+
+    def update(state: Any, x: Any, y: Any) -> Any:
+        trainable, non_trainable, optimizer_variables, metrics_variables = state
+        (_, aux), grads = gradients(
+            trainable, non_trainable, metrics_variables, x, y, None, training=True,
+            optimizer_variables=optimizer_variables,
+        )  # fmt: skip
+        loss, predictions, non_trainable, metrics = aux
+        grads = jax.lax.pmean(grads, AXIS)
+        trainable, optimizer_variables = model.optimizer.stateless_apply(optimizer_variables, grads, trainable)
+        # Integer state (dropout's seed generators) is the same on every device.
+        non_trainable = [
+            jax.lax.pmean(value, AXIS) if numpy.issubdtype(value.dtype, numpy.inexact) else value
+            for value in non_trainable
+        ]
+        _, metrics = model._update_metrics_variables(metrics, loss, x, y, predictions, None)
+        # Keras' metrics keep sums (total, count): the global batch's are the sums of each device's additions.
+        metrics = [old + jax.lax.psum(new - old, AXIS) for old, new in zip(metrics_variables, metrics, strict=True)]
+        return trainable, non_trainable, optimizer_variables, metrics
+
+    return update
+
+
+AXIS = "batch"
+
+
+def describe(devices: list[Any], step: str) -> str:
+    """trainbench.data_parallel: how the step ran over which devices."""
     nodes = len({device.process_index for device in devices})
     across = f" on {nodes} nodes" if nodes > 1 else ""
-    return {
-        "trainbench.data_parallel": f"keras.distribution.DataParallel ({len(devices)} {devices[0].platform} devices{across})"
-    }
+    where = f"{len(devices)} {devices[0].platform} devices{across}"
+    if step == "per_device":
+        return (
+            f"per-device step, shard_map over {where}: BatchNorm statistics per device, gradients averaged"
+            " (as DDP); mesh and variables from keras.distribution.DataParallel"
+        )
+    return f"keras.distribution.DataParallel ({where}): Keras' train step partitioned by XLA, BatchNorm synchronised"
+
+
+def tags(devices: list[Any], step: str) -> dict[str, str]:
+    return {"trainbench.data_parallel": describe(devices, step)}

@@ -132,8 +132,17 @@ class _Redacted:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text) if isinstance(text, str) else text)
+        try:
+            self._stream.write(redact(text) if isinstance(text, str) else text)
+        except BrokenPipeError:  # `trainbench ... | head -1`: the reader is done (trainbench.closed_output)
+            _reader_gone(self._stream)
         return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _reader_gone(self._stream)
 
     def writelines(self, lines: Any) -> None:
         for line in lines:
@@ -141,6 +150,12 @@ class _Redacted:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _reader_gone(stream: Any) -> None:
+    from trainbench import closed_output
+
+    closed_output.reader_gone(stream)
 
 
 def redact_paths(text: str) -> str:
@@ -154,6 +169,14 @@ def redact_paths(text: str) -> str:
 
 def private(text: str) -> str:
     return redact_paths(redact(text))
+
+
+def private_line(error: BaseException | str, limit: int = 200) -> str:
+    """What went wrong, for one line of the terminal: the first line of private(str(error)) (a SQL error's
+    statement, parameters and link follow on lines of their own), at most `limit` characters."""
+    text = private(str(error)).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    return first[:limit]
 
 
 def pasteable(uri: str) -> str:
