@@ -110,8 +110,8 @@ LONGEST_FIRST = (
     "test_import_atomic.py",
     "test_store_contention.py",
     "test_multi_node.py",
-    # Files with a few slow tests each, ahead of the many short files: in alphabetical order after the short ones,
-    # the last of them (test_yours.py) ran alone at the end while the other worker idled.
+    # Files with a few slow tests each, ahead of the many short files: left to alphabetical order after them, the
+    # last (test_yours.py, a sweep and a report) started when little else was left for the other worker.
     "test_bounds.py",
     "test_memory_limit.py",
     "test_privacy.py",
