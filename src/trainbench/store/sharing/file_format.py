@@ -51,6 +51,7 @@ MAX_PARAM_LENGTH = 6000
 MAX_TAG_LENGTH = 8000
 PARAMS_PER_BATCH = TAGS_PER_BATCH = 100
 METRICS_PER_BATCH = 1000
+ENTITIES_PER_BATCH = 1000  # params, metrics and tags together
 # MLflow's allowed characters in param, metric and tag names (outside Windows): letters, digits, `_ - . / :`
 # and spaces; and a name must not change under posixpath.normpath (no `a//b`, `./a`, `..`, leading `/`).
 NAME_CHARACTERS = re.compile(r"[/\w.\- :]+")

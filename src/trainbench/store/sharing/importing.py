@@ -18,6 +18,7 @@ from trainbench.store.sharing.exporting import active_run
 from trainbench.store.sharing.file_format import (
     DROPPED_TAG_PREFIXES,
     DROPPED_TAGS,
+    ENTITIES_PER_BATCH,
     IMPORT_ID_TAG,
     IMPORTED_FROM_TAG,
     LINK_TAGS,
@@ -175,7 +176,7 @@ def _create(
     """One run, as recorded. Its `trainbench.kind` and import id come last, once the run is complete and
     closed: until then no sweep's check for vanished runs (trainbench.sweep.liveness) takes it for a cell whose
     process died, and an import cut short leaves no run that a later import would take as already here."""
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param, RunTag
 
     tags = _imported_tags(record, exported)
     for key in LINK_TAGS:
@@ -191,19 +192,14 @@ def _create(
     run_id = str(run.info.run_id)
     created.append(run_id)
     params = [Param(k, v) for k, v in record.params.items()]
-    for start in range(0, len(params), PARAMS_PER_BATCH):
-        stops.check()
-        client.log_batch(run_id, params=params[start : start + PARAMS_PER_BATCH])
     metrics = [
         Metric(key, value, timestamp, step)
         for key, points in record.metrics.items()
         for step, timestamp, value in points
     ]
-    for start in range(0, len(metrics), METRICS_PER_BATCH):
+    for batch in _batches(params, metrics, [RunTag(k, v) for k, v in tags.items()]):
         stops.check()
-        client.log_batch(run_id, metrics=metrics[start : start + METRICS_PER_BATCH])
-    stops.check()
-    _log_tags(client, run_id, tags)
+        client.log_batch(run_id, params=batch[0], metrics=batch[1], tags=batch[2])
     if record.artifacts:
         with tempfile.TemporaryDirectory(prefix="trainbench-import-") as folder:
             for path, data in record.artifacts.items():
@@ -220,6 +216,17 @@ def _create(
         client.set_terminated(run_id, record.status, end_time=end)
     _log_tags(client, run_id, last)
     return run_id
+
+
+def _batches(params: list[Any], metrics: list[Any], tags: list[Any]) -> Any:
+    """(params, metrics, tags) slices that fill each log_batch within MLflow's limits, per kind and in all:
+    a store's round trips, not its rows, are what an import of many small runs spends its time on."""
+    while params or metrics or tags:
+        batch_params, params = params[:PARAMS_PER_BATCH], params[PARAMS_PER_BATCH:]
+        batch_tags, tags = tags[:TAGS_PER_BATCH], tags[TAGS_PER_BATCH:]
+        room = min(METRICS_PER_BATCH, ENTITIES_PER_BATCH - len(batch_params) - len(batch_tags))
+        batch_metrics, metrics = metrics[:room], metrics[room:]
+        yield batch_params, batch_metrics, batch_tags
 
 
 def _log_tags(client: Any, run_id: str, tags: Mapping[str, str]) -> None:
