@@ -27,9 +27,9 @@ BLINK_CELL = [
     "tracking.system_metrics_interval_s=0",
     "sweep.heartbeat_s=1",
 ]
-# A cell as small as a training cell gets. It logs one point of each of these 16 metrics (6 per epoch, one
+# A cell as small as a training cell gets. It logs one point of each of these 18 metrics (6 per epoch, one
 # epoch; compile_time_s needs a second one); a sweep's run logs 3 (cells, cells_finished, sweep_time_s).
-# 4 sweeps x 3 cells: 12 x 16 = 192 points in the cells' runs, 12 in the sweeps'.
+# 4 sweeps x 3 cells: 12 x 18 = 216 points in the cells' runs, 12 in the sweeps'.
 SMALL_CELL = [
     "device=cpu",
     "model.hidden_sizes=[32]",
@@ -42,7 +42,7 @@ SMALL_CELL = [
 SMALL_CELL_METRICS = Counter(
     ["epoch_time_s", "epoch_samples_per_s", "train_loss", "train_accuracy", "val_loss", "val_accuracy"]
     + ["samples_per_s", "total_time_s", "first_epoch_time_s", "num_parameters", "num_devices", "flops_per_sample"]
-    + ["achieved_tflops", "device_peak_tflops", "mfu", "peak_host_memory_mb"]
+    + ["achieved_tflops", "device_peak_tflops", "mfu", "peak_host_memory_mb", "host_load_1m_start", "host_load_1m_end"]
 )
 SWEEP_RUN_METRICS = Counter(["cells", "cells_finished", "sweep_time_s"])
 
@@ -140,7 +140,7 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
         assert points_per_key(client, run) == SMALL_CELL_METRICS, run.info.run_name
     for run in parents:
         assert points_per_key(client, run) == SWEEP_RUN_METRICS, run.info.run_name
-    assert sum(sum(points_per_key(client, c).values()) for c in cells) == 192
+    assert sum(sum(points_per_key(client, c).values()) for c in cells) == 216
     assert len({c.data.tags["mlflow.parentRunId"] for c in cells}) == 4
 
 
