@@ -502,3 +502,29 @@ def test_a_tarball_in_data_root_is_extracted_and_trains(trainbench, tmp_path: Pa
     (run,) = result.runs()
     assert run.data.tags["trainbench.outcome"] == "finished"
     assert run.data.params["data.num_samples"] == "100"  # every file read: 5 batches of 20
+
+
+def test_data_prefetched_by_a_prestarted_cell_is_the_data_it_would_have_loaded(tmp_path: Path) -> None:
+    """A prestarted cell's process starts loading its data while its framework imports (data.loading.prefetch):
+    the cell then trains on exactly the images and labels a plain load gives, another seed's load is not served
+    from it, and a dataset that cannot be read fails the cell's load with the same line as without it."""
+    from trainbench.data import loading
+
+    synthetic = cell("data.num_samples=300", "data.num_val_samples=40").data
+    plain = data.load(synthetic, seed=3)
+    loading.prefetch(synthetic, 3)
+    served = data.load(synthetic, seed=3)
+    for got, want in ((served.train, plain.train), (served.val, plain.val)):
+        assert np.array_equal(got.inputs, want.inputs) and np.array_equal(got.labels, want.labels)
+    loading.prefetch(synthetic, 3)
+    other = data.load(synthetic, seed=4)
+    assert not np.array_equal(other.train.inputs, plain.train.inputs)
+    assert np.array_equal(other.train.inputs, data.load(synthetic, seed=4).train.inputs)
+
+    missing = cell(*overrides("cifar10", tmp_path / "nothing")).data
+    with pytest.raises(data.DatasetMissing) as unprefetched:
+        data.load(missing, seed=0)
+    loading.prefetch(missing, 0)
+    with pytest.raises(data.DatasetMissing) as prefetched:
+        data.load(missing, seed=0)
+    assert str(prefetched.value) == str(unprefetched.value)

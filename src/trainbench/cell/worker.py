@@ -274,7 +274,12 @@ def _preload_then_wait() -> str | None:
             from trainbench.store.tracking import quiet_logs
 
             quiet_logs()
-            frameworks.preload(from_spec(json.loads(cell_line)))
+            cell = from_spec(json.loads(cell_line))
+            if getattr(cell.task, "uses_model", True):
+                from trainbench.data.loading import prefetch
+
+                prefetch(cell.data, cell.seed)
+            frameworks.preload(cell)
             mark("cell: framework preloaded")
         except Exception:  # noqa: S110  the cell loads it again, and fails there with its error recorded in its run
             pass

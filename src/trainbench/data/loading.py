@@ -5,6 +5,10 @@ checking a dataset's files as the cell will read them, so the sweep refuses bad 
 from __future__ import annotations
 
 import math
+import os
+import sys
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 from trainbench.config.schema import DataConfig, ImageFiles, SyntheticImages, SyntheticText, TextData, TextFiles
@@ -21,10 +25,40 @@ from trainbench.data.files import (
 from trainbench.data.images import DIGITS_SAMPLES, cifar10, cifar10_batch, digits, mnist, mnist_checked, synthetic
 from trainbench.data.text import PAD_ID, sst2, sst2_rows, synthetic_text
 
+_prefetched: tuple[DataConfig, int, Future[Dataset]] | None = None
+
+
+def prefetch(cfg: DataConfig, seed: int) -> None:
+    """Start loading the dataset `load(cfg, seed)` will return, in a thread at the lowest CPU priority: in a
+    prestarted cell's process it runs on the core the framework's import leaves idle (NumPy's generators and
+    array arithmetic release the GIL), not in front of the sweep that is creating the run. Its error, if any, is
+    raised by `load`, where it would have been."""
+    global _prefetched
+    future: Future[Dataset] = Future()
+
+    def work() -> None:
+        if sys.platform == "linux":  # a thread's own nice value (Linux only): it takes only a core left idle
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        try:
+            future.set_result(_load(cfg, seed))
+        except BaseException as error:  # noqa: BLE001  handed to the loading thread, which raises it
+            future.set_exception(error)
+
+    threading.Thread(target=work, name="data-prefetch", daemon=True).start()
+    _prefetched = (cfg, seed, future)
+
 
 def load(cfg: DataConfig, seed: int) -> Dataset:
     """The dataset `cfg` describes, capped to its num_samples / num_val_samples (files: never to more than they
-    hold; DatasetBroken then, as check_counts says before the sweep)."""
+    hold; DatasetBroken then, as check_counts says before the sweep); the prefetched one if it is this same one."""
+    global _prefetched
+    ahead, _prefetched = _prefetched, None
+    if ahead is not None and ahead[0] == cfg and ahead[1] == seed:
+        return ahead[2].result()
+    return _load(cfg, seed)
+
+
+def _load(cfg: DataConfig, seed: int) -> Dataset:
     if isinstance(cfg, TextData):
         return _load_text(cfg, seed)
     if isinstance(cfg, SyntheticImages):
