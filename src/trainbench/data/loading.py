@@ -32,8 +32,11 @@ def prefetch(cfg: DataConfig, seed: int) -> None:
     """Start loading the dataset `load(cfg, seed)` will return, in a thread at the lowest CPU priority: in a
     prestarted cell's process it runs on the core the framework's import leaves idle (NumPy's generators and
     array arithmetic release the GIL), not in front of the sweep that is creating the run. Its error, if any, is
-    raised by `load`, where it would have been."""
+    raised by `load`, where it would have been. Generated data only: files are the sweep's to fetch or extract
+    before its first cell (a second extraction at the same time would race it)."""
     global _prefetched
+    if not isinstance(cfg, (SyntheticImages, SyntheticText)):
+        return
     future: Future[Dataset] = Future()
 
     def work() -> None:
