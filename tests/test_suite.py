@@ -206,7 +206,11 @@ def test_each_machine_s_line_is_the_geometric_mean_over_the_workloads_both_ran()
         name = f"{machine} (this machine)" if machine == this_machine else machine
         shown_reference = f"{reference} (this machine)" if reference == this_machine else reference
         wanted = f"  {name}: geometric mean over {len(shared)} workload(s) vs {shown_reference}: {expected:.3g}x"
-        assert wanted in lines, (wanted, lines)
+        (line,) = [line for line in lines if line.startswith(wanted)]
+        if machine == reference:
+            assert line == wanted + " (the reference)"
+        else:  # with the range the workloads' intervals allow, and the verdict where that range holds 1
+            assert re.fullmatch(re.escape(wanted) + r"(, too close to call)? \([0-9.e+]+-([0-9.e+]+|unbounded)\)", line)
         checked += 1
     assert checked >= 2
 
@@ -260,3 +264,29 @@ def test_a_workloads_ratio_is_claimed_only_where_the_figures_separate() -> None:
     assert "    H200: 622.0  too close to call against this machine (no interval: one measurement)" in lines, lines
     assert "    H100: 1,300  2.15x this machine; no interval: one measurement" in lines, lines
     assert "    H200: 540.0  within noise of this machine" in lines, lines
+
+
+def test_a_machine_s_geometric_mean_says_too_close_to_call_where_the_workloads_intervals_allow_a_ratio_of_one() -> None:
+    """The suite's per-machine line carries the range of geometric means the workloads' 95% intervals allow;
+    where that range holds 1 it says so instead of claiming a speed-up, as every other comparison does."""
+    from trainbench.report import suite_summary
+    from trainbench.report.comparison import TABLE_METRICS
+
+    metric = next(m for m in TABLE_METRICS if m.higher_is_better)
+
+    def workload(title: str, mine: float, mine_ci: float | None, theirs: float, theirs_ci: float | None):
+        w = suite_summary.Workload(title, metric)
+        for machine, value, ci in (("this machine", mine, mine_ci), ("Other GPU", theirs, theirs_ci)):
+            w.values[machine], w.ci95[machine], w.runs[machine], w.noisy[machine] = value, ci, 1, False
+        return w
+
+    def line_of(workloads: list) -> str:
+        lines = suite_summary.machine_line("this machine", "Other GPU", workloads)
+        found = suite_summary.SuiteSummary(workloads, "Other GPU", lines, "This CPU")
+        (line,) = [t for t in suite_summary.terminal_lines(found) if t.startswith("  This CPU (this machine)")]
+        return line
+
+    tight = [workload("a", 200.0, 2.0, 100.0, 1.0), workload("b", 400.0, 4.0, 200.0, 2.0)]
+    assert line_of(tight).endswith(": 2x (1.96-2.04)")
+    wide = [workload("a", 110.0, 20.0, 100.0, 15.0), workload("b", 105.0, None, 100.0, 1.0)]
+    assert line_of(wide).endswith(": 1.07x, too close to call (0.807-1.4)")

@@ -68,12 +68,38 @@ class Workload:
             return None
         return mine / theirs if self.metric.higher_is_better else theirs / mine
 
+    def ratio_bounds(self, machine: str, reference: str) -> tuple[float, float]:
+        """The lowest and highest ratio both figures' 95% intervals allow (a figure without one is given
+        +-trainbench.figures.WITHOUT_INTERVAL of itself): 0 or infinity where an interval reaches zero."""
+
+        def span(m: str) -> tuple[float, float]:
+            value, interval = self.values[m], self.ci95.get(m)
+            spread = value * quoting.WITHOUT_INTERVAL if interval is None else interval
+            return max(value - spread, 0.0), value + spread
+
+        (mine_low, mine_high), (theirs_low, theirs_high) = span(machine), span(reference)
+        if not self.metric.higher_is_better:
+            (mine_low, mine_high), (theirs_low, theirs_high) = (theirs_low, theirs_high), (mine_low, mine_high)
+        return mine_low / theirs_high, (mine_high / theirs_low if theirs_low > 0 else math.inf)
+
 
 @dataclass
 class MachineLine:
+    """A machine's geometric mean of its ratios to the reference, and the interval the workloads' intervals
+    allow it: the geometric means of their lowest and of their highest ratios (every ratio within its bounds
+    puts the mean within these)."""
+
     machine: str
     geomean: float
     workloads: int
+    low: float = math.nan
+    high: float = math.nan
+
+    def said(self) -> str:
+        interval = f"{_bound(self.low)}-{_bound(self.high)}"
+        if self.low <= 1.0 <= self.high:
+            return f"{self.geomean:.3g}x, too close to call ({interval})"
+        return f"{self.geomean:.3g}x ({interval})"
 
 
 @dataclass
@@ -146,10 +172,21 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
     chosen = reference_machine(workloads, reference)
     lines = []
     for machine in sorted(ran, key=lambda m: (m != THIS_MACHINE, m)):
-        ratios = [r for w in workloads if (r := w.ratio(machine, chosen)) is not None]
-        if ratios:
-            lines.append(MachineLine(machine, geometric_mean(ratios), len(ratios)))
+        lines.extend(machine_line(machine, chosen, workloads))
     return SuiteSummary(workloads, chosen, lines, this_machine)
+
+
+def machine_line(machine: str, reference: str, workloads: list[Workload]) -> list[MachineLine]:
+    """`machine`'s line against `reference` over the workloads both ran (none where they share none)."""
+    shared = [w for w in workloads if w.ratio(machine, reference) is not None]
+    if not shared:
+        return []
+    ratios = [w.ratio(machine, reference) or 0.0 for w in shared]
+    line = MachineLine(machine, geometric_mean(ratios), len(ratios))
+    if machine != reference:
+        bounds = [w.ratio_bounds(machine, reference) for w in shared]
+        line.low, line.high = geometric_mean([b[0] for b in bounds]), geometric_mean([b[1] for b in bounds])
+    return [line]
 
 
 def reference_machine(workloads: list[Workload], preferred: str) -> str:
@@ -167,7 +204,16 @@ def reference_machine(workloads: list[Workload], preferred: str) -> str:
 
 
 def geometric_mean(ratios: list[float]) -> float:
+    """0 where a ratio is 0, infinity where one is infinite (and none is 0)."""
+    if any(r == 0 for r in ratios):
+        return 0.0
+    if any(math.isinf(r) for r in ratios):
+        return math.inf
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+def _bound(ratio: float) -> str:
+    return "unbounded" if math.isinf(ratio) else f"{ratio:.3g}"
 
 
 def _title(e: Entry) -> str:
@@ -195,11 +241,13 @@ def terminal_lines(found: SuiteSummary) -> list[str]:
             runs = f" (median of {w.runs[machine]})" if w.runs[machine] > 1 else ""
             lines.append(f"    {machine}: {_figure(w.values[machine])}{runs}{against}")
     lines.append(
-        f"Per machine, the geometric mean of its ratios to {shown_ref} (higher = faster), over the workloads both ran:"
+        f"Per machine, the geometric mean of its ratios to {shown_ref} (higher = faster), over the workloads both ran,"
+        " with the range the workloads' 95% intervals allow it:"
     )
     for line in found.lines:
         name = f"{found.this_machine} ({THIS_MACHINE})" if line.machine == THIS_MACHINE else line.machine
-        lines.append(f"  {name}: geometric mean over {line.workloads} workload(s) vs {shown_ref}: {line.geomean:.3g}x")
+        said = f"{line.geomean:.3g}x (the reference)" if line.machine == found.reference else line.said()
+        lines.append(f"  {name}: geometric mean over {line.workloads} workload(s) vs {shown_ref}: {said}")
     return lines
 
 
