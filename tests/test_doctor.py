@@ -165,6 +165,37 @@ def test_bad_arguments_get_one_line_exit_2_and_run_nothing(tmp_path: Path, args:
     assert refused.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
+@pytest.mark.slow
+def test_the_python_api_runs_the_doctor_and_returns_its_verdict_as_findings(
+    checked: Checked, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """trainbench.run_doctor: the command's cells and checks from Python, quietly; its findings are the command's
+    verdict lines (same statuses, subjects and checks as the module's run), and its export file holds the runs."""
+    import trainbench
+
+    monkeypatch.chdir(tmp_path)
+    found = trainbench.run_doctor(["pytorch"], out=tmp_path / "doctor", output="quiet")
+    assert found.passed, found.findings
+    assert {(f.subject, f.check): f.status for f in found.findings} == {
+        key: status for key, (status, _) in checked.lines().items()
+    }
+    assert found.folder == (tmp_path / "doctor").resolve() and (found.folder / "mlflow.db").exists()
+    assert found.export_file is not None and found.export_file.parent == found.folder
+    assert len(file_format.load(found.export_file).runs) == found.exported_runs > 0
+
+
+def test_the_python_api_refuses_bad_arguments_before_running_anything(tmp_path: Path) -> None:
+    import trainbench
+
+    with pytest.raises(trainbench.BadInput, match="--frameworks 'caffe': choose from pytorch"):
+        trainbench.run_doctor(["caffe"], out=tmp_path / "new")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(trainbench.BadInput, match="already holds files"):
+        trainbench.run_doctor(["pytorch"], out=tmp_path / "taken")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
 # ------------------------------------------------------------------------------------------ pure checks
 
 MPS = {"trainbench.framework": "pytorch", "trainbench.backend": "mps", "hw.gpu_vendor": "apple"}

@@ -1,6 +1,7 @@
 """trainbench: how fast does training run on this machine? From Python: `trainbench.run([...])` runs a sweep and
 returns its typed results, `trainbench.compare(...)` where its runs stand, `trainbench.run_suite()` the standard suite,
-`trainbench.results()`, `.export()`, `.import_runs()`, `.write_report()`, `.import_references()`, `.download()`
+`trainbench.run_doctor()` its self-check, `trainbench.results()`, `.export()`, `.import_runs()`, `.write_report()`,
+`.import_references()`, `.download()`
 and `.choices()` what the subcommands print (trainbench.api, docs/python-api.md).
 
 The API is loaded on first use: every process of a sweep imports this package, and only a caller needs it."""
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
         Cell,
         Choice,
         Comparison,
+        DoctorResult,
         Downloaded,
         Exported,
         Imported,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
         import_runs,
         results,
         run,
+        run_doctor,
         run_suite,
         suite_plan,
         write_report,
@@ -46,6 +49,7 @@ __all__ = [
     "Cell",
     "Choice",
     "Comparison",
+    "DoctorResult",
     "Downloaded",
     "Exported",
     "Imported",
@@ -67,6 +71,7 @@ __all__ = [
     "import_references",
     "results",
     "run",
+    "run_doctor",
     "run_suite",
     "suite_plan",
     "write_report",

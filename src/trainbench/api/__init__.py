@@ -14,7 +14,7 @@ The command line is built on these functions: `trainbench OVERRIDES...` is run_c
 too), `trainbench suite` runs suite_plan()'s command line the same way (run_suite() through run()), and
 `trainbench results`, `export`, `import`, `report`, `references`, `download` and `list` parse their arguments,
 call results(), export(), import_runs(), write_report(), import_references(), download() and choices(), and print
-what they return. The names are not the subcommands' where those are trainbench's own modules (trainbench.suite,
+what they return; run_doctor() runs `trainbench doctor`'s cells and checks and returns its findings. The names are not the subcommands' where those are trainbench's own modules (trainbench.suite,
 trainbench.references, trainbench.report). Bad input raises BadInput with the line the command line prints (its
 exit 2), and nothing is recorded.
 
@@ -23,6 +23,7 @@ until called.
 """
 
 from trainbench.api.comparison import Comparison, Machine, compare
+from trainbench.api.doctoring import DoctorResult, run_doctor
 from trainbench.api.errors import DEFAULT_EXPERIMENT, BadInput, StoreError, SweepError
 from trainbench.api.preparing import Downloaded, ReferenceRun, References, download, import_references
 from trainbench.api.stores import (
@@ -47,6 +48,7 @@ __all__ = [
     "Cell",
     "Choice",
     "Comparison",
+    "DoctorResult",
     "Downloaded",
     "Exported",
     "Imported",
@@ -63,6 +65,7 @@ __all__ = [
     "as_the_suite",
     "choices",
     "compare",
+    "run_doctor",
     "download",
     "export",
     "import_runs",

@@ -9,6 +9,7 @@ import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
@@ -47,27 +48,55 @@ def main(argv: Sequence[str]) -> int:
         args = parser.parse_args(list(argv))
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    selected = [name.strip() for name in args.frameworks.split(",") if name.strip()]
-    unknown = [name for name in selected if name not in frameworks()]
-    if unknown or not selected:
-        return _bad(
-            f"--frameworks {args.frameworks!r}: choose from {', '.join(frameworks())}, e.g. --frameworks pytorch,mlx"
-        )
-    out = Path(args.out) if args.out else Path("outputs") / "doctor" / datetime.now().strftime("%Y-%m-%d-%H%M%S")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        return _bad(f"--out {args.out}: already holds files; name a new or empty folder")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        return _bad(f"--out {out}: cannot create it ({error.strerror or error})")
+        selected, out = prepare(args.frameworks, args.out)
+    except ValueError as error:
+        return _bad(str(error))
     try:
-        return _doctor(list(dict.fromkeys(selected)), out.resolve())
+        found = examine(selected, out)
     except KeyboardInterrupt:
         print("trainbench doctor: stopped", file=sys.stderr, flush=True)
         return EXIT_CTRL_C
+    print_verdict(found)
+    return EXIT_FAILED if found.failed else EXIT_OK
 
 
-def _doctor(selected: list[str], out: Path) -> int:
+@dataclass(frozen=True)
+class Examined:
+    """What the doctor found: one finding per line of its verdict, the export file and its run count (None where
+    no cell was recorded), the folder that holds its store and logs, and the seconds it took."""
+
+    findings: tuple[Finding, ...]
+    exported: tuple[Path, int] | None
+    folder: Path
+    seconds: float
+
+    @property
+    def failed(self) -> bool:
+        return any(f.status == "FAIL" for f in self.findings)
+
+
+def prepare(frameworks_text: str, out_text: str | None) -> tuple[list[str], Path]:
+    """The frameworks to check (comma-separated names) and the new folder for the results, created; ValueError
+    with the line that says what is wrong with either."""
+    selected = [name.strip() for name in frameworks_text.split(",") if name.strip()]
+    unknown = [name for name in selected if name not in frameworks()]
+    if unknown or not selected:
+        raise ValueError(
+            f"--frameworks {frameworks_text!r}: choose from {', '.join(frameworks())}, e.g. --frameworks pytorch,mlx"
+        )
+    out = Path(out_text) if out_text else Path("outputs") / "doctor" / datetime.now().strftime("%Y-%m-%d-%H%M%S")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {out_text}: already holds files; name a new or empty folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot create it ({error.strerror or error})") from None
+    return list(dict.fromkeys(selected)), out.resolve()
+
+
+def examine(selected: list[str], out: Path) -> Examined:
+    """Run the cells of `selected` into a store in `out`, check what they recorded, export the runs."""
     from trainbench.measure import hardware
 
     began = time.perf_counter()
@@ -101,22 +130,22 @@ def _doctor(selected: list[str], out: Path) -> int:
         first = facts(next(iter(frameworks().values())))  # the first the doctor lists, by the frameworks' own rank
         findings.append(Finding("FAIL", "trainbench", "run", f"no framework installed to check: {first.install}"))
     exported = _export(uri, out, host) if cells else None
-    _print_verdict(findings, exported, time.perf_counter() - began)
-    return EXIT_FAILED if any(f.status == "FAIL" for f in findings) else EXIT_OK
+    return Examined(tuple(findings), exported, out, time.perf_counter() - began)
 
 
 def _run_sweep(sweep: Sweep, out: Path, uri: str, log: Path) -> int:
     """The cells through the Python API (the command line's own code, in this process), its output into `log`; its
     exit status.
     Its comparison page and Hydra's multirun/ land beside its store."""
-    from trainbench import api
+    from trainbench.api.errors import BadInput, SweepError
+    from trainbench.api.sweeps import run
 
     with log.open("w") as output:
         try:
-            return api.run(sweep.overrides(), tracking_uri=uri, output=output, cwd=out).exit_status
-        except api.BadInput:  # its line is in the log, whose last line the verdict quotes
+            return run(sweep.overrides(), tracking_uri=uri, output=output, cwd=out).exit_status
+        except BadInput:  # its line is in the log, whose last line the verdict quotes
             return EXIT_BAD_INPUT
-        except api.SweepError:
+        except SweepError:
             return EXIT_FAILED
         except KeyboardInterrupt:  # the sweep got the Ctrl-C too, stopped its cells and closed their runs
             return EXIT_CTRL_C
@@ -136,15 +165,16 @@ def _recorded_cells(uri: str) -> list[Cell]:
 
 def _export(uri: str, out: Path, host: Mapping[str, str]) -> tuple[Path, int] | None:
     """The store's runs as a `trainbench export` file (trainbench.api.export), read back to check it: (path, runs)."""
-    from trainbench import api
+    from trainbench.api.stores import export
     from trainbench.store.sharing import file_format
 
     path = out / f"{datetime.now():%Y-%m-%d}-doctor-{_slug(_primary_label(host))}.json"
-    api.export(path, tracking_uri=uri)
+    export(path, tracking_uri=uri)
     return path, len(file_format.load(path).runs)
 
 
-def _print_verdict(findings: list[Finding], exported: tuple[Path, int] | None, seconds: float) -> None:
+def print_verdict(found: Examined) -> None:
+    findings, exported, seconds = found.findings, found.exported, found.seconds
     width = max((len(f.subject) for f in findings), default=10)
     print()
     for finding in findings:
