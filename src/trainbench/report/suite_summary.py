@@ -178,13 +178,12 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
 
 def machine_line(machine: str, reference: str, workloads: list[Workload]) -> list[MachineLine]:
     """`machine`'s line against `reference` over the workloads both ran (none where they share none)."""
-    shared = [w for w in workloads if w.ratio(machine, reference) is not None]
+    shared = [(w, r) for w in workloads if (r := w.ratio(machine, reference)) is not None]
     if not shared:
         return []
-    ratios = [w.ratio(machine, reference) or 0.0 for w in shared]
-    line = MachineLine(machine, geometric_mean(ratios), len(ratios))
+    line = MachineLine(machine, geometric_mean([r for _, r in shared]), len(shared))
     if machine != reference:
-        bounds = [w.ratio_bounds(machine, reference) for w in shared]
+        bounds = [w.ratio_bounds(machine, reference) for w, _ in shared]
         line.low, line.high = geometric_mean([b[0] for b in bounds]), geometric_mean([b[1] for b in bounds])
     return [line]
 
