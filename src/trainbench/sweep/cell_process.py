@@ -403,8 +403,8 @@ class _CapWatch:
     stopped and recorded as out of memory, rather than hanging until cell.timeout_s (or forever)."""
 
     NEAR_CAP_MB = 64  # the largest request such loops make is 32 MB (OpenBLAS's buffer)
-    # Its time goes to the failing mmap: 84% in the kernel on one 6.18 kernel, over 90% on others;
-    # a process computing at its cap spends its time in user space.
+    # Its time goes to the failing mmap, almost all of it in the kernel; a process computing at its cap spends
+    # its time in user space.
     KERNEL_SHARE = 0.75
     STUCK_WINDOW_S = 15
 

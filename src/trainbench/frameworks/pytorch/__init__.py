@@ -38,14 +38,13 @@ BUILDERS = {
 }
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # compile_mode=auto on CUDA, by architecture (the rest: default). reduce-overhead adds CUDA graphs: it wins where
-# launches, not kernels, bound the step: the transformers' (the GPU idle for half of DistilBERT's and BERT-Large's
-# default-mode steps: 1.6-1.8x faster with graphs), and under DDP, where each compiled piece is a graph and the
-# all-reduces run between them (BERT-Large on 2 H100s: 1,461 seq/s against 628). ResNet-50's and ViT-B/16's steps
-# are kernel-bound (ResNet-50's GPU busy 97% of it), yet graphs close the gaps between their kernels: a few % faster.
-# max-autotune is not auto's choice anywhere: it is no faster for ViT-B/16, a few % faster for ResNet-50 once
-# tuned, but its tuning costs minutes on every cold Inductor cache (each new machine's first fast cell). Figures:
-# results/2026-11-22-gpu, results/2026-11-26-data-parallel, results/2026-11-26-vit-b16,
-# results/2026-11-28-vit-compile-modes, results/2026-11-28-resnet50-compile-modes.
+# launches, not kernels, bound the step: the transformers' (the GPU sits idle between small kernels in their
+# default-mode steps), and under DDP, where each compiled piece is a graph and the all-reduces run between them.
+# ResNet-50's and ViT-B/16's steps are kernel-bound, yet graphs still close the gaps between their kernels.
+# max-autotune is not auto's choice anywhere: it is no faster for ViT-B/16 and only slightly faster for ResNet-50
+# once tuned, while its tuning costs minutes on every cold Inductor cache (each new machine's first fast cell).
+# The figures behind each choice: results/2026-11-22-gpu, results/2026-11-26-data-parallel,
+# results/2026-11-26-vit-b16, results/2026-11-28-vit-compile-modes, results/2026-11-28-resnet50-compile-modes.
 FASTEST_COMPILE_MODES = {
     "resnet50": "reduce-overhead",
     "vit": "reduce-overhead",

@@ -79,7 +79,7 @@ class Trainer:
 
         def autocast_forward_loss(x: Any, y: Any) -> tuple[Any, Any]:
             # Autocast around the compiled function, as in PyTorch's AMP recipe: entered inside it, the compiled
-            # DistilBERT step on an H100 spent 11% longer in GEMMs (see results/2026-11-22-gpu).
+            # step spent longer in its GEMMs (results/2026-11-22-gpu).
             with adapter.autocast_context(cache):
                 return run(x, y)
 
