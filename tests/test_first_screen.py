@@ -117,7 +117,7 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
     """Runs measured on an H100 (results/2026-11-26-mlx-cuda/): MLX and PyTorch cells of one setting on one machine.
     The terminal line gives both figures, another machine's PyTorch run is set against the PyTorch one, the
     setting's title is the same whichever framework's run comes first (PyTorch's channels_last is not a
-    setting), and an inference setting does not speak of epochs."""
+    setting), an inference setting does not speak of epochs, and a figure of a compiled step says so."""
     from trainbench.report import standing
     from trainbench.report.selection import Selection, select
     from trainbench.store import sources
@@ -130,7 +130,11 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
     resnet = "resnet50 (benchmark): synthetic_imagenet 224 px, bs128, mixed_bf16, timed: steps"
     assert resnet in found, sorted(found)
     line = standing.terminal_lines([found[resnet]])[0]  # then its history lines
-    assert re.search(r": mlx 0\.32 [\d,.]+ \S.*, pytorch 2\.11 [\d,.]+ .*samples/s here;", line), line
+    assert re.search(r": mlx 0\.32: [\d,.]+ \S.*, pytorch 2\.11: [\d,.]+ .*samples/s here;", line), line
+    # MLX compiled its fast step and PyTorch did not (a CUDA graph of the eager step): the line says which
+    fast_mlp = "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64, mixed_bf16, timed: epoch, optimize=fast"
+    line = standing.terminal_lines([found[fast_mlp]])[0]
+    assert re.search(r": mlx 0\.32, compiled: [\d,.]+ .*, pytorch 2\.11: [\d,.]+ .*samples/s here;", line), line
     default_cell = (
         "mlp (train): hidden [3000, 1000], synthetic 32 px, 8192 samples x 3 epochs, bs64, fp32, timed: epoch"
     )

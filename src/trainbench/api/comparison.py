@@ -16,7 +16,7 @@ class Machine:
     """One bar of a comparison: a machine (and framework) that ran the setting, or this machine's own run."""
 
     machine: str  # hw.label: "NVIDIA H100 80GB HBM3", "Intel Xeon CPU (2 vCPUs)"
-    software: str  # the framework at its major.minor release, with its settings that are not the defaults
+    software: str  # the framework at its major.minor release, "compiled" where its step was, its non-default settings
     backend: str
     kind: str  # yours, this store, imported, contributed, published; history: this machine, earlier runs
     origin: str  # the contributed file, import or publication it came from

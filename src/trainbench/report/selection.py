@@ -66,11 +66,14 @@ class Column:
     source: str = ""
     series: str = ""  # the publication's own name for a line, when one source has several on one device
     mine: bool = False  # this machine (or the sweep being shown)
+    # Whether the run's step was compiled (tag trainbench.compile: XLA, torch.compile): Keras on JAX always is, so
+    # one setting's JAX and PyTorch figures side by side can be compiled against eager, and say so.
+    compiled: bool = False
 
     @property
     def software(self) -> str:
         version = f" {self.release}" if self.release and self.release != "version unknown" else ", version unknown"
-        extra = ", ".join(part for part in (self.knobs, self.across) if part)
+        extra = ", ".join(part for part in ("compiled" if self.compiled else "", self.knobs, self.across) if part)
         return f"{self.framework}{version}" + (f", {extra}" if extra else "")
 
     @property
@@ -210,6 +213,7 @@ def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = No
         source=tags.get("reference.source", "") if reference else "",
         series=tags.get("reference.series", "") if reference else "",
         mine=not reference and hw_label in (mine or set()),
+        compiled=not reference and tags.get("trainbench.compile") == "true",
     )
     compared = {key: value for key, value in full.items() if not _across(key, across)}
     units = tags.get("reference.units", "")

@@ -256,7 +256,7 @@ def terminal_lines(found: list[Standing]) -> list[str]:
         yours = s.yours
         assert yours is not None
         mine = [b for b in s.bars if b.kind == "yours"]
-        figures = ", ".join(f"{b.column.software} {b.figure}" for b in mine) if len(mine) > 1 else yours.figure
+        figures = ", ".join(f"{b.column.software}: {b.figure}" for b in mine) if len(mine) > 1 else yours.figure
         head = f"  {s.title}: {figures} {s.metric.unit} here"
         if not s.others:
             lines.append(head + "; no other machine has this setting yet")
@@ -274,7 +274,7 @@ def terminal_lines(found: list[Standing]) -> list[str]:
 
 def history_lines(s: Standing) -> list[str]:
     return [
-        f"earlier here (history, not in the figure above): {b.column.software} median {number(b.value)} "
+        f"earlier here (history, not in the figure above): {b.column.software}: median {number(b.value)} "
         f"{s.metric.unit} of {b.runs} run(s)" + (", NOISY" if b.noisy else "")
         for b in s.history
     ]
