@@ -54,9 +54,12 @@ def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> 
         r"|too close to call against yours \(no interval: one measurement\))$",
         line,
     ), line
+    # the page and the store as the person who started the sweep reaches them: from the folder they started it in
     (printed,) = re.findall(r"^Compare: (\S+)", out, flags=re.MULTILINE)
     (page,) = (folder / "outputs" / "compare").glob("*.html")
-    assert Path(printed) == page and mine in page.read_text()
+    assert (folder / printed).resolve() == page and mine in page.read_text()
+    (store,) = re.findall(r"^MLflow: sqlite:///(\S+) ", out, flags=re.MULTILINE)
+    assert (folder / store).resolve() == folder / "mlflow.db", store
 
 
 def test_compare_returns_the_first_screens_line_as_typed_rows(sweep) -> None:

@@ -204,7 +204,7 @@ class Sweep:
                 if suite.tags() and mine and not (stopped or broken):
                     print_suite_summary(store, uri, experiment_id, mine)
                 print(
-                    f"MLflow: {tracking.private(uri)} (experiment {experiment_id}"
+                    f"MLflow: {tracking.as_seen_here(uri)} (experiment {experiment_id}"
                     + (f", sweep run {parent}" if parent else "")
                     + f")  -- {browse_hint(uri)}",
                     flush=True,

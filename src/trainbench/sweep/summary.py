@@ -55,7 +55,7 @@ def where_it_stands(store: Any, uri: str, experiment_id: str, mine: set[str], sw
     )
     for line in standing.terminal_lines(found):
         print(untrusted.shown(line), flush=True)  # other machines' names and tags: from files, never control
-    print(f"Compare: {tracking.private(str(path.resolve()))}  -- open it in a browser", flush=True)
+    print(f"Compare: {tracking.as_seen_here(str(path.resolve()))}  -- open it in a browser", flush=True)
     return path
 
 

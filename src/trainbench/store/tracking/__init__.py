@@ -28,6 +28,7 @@ from trainbench.store.tracking.outage import (
 )
 from trainbench.store.tracking.provenance import git_commit, installed_packages
 from trainbench.store.tracking.redaction import (
+    as_seen_here,
     one_line_store_errors,
     pasteable,
     private,
@@ -77,6 +78,7 @@ __all__ = [
     "log_params",
     "one_line_store_errors",
     "open_store",
+    "as_seen_here",
     "pasteable",
     "private",
     "private_line",

@@ -179,6 +179,18 @@ def private_line(error: BaseException | str, limit: int = 200) -> str:
     return first[:limit]
 
 
+def as_seen_here(text: str) -> str:
+    """Locations in `text` as the person at this terminal reaches them: under the current folder as ./..., else
+    under the home folder as ~/..., credentials redacted. private() writes the project's folder as `.`, which reads
+    right only from the project's root: a sweep started elsewhere still keeps its runs there."""
+    home = str(Path.home())
+    text = redact(text)
+    for root, short in ((str(Path.cwd()), "."), (home, "~")):
+        if root and root != "/":
+            text = untrusted.path_prefix(root).sub(short, text)
+    return text
+
+
 def pasteable(uri: str) -> str:
     """`uri` for a command a person pastes into a shell: credentials redacted, the home folder as $HOME, which
     the shell expands anywhere in a word (a `~` inside `sqlite:///~/...` it leaves alone, and SQLite would then
