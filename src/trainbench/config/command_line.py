@@ -182,9 +182,13 @@ def check_command_line(args: Any) -> Any:
             check_launcher(composed)
             if args.multirun:
                 check_sweep_dir(composed)
-            # A sweep's cells are judged once, by trainbench's sweeper (expand_and_judge); a flag that prints instead
-            # of running (--cfg job) reaches no sweeper, so its one cell is judged here.
-            if not sweeps and is_informational(args):
+            # A sweep's cells are judged by trainbench's sweeper (expand_and_judge). A command line of one cell of
+            # conf/ is judged here as well, on the composition just made: bad input is refused before Hydra composes
+            # it twice more (a few ms of judging against a tenth of a second per composition). A flag that prints
+            # instead of running (--cfg job) reaches no sweeper at all, so its cell is judged here whatever the
+            # config folder.
+            own_config = args.config_dir is None and args.config_path is None
+            if not sweeps and (is_informational(args) or own_config):
                 cell = validate(composed)
                 if not OmegaConf.select(composed, "hydra.sweeper.params", default=None):
                     refuse_unused_settings([fixed], [cell])  # with a preset's own sweep: when it is expanded
