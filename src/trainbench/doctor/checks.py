@@ -13,9 +13,10 @@ from typing import Any
 
 from trainbench.doctor.declared import BACKENDS, facts, frameworks, title
 
-# Per-step figures of one compute-bound cell that must agree: a busy two-core CI machine moves the fastest rounds
-# by up to ~30% (their medians by 40% and more), while a synchronize that returns before the device is done makes
-# a short block several times faster than the device's real pace (only queueing is timed).
+# Per-step figures of one compute-bound cell that must agree: a busy two-core CI machine moves even the fastest
+# rounds apart by a good part of this factor (results/2026-11-26-doctor-fastest-rounds), while a synchronize that
+# returns before the device is done makes a short block several times faster than the device's real pace (only
+# queueing is timed).
 TIMING_FACTOR = 1.5
 # No figure may imply more than this times the device's published (or, for a CPU, estimated) dense peak.
 PEAK_FACTOR = 1.5
