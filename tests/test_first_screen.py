@@ -49,8 +49,8 @@ def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> 
     (line,) = [line for line in out.splitlines() if line.startswith("  mlp (train):")]
     # the fastest contributed figure with its interval, then a ratio or, where the intervals overlap, the words
     assert re.search(
-        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed\) [\d,]+ .*\), "
-        r"([\d.]+x \((faster|slower) than yours(; no interval: one measurement)?\)|within noise of yours"
+        r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed, pytorch [\d.]+\) [\d,]+ .*\), "
+        r"([\d.]+x \((faster|slower) than your(s| pytorch)(; no interval: one measurement)?\)|within noise of your"
         r"|too close to call against yours \(no interval: one measurement\))$",
         line,
     ), line
@@ -78,7 +78,7 @@ def test_compare_returns_the_first_screens_line_as_typed_rows(sweep) -> None:
     contributed = [m for m in row.others if m.kind == "contributed" and m.machine == "NVIDIA H100 80GB HBM3"]
     assert contributed and all(m.within_noise or m.speedup for m in contributed), row.others
     fastest = max(row.others, key=lambda m: m.value)
-    assert f"{fastest.machine} ({fastest.kind}) {fastest.figure}" in row.lines[0]
+    assert f"{fastest.machine} ({fastest.kind}, {fastest.software}) {fastest.figure}" in row.lines[0]
     # This machine's latest run of the setting, named by its id alone, reads the same.
     assert trainbench.compare(setting=row.setting_id, tracking_uri=uri) == (row,)
     assert trainbench.compare(setting="0" * 12, tracking_uri=uri) == ()
@@ -143,7 +143,7 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
     )
     line = standing.terminal_lines([found[default_cell]])[0]
     assert re.search(
-        r"\(contributed\) [\d,]+ .*\), ([\d.]+x \((faster|slower) than your pytorch(; no interval: one measurement)?\)"
+        r"\(contributed, [^)]+\) [\d,]+ .*\), ([\d.]+x \((faster|slower) than your pytorch(; no interval: one measurement)?\)"
         r"|within noise of your pytorch|too close to call against your pytorch \(no interval: one measurement\))",
         line,
     ), line

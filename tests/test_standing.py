@@ -103,6 +103,22 @@ def test_separate_intervals_quote_the_speedup(store) -> None:
     assert "2.00x (faster than yours)" in lines[0] and "NOISY" not in lines[0], lines
 
 
+def test_another_machines_run_in_another_framework_says_which_ran_it_and_against_what(store) -> None:
+    """The framework is not part of a setting: an M1 Max's compiled JAX run of your PyTorch setting is set against
+    it, and the line names both, as it names a nearest setting's framework."""
+    mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
+    jax = {"trainbench.framework": "jax", "trainbench.framework_version": "0.10.2", "trainbench.compile": "true"}
+    log_cell(store, [*TINY, "framework=jax"], M1_MAX, {"samples_per_s": 1000.0, "samples_per_s_ci95": 20.0}, **jax)
+    log_cell(store, [*TINY, "framework=jax", "batch_size=16"], M1_MAX, {"samples_per_s": 900.0}, **jax)
+    _, lines = first_screen(store, {mine})
+    assert "fastest Apple M1 Max GPU (32 cores) (this store, jax 0.10, compiled) 1,000" in lines[0], lines
+    assert lines[0].endswith("2.00x (faster than your pytorch)"), lines
+    mine = log_cell(store, [*TINY, "batch_size=8"], XEON, {"samples_per_s": 400.0})
+    _, lines = first_screen(store, {mine})
+    (near,) = [line for line in lines if "batch_size 8 vs 16" in line]
+    assert "Apple M1 Max GPU (32 cores) (this store, jax 0.10, compiled) 900.0" in near, lines
+
+
 def test_where_no_other_machine_ran_the_setting_the_nearest_are_listed_apart(store) -> None:
     mine = log_cell(store, [*TINY, "batch_size=16"], XEON, {"samples_per_s": 500.0})
     log_cell(store, [*TINY, "batch_size=64"], M1_MAX, {"samples_per_s": 2000.0})
@@ -112,7 +128,9 @@ def test_where_no_other_machine_ran_the_setting_the_nearest_are_listed_apart(sto
     assert not found.others and found.bars == [found.yours]  # never in the chart or a ratio
     assert "no other machine has this setting yet" in lines[0], lines
     assert lines[1].strip() == "close, not equal (other settings, no ratio):", lines
-    assert re.search(r"Apple M1 Max .*\(this store\) 2,000 .*samples/s: batch_size 16 vs 64$", lines[2]), lines
+    assert re.search(
+        r"Apple M1 Max .*\(this store, pytorch 2\.14\) 2,000 .*samples/s: batch_size 16 vs 64$", lines[2]
+    ), lines
     assert re.search(r"3,000 .*: batch_size 16 vs 64, precision fp32 vs mixed_bf16$", lines[3]), lines
     assert "x (" not in "".join(lines[1:]) and "mlp_deep" not in "".join(lines)
     page = next(Path("outputs/compare").glob("*.html")).read_text()
@@ -144,7 +162,7 @@ def test_the_published_depth_study_reaches_the_first_screen_as_it_reaches_the_re
         published = {b.column.hw_label: b.value for b in found.others if b.kind == "published"}
         assert {66.79, 50.57, 42.07, 23.02} <= set(published.values()), published
         assert re.search(
-            r"30\.00 \(1 repeat\) s here; \d+ other machine\(s\), fastest .+ \(published\) 23\.02", lines[0]
+            r"30\.00 \(1 repeat\) s here; \d+ other machine\(s\), fastest .+ \(published, [^)]+\) 23\.02", lines[0]
         )
         assert report.main(["--out", str(tmp_path / "report"), "--no-log", "--model", "mlp_deep"]) == 0
     data = json.loads((tmp_path / "report" / "report.json").read_text())

@@ -152,7 +152,8 @@ def standing(members: list[Entry], metric: TableMetric, this: set[str] | None = 
         # against the user's run of the same framework where there is one: "this card against mine" per framework
         yours = next((b for b in mine if b.column.framework == bar.column.framework), mine[0] if mine else None)
         if yours is not None and bar.kind != "yours" and bar.value > 0 and yours.value > 0:
-            bar.against = f"your {yours.column.framework}" if len(mine) > 1 else "yours"
+            other_framework = len(mine) > 1 or yours.column.framework != bar.column.framework
+            bar.against = f"your {yours.column.framework}" if other_framework else "yours"
             verdict = judged(bar.value, bar.ci95, bar.noisy, yours.value, yours.ci95, yours.noisy)
             bar.no_interval = bar.ci95 is None or yours.ci95 is None
             if verdict != APART:
@@ -263,7 +264,7 @@ def terminal_lines(found: list[Standing]) -> list[str]:
         else:
             best = max(s.others, key=lambda b: b.value if s.metric.higher_is_better else -b.value)
             lines.append(
-                f"{head}; {len(s.others)} other machine(s), fastest {best.column.hw_label} ({best.kind}) "
+                f"{head}; {len(s.others)} other machine(s), fastest {best.column.hw_label} ({origin(best)}) "
                 f"{best.figure}, {speedup_text(best)}"
             )
         lines += [f"    {line}" for line in history_lines(s) + nearest_lines(s)]
@@ -284,8 +285,14 @@ def nearest_lines(s: Standing) -> list[str]:
     if not s.nearest:
         return []
     return ["close, not equal (other settings, no ratio):"] + [
-        f"  {n.bar.column.hw_label} ({n.bar.kind}) {n.bar.figure} {s.metric.unit}: {n.differs}" for n in s.nearest
+        f"  {n.bar.column.hw_label} ({origin(n.bar)}) {n.bar.figure} {s.metric.unit}: {n.differs}" for n in s.nearest
     ]
+
+
+def origin(bar: Bar) -> str:
+    """Where another machine's figure comes from and what ran it: the framework is not part of a setting, so a
+    JAX run elsewhere can stand against your PyTorch one, and the line says so."""
+    return f"{bar.kind}, {bar.column.software}"
 
 
 # -------------------------------------------------------------------------------------------------- HTML
