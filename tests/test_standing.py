@@ -105,7 +105,7 @@ def test_separate_intervals_quote_the_speedup(store) -> None:
 
 def test_another_machines_run_in_another_framework_says_which_ran_it_and_against_what(store) -> None:
     """The framework is not part of a setting: an M1 Max's compiled JAX run of your PyTorch setting is set against
-    it, and the line names both, as it names a nearest setting's framework."""
+    it, and the line names both, as it names a nearest setting's framework and as `trainbench results` does."""
     mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
     jax = {"trainbench.framework": "jax", "trainbench.framework_version": "0.10.2", "trainbench.compile": "true"}
     log_cell(store, [*TINY, "framework=jax"], M1_MAX, {"samples_per_s": 1000.0, "samples_per_s_ci95": 20.0}, **jax)
@@ -117,6 +117,15 @@ def test_another_machines_run_in_another_framework_says_which_ran_it_and_against
     _, lines = first_screen(store, {mine})
     (near,) = [line for line in lines if "batch_size 8 vs 16" in line]
     assert "Apple M1 Max GPU (32 cores) (this store, jax 0.10, compiled) 900.0" in near, lines
+    import trainbench  # `trainbench results` names it alike
+
+    frameworks = {
+        row.values["machine"]: row.values["framework"] for row in trainbench.results(store[1], contributed=False).rows
+    }
+    assert frameworks == {
+        "Apple M1 Max GPU (32 cores)": "jax 0.10, compiled",
+        "Intel Xeon CPU (2 cores)": "pytorch 2.14",
+    }
 
 
 def test_where_no_other_machine_ran_the_setting_the_nearest_are_listed_apart(store) -> None:

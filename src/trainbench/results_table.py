@@ -1,6 +1,6 @@
 """The cells of one or more stores and export files as a table in the terminal (markdown, what results/*.md
 files are made of), with the columns that tell its rows apart: the settings that differ between them, the
-machine, the framework release, the date and the versions.
+machine, the framework release (with `compiled` where the step was), the date and the versions.
 
 trainbench results                                     # this machine's store, experiment trainbench
 trainbench results --uri sqlite:///path/to/mlflow.db --uri http://team:5000 colleague.json --sweep RUN_ID
@@ -17,7 +17,7 @@ from typing import Any
 from trainbench import figures
 from trainbench.measure import hardware
 from trainbench.store import sources
-from trainbench.store.setting import describe, differences, release, setting
+from trainbench.store.setting import describe, differences, release, setting, step_compiled
 
 Column = tuple[str, Callable[[Any], str]]
 
@@ -77,6 +77,7 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
             lambda f: (
                 f"{f.run.data.tags.get('trainbench.framework', '')} "
                 f"{release(f.run.data.tags.get('trainbench.framework_version'))}".strip()
+                + (", compiled" if step_compiled(f.run.data.tags) else "")
             ),
         ),
         ("date", lambda f: time.strftime("%Y-%m-%d %H:%M", time.localtime(f.run.info.start_time / 1000))),

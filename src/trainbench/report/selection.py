@@ -16,7 +16,7 @@ from typing import Any
 from trainbench import untrusted
 from trainbench.measure import hardware
 from trainbench.store.runs import comparison_settings, model_variant, task_kind
-from trainbench.store.setting import describe, framework_knobs, normal, release, setting, setting_key
+from trainbench.store.setting import describe, framework_knobs, normal, release, setting, setting_key, step_compiled
 from trainbench.store.sources import IMPORTED_FROM, FileSource, Found, search
 
 CELLS = "tags.`trainbench.kind` = 'cell' AND tags.`trainbench.outcome` = 'finished'"
@@ -213,7 +213,7 @@ def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = No
         source=tags.get("reference.source", "") if reference else "",
         series=tags.get("reference.series", "") if reference else "",
         mine=not reference and hw_label in (mine or set()),
-        compiled=not reference and tags.get("trainbench.compile") == "true",
+        compiled=step_compiled(tags),
     )
     compared = {key: value for key, value in full.items() if not _across(key, across)}
     units = tags.get("reference.units", "")

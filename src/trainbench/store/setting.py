@@ -152,6 +152,12 @@ def normal(value: Any) -> str:
     return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
 
 
+def step_compiled(tags: dict[str, str]) -> bool:
+    """Whether a run's step was compiled (XLA, torch.compile): the tag trainbench.compile, which the cell writes
+    once its framework says what is in force. A published reference's tag is what its row says was asked for."""
+    return tags.get("trainbench.kind") != "reference" and tags.get("trainbench.compile") == "true"
+
+
 def release(version: str | None) -> str:
     """A framework version as compared: major.minor ("2.14.1+cu130" -> "2.14"), a source's own words when
     they are not a version ("NGC 21.03"), or "version unknown"."""
