@@ -128,6 +128,24 @@ def test_another_machines_run_in_another_framework_says_which_ran_it_and_against
     }
 
 
+def test_a_contributed_run_of_a_machine_labelled_as_this_one_is_another_machine_not_history(store) -> None:
+    """results/contributed/ runs, as a sweep imports them into the store's shared experiment, come from other
+    machines even where one carries this machine's label: they stand as contributed, never as yours or history."""
+    from trainbench.store.shared_runs import SHARED_EXPERIMENT
+
+    client, uri, _ = store
+    shared = (client, uri, client.create_experiment(SHARED_EXPERIMENT))
+    log_cell(shared, TINY, XEON, {"samples_per_s": 1000.0, "samples_per_s_ci95": 10.0})
+    log_cell(store, TINY, XEON, {"samples_per_s": 400.0, "samples_per_s_ci95": 10.0})  # an earlier run here
+    mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
+    (found,), lines = first_screen(store, {mine})
+    assert found.yours is not None and found.yours.value == 500.0, lines
+    assert "1 other machine(s), fastest Intel Xeon CPU (2 cores) (contributed, pytorch 2.14) 1,000" in lines[0], lines
+    assert lines[0].endswith("2.00x (faster than yours)"), lines
+    (history,) = [line for line in lines if "earlier here" in line]
+    assert "median 400.0 samples/s of 1 run(s)" in history, lines
+
+
 def test_where_no_other_machine_ran_the_setting_the_nearest_are_listed_apart(store) -> None:
     mine = log_cell(store, [*TINY, "batch_size=16"], XEON, {"samples_per_s": 500.0})
     log_cell(store, [*TINY, "batch_size=64"], M1_MAX, {"samples_per_s": 2000.0})

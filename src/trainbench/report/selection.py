@@ -202,6 +202,9 @@ def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = No
     full = setting(params, tags)
     hw_label = hardware.run_label(tags)
     framework = tags.get("trainbench.framework", params.get("framework.name", "?"))
+    # results/contributed/ (read as files, or imported into the store's shared experiment) holds other machines'
+    # runs, even where one has this machine's label: never yours, nor this machine's history.
+    contributed = bool(getattr(found.source, "contributed", False))
     column = Column(
         reference=reference,
         hw_label=hw_label,
@@ -212,14 +215,13 @@ def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = No
         across=describe(full, list(across)),
         source=tags.get("reference.source", "") if reference else "",
         series=tags.get("reference.series", "") if reference else "",
-        mine=not reference and hw_label in (mine or set()),
+        mine=not reference and not contributed and hw_label in (mine or set()),
         compiled=step_compiled(tags),
     )
     compared = {key: value for key, value in full.items() if not _across(key, across)}
     units = tags.get("reference.units", "")
     kinds = {kind for unit, kind in SAMPLE_KINDS.items() if f"={unit}" in units}
     settings = comparison_settings(tags, params)
-    contributed = bool(getattr(found.source, "contributed", False))
     return Entry(
         run_id=run.info.run_id,
         run_name=run.info.run_name or run.info.run_id,

@@ -488,9 +488,10 @@ def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Sta
 
 
 def shared_source(client: Any, uri: str) -> Any:
-    """The store's experiment of published and contributed runs (trainbench.store.shared_runs), read as one source."""
+    """The store's experiment of published and contributed runs (trainbench.store.shared_runs), read as one source:
+    its runs that are not published references came from results/contributed/, and are shown as contributed."""
     from trainbench.store import sources
     from trainbench.store.shared_runs import SHARED_EXPERIMENT
     from trainbench.store.tracking import private
 
-    return sources.StoreSource(uri, private(uri), client=client, experiment=SHARED_EXPERIMENT)
+    return sources.StoreSource(uri, private(uri), contributed=True, client=client, experiment=SHARED_EXPERIMENT)
