@@ -221,6 +221,20 @@ def test_a_sweep_of_presets_runs_each_preset_with_its_own_sweep(private_store) -
     assert sum("depth=20" in row for row in both) == 2
 
 
+def test_a_preset_whose_own_sweep_chooses_what_its_base_leaves_out_runs_every_cell(tmp_path, private_store) -> None:
+    """A one-cell command line is judged before Hydra composes it again, but a preset's own sweep is applied by the
+    sweeper only: a preset that leaves the model to its sweep is judged cell by cell, never as its base."""
+    presets = tmp_path / "presets"
+    (presets / "experiment").mkdir(parents=True)
+    (presets / "experiment" / "two_models.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: null\n"
+        "hydra:\n  sweeper:\n    params:\n      model: mlp,mlp_deep\n"
+    )
+    found = [f"hydra.searchpath=[file://{presets}]", "+experiment=two_models", "device=cpu"]
+    assert [row.split()[0] for row in planned(found)] == ["pytorch-mlp-cpu-bs64", "pytorch-mlp_deep-cpu-bs64"]
+    assert "`model` must be chosen" in refused([f"hydra.searchpath=[file://{presets}]", "model=null"], private_store)
+
+
 def test_a_setting_of_a_group_the_task_does_not_use_is_refused(private_store) -> None:
     small_matmul = ["task.sizes=[8]", "task.steps=1", "tracking.system_metrics_interval_s=0", "cell.timeout_s=120"]
     line = refused(["data.pipeline=loader", "task=matmul"], private_store, small_matmul)

@@ -184,13 +184,15 @@ def check_command_line(args: Any) -> Any:
                 check_sweep_dir(composed)
             # A sweep's cells are judged by trainbench's sweeper (expand_and_judge). A command line of one cell of
             # conf/ is judged here as well, on the composition just made: bad input is refused before Hydra composes
-            # it twice more (a few ms of judging against a tenth of a second per composition). A flag that prints
+            # it twice more (a few ms of judging against a tenth of a second per composition). Not a preset with a
+            # sweep of its own: its cells are its sweep's values, which only the sweeper applies. A flag that prints
             # instead of running (--cfg job) reaches no sweeper at all, so its cell is judged here whatever the
             # config folder.
-            own_config = args.config_dir is None and args.config_path is None
-            if not sweeps and (is_informational(args) or own_config):
+            preset_sweep = OmegaConf.select(composed, "hydra.sweeper.params", default=None)
+            one_cell_of_conf = args.config_dir is None and args.config_path is None and not preset_sweep
+            if not sweeps and (is_informational(args) or one_cell_of_conf):
                 cell = validate(composed)
-                if not OmegaConf.select(composed, "hydra.sweeper.params", default=None):
+                if not preset_sweep:
                     refuse_unused_settings([fixed], [cell])  # with a preset's own sweep: when it is expanded
             if sweeps or args.config_dir is not None:  # -cd: Hydra searches conf/ too, this composition does not
                 return None
