@@ -142,7 +142,7 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
     for e in entries:
         swept = e.run_id in mine_runs
         if swept or comparable(e):
-            if not swept and machine_of(e) == this_machine:
+            if not swept and machine_of(e) == this_machine and e.origin_kind != "contributed":
                 continue  # this machine's earlier runs are history, not this sweep's figure
             by_key[(e.task, e.model, e.key)].append(e)
     workloads = []
