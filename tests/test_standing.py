@@ -146,6 +146,25 @@ def test_a_contributed_run_of_a_machine_labelled_as_this_one_is_another_machine_
     assert "median 400.0 samples/s of 1 run(s)" in history, lines
 
 
+def test_the_suite_summary_keeps_a_contributed_machine_of_this_label_and_leaves_out_this_machines_history(store):
+    """The suite's summary, as the first screen: a contributed run of this machine's label is a machine of its own;
+    this machine's earlier run is left out."""
+    from trainbench.report import suite_summary
+    from trainbench.report.selection import Selection, select
+    from trainbench.store import sources
+    from trainbench.store.shared_runs import SHARED_EXPERIMENT
+
+    client, uri, _ = store
+    shared = (client, uri, client.create_experiment(SHARED_EXPERIMENT))
+    log_cell(shared, TINY, XEON, {"samples_per_s": 1000.0, "samples_per_s_ci95": 10.0})
+    log_cell(store, TINY, XEON, {"samples_per_s": 400.0, "samples_per_s_ci95": 10.0})  # an earlier run here
+    mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
+    opened = [sources.StoreSource(uri, uri, client=client), standing.shared_source(client, uri)]
+    entries, _ = select(opened, Selection("trainbench"), mine_runs={mine}, histories=False)
+    (workload,) = suite_summary.summarise(entries, {mine}).workloads
+    assert workload.values == {"this machine": 500.0, "Intel Xeon CPU (2 cores)": 1000.0}, workload.values
+
+
 def test_where_no_other_machine_ran_the_setting_the_nearest_are_listed_apart(store) -> None:
     mine = log_cell(store, [*TINY, "batch_size=16"], XEON, {"samples_per_s": 500.0})
     log_cell(store, [*TINY, "batch_size=64"], M1_MAX, {"samples_per_s": 2000.0})
