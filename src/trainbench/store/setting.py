@@ -154,7 +154,8 @@ def normal(value: Any) -> str:
 
 def step_compiled(tags: dict[str, str]) -> bool:
     """Whether a run's step was compiled (XLA, torch.compile): the tag trainbench.compile, which the cell writes
-    once its framework says what is in force. A published reference's tag is what its row says was asked for."""
+    once its framework says what is in force. Never for a published reference, whose tag is only what its row's
+    command asks for."""
     return tags.get("trainbench.kind") != "reference" and tags.get("trainbench.compile") == "true"
 
 

@@ -158,10 +158,10 @@ def _reader_gone(stream: Any) -> None:
     closed_output.reader_gone(stream)
 
 
-def redact_paths(text: str) -> str:
-    """Absolute paths made relative to the project (./...) or the home folder (~/...)."""
+def redact_paths(text: str, here: Path = PROJECT_ROOT) -> str:
+    """Absolute paths made relative to `here` (./...: the project's folder unless told) or the home folder (~/...)."""
     home = str(Path.home())
-    for root, short in ((str(PROJECT_ROOT), "."), (home, "~")):
+    for root, short in ((str(here), "."), (home, "~")):
         if root and root != "/":
             text = untrusted.path_prefix(root).sub(short, text)
     return text
@@ -183,12 +183,7 @@ def as_seen_here(text: str) -> str:
     """Locations in `text` as the person at this terminal reaches them: under the current folder as ./..., else
     under the home folder as ~/..., credentials redacted. private() writes the project's folder as `.`, which reads
     right only from the project's root: a sweep started elsewhere still keeps its runs there."""
-    home = str(Path.home())
-    text = redact(text)
-    for root, short in ((str(Path.cwd()), "."), (home, "~")):
-        if root and root != "/":
-            text = untrusted.path_prefix(root).sub(short, text)
-    return text
+    return redact_paths(redact(text), here=Path.cwd())
 
 
 def pasteable(uri: str) -> str:
