@@ -71,9 +71,11 @@ def nodes_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def node0_beside(node1: subprocess.Popen, folder: Path, endpoint: str, env: dict[str, str], *args: str) -> None:
-    """Node 0's `python src/run.py ARGS`, node 1 already waiting at the rendezvous: both must end well. Node 1 is
-    not left running."""
+def node0_beside(
+    node1: subprocess.Popen, folder: Path, endpoint: str, env: dict[str, str], *args: str, upstream_crash: str = ""
+) -> bool:
+    """Node 0's `python src/run.py ARGS`, node 1 already waiting at the rendezvous: both must end well, else False
+    where node 0 failed only by `upstream_crash` (a line its sweep printed). Node 1 is not left running."""
     try:
         node0 = subprocess.run(
             [sys.executable, str(RUN_PY), *args],
@@ -83,8 +85,12 @@ def node0_beside(node1: subprocess.Popen, folder: Path, endpoint: str, env: dict
             text=True,
             timeout=300,
         )
+        if node0.returncode != 0 and upstream_crash and upstream_crash in node0.stderr:
+            print(f"node 0 crashed in native code, not in trainbench: {upstream_crash}")
+            return False
         assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
         assert node1.wait(timeout=60) == 0, (folder / "node1.log").read_text()[-3000:]
+        return True
     finally:
         if node1.poll() is None:
             os.killpg(node1.pid, signal.SIGKILL)
@@ -189,12 +195,22 @@ def joining_jax_node(folder: Path, endpoint: str, env: dict[str, str], *override
 
 @pytest.mark.slow
 def test_two_jax_nodes_joined_by_hand_record_one_run_scaled_against_one_node(tmp_path, nodes_env) -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
+    """Once (2026-11-29, a whole-suite run on this 2-core machine) node 0's JAX process died by SIGSEGV as the
+    nodes joined: native code (XLA:CPU's gloo collectives), not reproduced in 7 runs alone, 4 of them under load.
+    The sweep recorded it as it should; the nodes are then joined once more, in a fresh folder and store."""
     jax_cell = ["framework=jax", *TINY, "task.epochs=1"]
-    # Node 1 waits at the rendezvous while node 0's sweep runs the 1-node cell, then joins the 2-node one
-    node1 = joining_jax_node(tmp_path, endpoint, nodes_env, *jax_cell, "device.nodes=2")
-    node0_beside(node1, tmp_path, endpoint, nodes_env, "-m", *jax_cell, "device.nodes=1,2")
-    one, two = sorted(cell_runs(nodes_env["MLFLOW_TRACKING_URI"]), key=lambda r: r.data.params.get("device.nodes", "1"))
+    crash = "jax-mlp-cpu-bs32 nodes=2 failed: cell process killed by SIGSEGV"
+    for attempt in (1, 2):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        env = {**nodes_env, "MLFLOW_TRACKING_URI": with_schema(f"sqlite:///{folder / 'mlflow.db'}")}
+        endpoint = f"127.0.0.1:{free_port()}"
+        # Node 1 waits at the rendezvous while node 0's sweep runs the 1-node cell, then joins the 2-node one
+        node1 = joining_jax_node(folder, endpoint, env, *jax_cell, "device.nodes=2")
+        args = ("-m", *jax_cell, "device.nodes=1,2")
+        if node0_beside(node1, folder, endpoint, env, *args, upstream_crash=crash if attempt == 1 else ""):
+            break
+    one, two = sorted(cell_runs(env["MLFLOW_TRACKING_URI"]), key=lambda r: r.data.params.get("device.nodes", "1"))
     tags, metrics = two.data.tags, two.data.metrics
     assert {one.data.tags["trainbench.outcome"], tags["trainbench.outcome"]} == {"finished"}
     assert tags["trainbench.data_parallel"].startswith("per-device step, shard_map over 2 cpu devices on 2 nodes:")
