@@ -42,6 +42,19 @@ CHATTER = [
     "Autotune Choices Stats:",
     '{"num_choices": 21, "num_triton_choices": 20, "best_kernel": "mm", "best_time": 0.1555519998073578}',
 ]
+# PyTorch 2.14's c10d on a node whose peer never joined (this machine, 2026-11-29): a record, its C++ stack
+C10_RECORD_WITH_STACK = [
+    "[W1129 05:42:13.122196611 TCPStore.cpp:340] [c10d] TCP client failed to connect/validate to host "
+    "localhost:37971 - retrying (try=0, timeout=15000ms, delay=11431ms): The client socket has timed out after "
+    "15000ms while trying to connect to (localhost, 37971).",
+    "Exception raised from throwTimeoutError at /__w/pytorch/pytorch/torch/csrc/distributed/c10d/socket.cpp:1030 "
+    "(most recent call first):",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char>) + 0x9d (0x7f751b2b460d in "
+    "/x/torch/lib/libc10.so)",
+    "<omitting python frames>",
+    "frame #50: _start + 0x21 (0x5574af1f3081 in /x/bin/python)",
+    "",
+]
 FATAL = "F0000 00:00:1732788867.200000    4211 cuda_blas.cc:190] Check failed: status == CUBLAS_STATUS_SUCCESS"
 OURS = [
     "trainbench: tensorflow-mlp-cpu-bs64 failed: ValueError: shapes do not match",
@@ -105,6 +118,19 @@ def test_a_fatal_record_and_the_error_before_it_are_where_a_crash_is_read(
     assert terminal.splitlines() == [FATAL]
     assert kept.text().splitlines() == [CHATTER[5], FATAL]
     assert tail.splitlines() == [CHATTER[5], FATAL]
+
+
+def test_a_c10_record_keeps_its_cpp_stack_out_of_the_terminal_and_a_traceback_keeps_its_own(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyTorch's C++ logs an error with its C++ stack, many lines: all of them are the record's. The same kind of
+    line after trainbench's own (a traceback of a C++ error) is not chatter."""
+    monkeypatch.delenv("TRAINBENCH_VERBOSE", raising=False)
+    ours = [OURS[1], OURS[2], C10_RECORD_WITH_STACK[2], OURS[3]]
+    terminal, kept, tail = pumped([*C10_RECORD_WITH_STACK, *ours, *C10_RECORD_WITH_STACK[:2]], capsys)
+    assert terminal.splitlines() == ours
+    assert kept.text().splitlines() == [*C10_RECORD_WITH_STACK, *C10_RECORD_WITH_STACK[:2]]
+    assert tail.splitlines() == [*C10_RECORD_WITH_STACK, *ours, *C10_RECORD_WITH_STACK[:2]]
 
 
 def test_hydra_verbose_shows_the_frameworks_log_too(

@@ -95,17 +95,18 @@ def rank_main(spec_text: str) -> CellSummary:
     try:
         return run(order, log)
     except Exception as error:
-        raise _named_lost_nodes(cell, log, error) from error
-
-
-class NodeLost(RuntimeError):
-    """A node of a multi-node cell went (killed, lost, its ranks stopped): str() names it."""
+        named = _named_lost_nodes(cell, log, error)
+        if named is error:
+            raise
+        raise named from error
 
 
 def _named_lost_nodes(cell: Any, log: Any, error: Exception) -> Exception:
     """Where a collective failed because other nodes' ranks went, the error naming them (and the tag
     trainbench.lost_nodes on rank 0's run); otherwise `error` itself."""
-    if cell.device.nodes <= 1:
+    from trainbench.frameworks.base import NodeLost
+
+    if cell.device.nodes <= 1 or isinstance(error, NodeLost):
         return error
     import importlib
 

@@ -35,6 +35,11 @@ class DeviceUnavailable(RuntimeError):
     """The cell cannot run on this machine (no such device, a dtype it lacks). str() says what was checked."""
 
 
+class NodeLost(RuntimeError):
+    """A node of a multi-node cell went (killed, lost, its ranks stopped) or its ranks never joined: str() names
+    it. An expected outcome: the sweep prints one line and keeps the traceback in the run."""
+
+
 class RunLog(Protocol):
     """Where a cell's figures go: the cell's MLflow run (as JSON lines to the process that launched the cell:
     trainbench.cell.events.PipeLog), or nowhere (trainbench.store.tracking.NullLog, for the probes of batch_size=max

@@ -439,9 +439,10 @@ def _pump(
     the frameworks' own log records go to `chatter` instead (trainbench.sweep.framework_log says which)."""
     quiet = not tracking.verbose()
     label = progress.label()
+    said_by_framework = framework_log.Chatter()
     for line in stream:
         activity.touch()
-        own = framework_log.is_chatter(line)
+        own = said_by_framework(line)
         if own and chatter is not None:
             chatter.keep(line)
         if not (quiet and own and not framework_log.is_fatal(line)):

@@ -7,6 +7,10 @@ Inductor prints its autotuning tables under max-autotune:
     W0000 00:00:1795856492.978206   31062 cuda_executor.cc:1309] ...   (before absl is set up: 0000 00:00:<epoch s>)
     2024-01-02 10:11:12.345678: I tensorflow/core/util/port.cc:113] ...  (TensorFlow before 2.16)
     AUTOTUNE mm(25216x3072, 3072x768) ... SingleProcess AUTOTUNE benchmarking takes 9.45 seconds ...  (Inductor)
+    [W1129 05:42:13.122196611 TCPStore.cpp:340] [c10d] TCP client failed to connect ...  (PyTorch's C++, c10)
+
+A c10 record about an error goes on with the error's C++ stack ("Exception raised from ...", "frame #N: ...", a
+blank line): those lines belong to the record before them.
 
 Those lines are the frameworks talking about themselves (oneDNN is on, no CUDA driver, cuDNN factories registered
 twice, XLA services started): nothing a user of trainbench acts on, and several per cell. The cell's process
@@ -28,7 +32,11 @@ MAX_CHARS = 2_000_000  # a framework asked to log verbosely (TF_CPP_VMODULE) wri
 
 _ABSL_RECORD = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+(\.\d+)? +\d+ [^\s\]]+:\d+\] ")
 _TF_OLD_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] [^\s\]]+:\d+\] ")
-_FATAL = re.compile(r"^(F\d{4} |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: F )")
+_C10_RECORD = re.compile(r"^\[[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ (\d+ )?[^\s\]]+:\d+\] ")
+_C10_STACK = re.compile(
+    r"^(Exception raised from \S+ at \S+ \(most recent call first\):|frame #\d+: |<omitting python frames>|\s*$)"
+)
+_FATAL = re.compile(r"^(F\d{4} |\[F\d{4} |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: F )")
 # Lines of the same chatter without a record's prefix: absl's notice as it starts logging, and the second
 # line of TensorFlow's cpu_feature_guard notice.
 _UNPREFIXED = (
@@ -47,9 +55,23 @@ _INDUCTOR_AUTOTUNE = re.compile(
 
 def is_chatter(line: str) -> bool:
     """Whether `line` is a framework's own log record (or one of its known unprefixed lines)."""
-    return bool(
-        _ABSL_RECORD.match(line) or _TF_OLD_RECORD.match(line) or _INDUCTOR_AUTOTUNE.match(line)
-    ) or line.startswith(_UNPREFIXED)
+    records = (_ABSL_RECORD, _TF_OLD_RECORD, _C10_RECORD, _INDUCTOR_AUTOTUNE)
+    return any(record.match(line) for record in records) or line.startswith(_UNPREFIXED)
+
+
+class Chatter:
+    """Which lines of one stream are the frameworks' log: is_chatter's records, and the C++ stack lines that go on
+    from a record (never from any other line: a Python traceback's own lines stay trainbench's)."""
+
+    def __init__(self) -> None:
+        self._in_record = False
+
+    def __call__(self, line: str) -> bool:
+        if is_chatter(line):
+            self._in_record = True
+        elif not (self._in_record and _C10_STACK.match(line)):
+            self._in_record = False
+        return self._in_record
 
 
 def is_fatal(line: str) -> bool:

@@ -174,23 +174,57 @@ def join(torch: Any, backend: str, world: World) -> Any:
             )
         device = torch.device("cuda", world.local_rank)
         torch.cuda.set_device(device)
-        torch.distributed.init_process_group("nccl", device_id=device)
+        backend, options = "nccl", {"device_id": device}
     else:
-        device = torch.device("cpu")
-        torch.distributed.init_process_group("gloo", timeout=_collective_timeout())
-    atexit.register(_leave, torch)
+        device, backend, options = torch.device("cpu"), "gloo", {}
+    collectives = _collective_timeout(torch, backend)
     if world.size > world.local_size:
+        _join_nodes(torch, backend, options, world, collectives)
         _answer_roll_call(torch, world)
+    else:
+        torch.distributed.init_process_group(backend, timeout=collectives, **options)
+    atexit.register(_leave, torch)
     return device
 
 
-def _collective_timeout() -> Any:
-    """How long a collective waits for a rank that stopped answering: TRAINBENCH_COLLECTIVE_TIMEOUT_S, or torch's
-    own default. A node that vanishes without closing its sockets (a cut cable) is noticed after this."""
+def _collective_timeout(torch: Any, backend: str) -> Any:
+    """How long a collective waits for a rank that stopped answering: TRAINBENCH_COLLECTIVE_TIMEOUT_S (gloo), or
+    torch's own default. A node that vanishes without closing its sockets (a cut cable) is noticed after this."""
     import datetime
 
     seconds = os.environ.get("TRAINBENCH_COLLECTIVE_TIMEOUT_S")
-    return datetime.timedelta(seconds=float(seconds)) if seconds else None
+    if seconds and backend == "gloo":
+        return datetime.timedelta(seconds=float(seconds))
+    return torch.distributed.distributed_c10d._get_default_timeout(backend)
+
+
+# After torchrun's rendezvous every node's agent is there and starts its ranks at once; a rank that has not joined
+# the process group within this many seconds will not (its node's command was mistyped, or its process died on
+# start), and the others would otherwise wait out the collective timeout (30 min). TRAINBENCH_JOIN_TIMEOUT_S
+# overrides it.
+RANKS_JOIN_S = 300.0
+
+
+def _join_nodes(torch: Any, backend: str, options: dict[str, Any], world: World, collectives: Any) -> None:
+    """Join a process group spanning nodes within RANKS_JOIN_S, then give its collectives their own timeout;
+    NodeLost naming the wait where a node's ranks never came."""
+    import datetime
+
+    from trainbench.frameworks.base import NodeLost
+
+    bound = float(os.environ.get("TRAINBENCH_JOIN_TIMEOUT_S") or RANKS_JOIN_S)
+    try:
+        torch.distributed.init_process_group(backend, timeout=datetime.timedelta(seconds=bound), **options)
+    except Exception as error:
+        if "timeout" not in str(error).lower() and "timed out" not in str(error).lower():
+            raise
+        raise NodeLost(
+            f"not every node's ranks joined within {bound:g} s of the rendezvous ({world.size} ranks on "
+            f"{world.size // world.local_size} nodes): another node's command failed or its ranks died on start "
+            "(see that node's output)"
+        ) from error
+    c10d = torch.distributed.distributed_c10d
+    (getattr(c10d, "set_timeout", None) or c10d._set_pg_timeout)(collectives)
 
 
 # Across nodes each rank writes which node it is on and counts up a heartbeat in a small store the recording rank
