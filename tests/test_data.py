@@ -7,6 +7,8 @@ import dataclasses
 import gzip
 import pickle
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
-from conftest import TINY
+from conftest import ROOT, TINY, child_env
 from trainbench import data
 from trainbench.config import CONF_DIR, validate
 from trainbench.config.schema import DataConfig, ImageFiles, SyntheticImages
@@ -142,6 +144,30 @@ def test_digits_is_real_and_split_by_class() -> None:
     assert set(np.unique(loaded.val.labels)) == set(range(10))
     assert loaded.train.inputs.max() > 200  # 0-16 scaled to bytes
     assert loaded.input_shape == (1, 8, 8) and not loaded.needs_resize
+
+
+@pytest.mark.parametrize(("val_fraction", "seed"), [(0.2, 0), (0.2, 7), (0.1, 1234), (0.5, 3)])
+def test_digits_are_scikit_learns_own_split_read_without_importing_it(val_fraction: float, seed: int) -> None:
+    """The same images and the same stratified split as load_digits() with train_test_split: a run recorded
+    before trainbench read the file itself validated on the same samples."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    images = np.clip(bunch.images * (255.0 / 16.0), 0, 255).astype(np.uint8)[:, None]
+    x_train, x_val, y_train, y_val = train_test_split(
+        images, bunch.target, test_size=val_fraction, random_state=seed, stratify=bunch.target
+    )
+    loaded = data.load(data_config("data=digits", val_fraction=val_fraction), seed=seed)
+    assert np.array_equal(loaded.train.inputs, x_train) and np.array_equal(loaded.train.labels, y_train)
+    assert np.array_equal(loaded.val.inputs, x_val) and np.array_equal(loaded.val.labels, y_val)
+
+
+def test_a_digits_cell_does_not_import_scikit_learn() -> None:
+    probe = "from trainbench.data.images import digits; digits(0.2, 0); import sys; print('sklearn' in sys.modules)"
+    env = child_env({"PYTHONPATH": str(ROOT / "src")})
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert imported.stdout.strip() == "False"
 
 
 def test_synthetic_learnable_labels_depend_on_the_images() -> None:

@@ -57,18 +57,62 @@ def _upsample(patterns: np.ndarray, size: int) -> np.ndarray:
 
 
 def digits(val_fraction: float, seed: int) -> tuple[Split, Split, int]:
-    """scikit-learn's 1,797 real 8x8 digits (pixel values 0-16), split stratified by class."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    """scikit-learn's 1,797 real 8x8 digits (pixel values 0-16), split stratified by class: the file and the split
+    of sklearn.datasets.load_digits and train_test_split(stratify=..., random_state=seed), read without importing
+    scikit-learn (with SciPy and pandas, a second of every digits cell's start)."""
+    with gzip.open(_digits_file()) as rows:
+        data = np.loadtxt(rows, delimiter=",")
+    assert data.shape == (DIGITS_SAMPLES, 65), data.shape
+    images = np.clip(data[:, :-1].reshape(-1, 1, 8, 8) * (255.0 / 16.0), 0, 255).astype(np.uint8)
+    labels = data[:, -1].astype(np.int64)
+    train, val = _stratified_split(labels, math.ceil(val_fraction * DIGITS_SAMPLES), seed)
+    return Split(images[train], labels[train]), Split(images[val], labels[val]), 10
 
-    bunch = load_digits()
-    assert len(bunch.target) == DIGITS_SAMPLES
-    images = np.clip(bunch.images * (255.0 / 16.0), 0, 255).astype(np.uint8)[:, None]
-    labels = bunch.target.astype(np.int64)
-    x_train, x_val, y_train, y_val = train_test_split(
-        images, labels, test_size=val_fraction, random_state=seed, stratify=labels
-    )
-    return Split(x_train, y_train), Split(x_val, y_val), 10
+
+def _digits_file() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("data=digits reads scikit-learn's bundled digits: pip install scikit-learn")
+    return Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
+
+
+def _stratified_split(labels: np.ndarray, n_val: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Train and validation indices as scikit-learn's StratifiedShuffleSplit draws them (its one split,
+    RandomState(seed)): each class's share of either side rounded as its _approximate_mode rounds, the classes'
+    members shuffled, then each side."""
+    rng = np.random.RandomState(seed)
+    _, by_class = np.unique(labels, return_inverse=True)
+    counts = np.bincount(by_class)
+    members = np.split(np.argsort(by_class, kind="mergesort"), np.cumsum(counts)[:-1])
+    n_train = len(labels) - n_val
+    train_counts = _approximate_mode(counts, n_train, rng)
+    val_counts = _approximate_mode(counts - train_counts, n_val, rng)
+    train: list[int] = []
+    val: list[int] = []
+    for i, class_members in enumerate(members):
+        shuffled = class_members.take(rng.permutation(counts[i]), mode="clip")
+        train.extend(shuffled[: train_counts[i]])
+        val.extend(shuffled[train_counts[i] : train_counts[i] + val_counts[i]])
+    return rng.permutation(train), rng.permutation(val)
+
+
+def _approximate_mode(counts: np.ndarray, draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """Per class, its share of `draws` rounded down, then the draws left given to the largest remainders (ties
+    drawn at random)."""
+    continuous = counts / counts.sum() * draws
+    floored = np.floor(continuous)
+    need = int(draws - floored.sum())
+    remainder = continuous - floored
+    for value in np.sort(np.unique(remainder))[::-1]:
+        if need <= 0:
+            break
+        (tied,) = np.where(remainder == value)
+        now = min(len(tied), need)
+        floored[rng.choice(tied, size=now, replace=False)] += 1
+        need -= now
+    return floored.astype(int)
 
 
 def cifar10(root: Path, download: bool) -> tuple[Split, Split, int]:
