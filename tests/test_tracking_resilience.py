@@ -121,7 +121,7 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
     # to make it as well as the store.
     cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     sweeps = [
-        start_multirun(uri, tmp_path / f"sweep{i}", "seed=0,1,2", *SMALL_CELL, fresh=True, env=cache) for i in range(4)
+        start_multirun(uri, tmp_path / f"sweep{i}", "seed=0,1", *SMALL_CELL, fresh=True, env=cache) for i in range(4)
     ]
     finished = [s.communicate(timeout=900) for s in sweeps]
 
@@ -134,13 +134,13 @@ def test_four_sweeps_started_at_once_on_a_fresh_store_all_succeed_with_every_poi
     client = MlflowClient(uri)
     runs = runs_in(uri)
     cells, parents = kind(runs, "cell"), kind(runs, "sweep")
-    assert (len(runs), len(cells), len(parents)) == (16, 12, 4)
+    assert (len(runs), len(cells), len(parents)) == (12, 8, 4)
     assert {r.info.status for r in runs} == {"FINISHED"}
     for run in cells:  # every point of every metric, once: none lost to a lock, none logged twice
         assert points_per_key(client, run) == SMALL_CELL_METRICS, run.info.run_name
     for run in parents:
         assert points_per_key(client, run) == SWEEP_RUN_METRICS, run.info.run_name
-    assert sum(sum(points_per_key(client, c).values()) for c in cells) == 216
+    assert sum(sum(points_per_key(client, c).values()) for c in cells) == 8 * sum(SMALL_CELL_METRICS.values())
     assert len({c.data.tags["mlflow.parentRunId"] for c in cells}) == 4
 
 
