@@ -347,7 +347,7 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
         "task.epochs=1",
         "tracking.system_metrics_interval_s=0",
         "device=cpu",
-        "data.num_samples=2048",
+        "data.num_samples=1024",
         "data.num_val_samples=16",
     )
     wait_for(
@@ -365,7 +365,7 @@ def test_resume_skips_what_finished_and_runs_the_rest(tmp_path) -> None:
             "batch_size=8,16,32",
             "task.epochs=1",
             "device=cpu",
-            "data.num_samples=2048",
+            "data.num_samples=1024",
             "data.num_val_samples=16",
             "tracking.system_metrics_interval_s=0",
             "sweep.resume=failed",

@@ -206,8 +206,8 @@ RANKS_JOIN_S = 300.0
 
 
 def _join_nodes(torch: Any, backend: str, options: dict[str, Any], world: World, collectives: Any) -> None:
-    """Join a process group spanning nodes within RANKS_JOIN_S, then give its collectives their own timeout;
-    NodeLost naming the wait where a node's ranks never came."""
+    """Join a process group spanning nodes within RANKS_JOIN_S, then give its collectives their own timeout.
+    Raises NodeLost, saying how long it waited, where another node's ranks never came."""
     import datetime
 
     from trainbench.frameworks.base import NodeLost
