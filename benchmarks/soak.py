@@ -1,6 +1,7 @@
-"""A soak, as trusted stores test themselves: a sweep runs while a second process imports, a third exports, and a
-chaos loop takes the store's lock and SIGKILLs cells; at the end every run must be closed, none duplicated, and every
-point a finished cell logged there.
+"""A soak, as trusted stores test themselves: a sweep runs while a second process imports, a third exports what was
+imported (the sweep's runs are exported only once it ends), and a chaos loop takes the store's lock and SIGKILLs
+cells; at the end every run must be closed, none duplicated, every point a finished cell logged there, and at least
+one export written.
 
     python benchmarks/soak.py [--seconds 600] [--folder DIR]
 
@@ -69,8 +70,10 @@ def export_document(runs: int) -> dict[str, object]:
 
 
 class Soak:
-    def __init__(self, folder: Path, seconds: float) -> None:
-        self.folder, self.seconds = folder, seconds
+    def __init__(self, folder: Path, seconds: float, pause_s: float = 1.0) -> None:
+        """`pause_s`: the importer's pause between files, twice that the exporter's between exports (each a Python
+        process importing MLflow: seconds of CPU on a small machine)."""
+        self.folder, self.seconds, self.pause_s = folder, seconds, pause_s
         self.store = folder / "mlflow.db"
         self.env = env_for(self.store)
         self.stop = threading.Event()
@@ -93,13 +96,15 @@ class Soak:
                 self.counts[f"import exit {done.returncode}"] += 1
                 if done.returncode == 0:
                     self.imported_ids += [r["run_id"] for r in document["runs"]]  # type: ignore[index]
-            self.stop.wait(1)
+            self.stop.wait(self.pause_s)
 
     def exporter(self) -> None:
         while not self.stop.is_set():
-            done = self.python(SHELL.format("export_main"), "-o", str(self.folder / "exported.json"))
+            # The imported runs: finished, while the sweep's own stay unexportable until the sweep ends
+            exported = self.folder / "exported.json"
+            done = self.python(SHELL.format("export_main"), "--experiment", "imported", "-o", str(exported))
             self.counts[f"export exit {done.returncode}"] += 1
-            self.stop.wait(2)
+            self.stop.wait(2 * self.pause_s)
 
     def chaos(self, sweep: subprocess.Popen[str]) -> None:
         last_kill = time.monotonic()
@@ -185,6 +190,7 @@ class Soak:
             "a finished cell missing a point": len(short),
             "a traceback": tracebacks,
             "the sweep not ended after Ctrl-C": sweep_stderr.count("NOT ENDED"),
+            "no export written": int(self.imported_ids != [] and not self.counts["export exit 0"]),
         }
         broken = {what: n for what, n in failures.items() if n}
         print("soak: " + ("held" if not broken else "FAILED: " + ", ".join(f"{w} ({n})" for w, n in broken.items())))

@@ -17,7 +17,8 @@ import soak  # noqa: E402
 
 @pytest.mark.slow
 def test_a_sweep_beside_imports_exports_locks_and_kills_ends_whole(tmp_path: Path, capsys) -> None:
-    verdict = soak.Soak(tmp_path, seconds=35).run()  # a cell SIGKILLed (every 25 s), four or so locks, many imports
+    # imports and exports every few seconds, the store's lock taken every 8 s or so, a running cell SIGKILLed every 25 s
+    verdict = soak.Soak(tmp_path, seconds=35, pause_s=3).run()
     printed = capsys.readouterr().out
     print(printed)
     assert verdict == 0, printed
