@@ -59,7 +59,7 @@ def _upsample(patterns: np.ndarray, size: int) -> np.ndarray:
 def digits(val_fraction: float, seed: int) -> tuple[Split, Split, int]:
     """scikit-learn's 1,797 real 8x8 digits (pixel values 0-16), split stratified by class: the file and the split
     of sklearn.datasets.load_digits and train_test_split(stratify=..., random_state=seed), read without importing
-    scikit-learn (with SciPy and pandas, a second of every digits cell's start)."""
+    scikit-learn, which brings SciPy and pandas into the cell's start (results/2026-11-29-test-suite-time)."""
     with gzip.open(_digits_file()) as rows:
         data = np.loadtxt(rows, delimiter=",")
     assert data.shape == (DIGITS_SAMPLES, 65), data.shape
