@@ -3,11 +3,12 @@ imported (the sweep's runs are exported only once it ends), and a chaos loop tak
 cells; at the end every run must be closed, none duplicated, every point a finished cell logged there, and at least
 one export written.
 
-    python benchmarks/soak.py [--seconds 600] [--folder DIR]
+    python benchmarks/soak.py [--seconds 600] [--folder DIR] [--server]
 
-The store is SQLite (the chaos holds a write transaction for LOCK_S, as another writer would); a tracking server's
-blinks are not part of this soak (tests/test_tracking_resilience.py blinks one). Prints the counts and exits 1 when
-an invariant fails. tests/test_soak.py runs a short one.
+The store is SQLite (the chaos holds a write transaction for LOCK_S, as another writer would). With --server every
+process reaches it through an `mlflow server` (tests/servers.py) that the chaos SIGKILLs every BLINK_EVERY_S and
+starts again BLINK_S later, inside the sweep's tracking.outage_s. Prints the counts and exits 1 when an invariant
+fails. tests/test_soak.py runs short ones.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -37,6 +39,7 @@ CELL = ["model=mlp", "data=digits", "device=cpu", f"task.epochs={EPOCHS}", "trac
 LOCK_S = 2.0  # a write transaction held this long, every LOCK_EVERY_S or so
 LOCK_EVERY_S = 8.0
 KILL_EVERY_S = 25.0  # a cell SIGKILLed this often
+BLINK_EVERY_S, BLINK_S = 20.0, 5.0  # --server: the tracking server SIGKILLed this often, and started again this later
 STOP_BOUND_S = 120  # the sweep ends this soon after Ctrl-C, or the soak fails and lists its processes
 SHELL = "import sys; from trainbench.store.sharing.commands import {0}; sys.exit({0}(sys.argv[1:]))"
 
@@ -70,10 +73,12 @@ def export_document(runs: int) -> dict[str, object]:
 
 
 class Soak:
-    def __init__(self, folder: Path, seconds: float, pause_s: float = 1.0) -> None:
+    def __init__(self, folder: Path, seconds: float, pause_s: float = 1.0, server: bool = False) -> None:
         """`pause_s`: the importer's pause between files, twice that the exporter's between exports (each a Python
-        process importing MLflow: seconds of CPU on a small machine)."""
-        self.folder, self.seconds, self.pause_s = folder, seconds, pause_s
+        process importing MLflow: seconds of CPU on a small machine). `server`: every process reaches the store
+        through an `mlflow server` over it, which the chaos loop kills and starts again."""
+        self.folder, self.seconds, self.pause_s, self.with_server = folder, seconds, pause_s, server
+        self.server: Any = None
         self.store = folder / "mlflow.db"
         self.env = env_for(self.store)
         self.stop = threading.Event()
@@ -107,8 +112,14 @@ class Soak:
             self.stop.wait(2 * self.pause_s)
 
     def chaos(self, sweep: subprocess.Popen[str]) -> None:
-        last_kill = time.monotonic()
+        last_kill = last_blink = time.monotonic()
         while not self.stop.wait(random.uniform(0.5, 1.5) * LOCK_EVERY_S):
+            if self.server is not None and time.monotonic() - last_blink >= BLINK_EVERY_S:
+                self.server.stop(kill=True)  # a crash: no shutdown handler runs
+                self.counts["server blinks"] += 1
+                time.sleep(BLINK_S)
+                self.server.start()  # same port, same store
+                last_blink = time.monotonic()
             if self.store.exists():
                 with sqlite3.connect(self.store, timeout=60, isolation_level=None) as db:
                     db.execute("BEGIN IMMEDIATE")  # the store's write lock, held as a slow writer would
@@ -120,6 +131,19 @@ class Soak:
                 kill_running_cell(sweep.pid, self.counts)
 
     def run(self) -> int:
+        if not self.with_server:
+            return self._run()
+        sys.path.insert(0, str(ROOT / "tests"))
+        from servers import MlflowServer  # the tests' real server, over this soak's SQLite file
+
+        self.server = MlflowServer(self.folder / "server", store_uri=f"sqlite:///{self.store}").start()
+        self.env["MLFLOW_TRACKING_URI"] = self.server.uri
+        try:
+            return self._run()
+        finally:
+            self.server.stop()
+
+    def _run(self) -> int:
         sizes = ",".join(str(b) for b in (8, 16, 24, 32, 48, 64, 96, 128) * 40)  # more cells than the time allows
         sweep = subprocess.Popen(
             [sys.executable, str(ROOT / "src" / "run.py"), "-m", *CELL, f"batch_size={sizes}",
@@ -241,12 +265,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--folder", default=None, help="keep the store here (default: a temporary folder)")
+    parser.add_argument("--server", action="store_true", help="through an mlflow server that the chaos blinks")
     args = parser.parse_args()
     if args.folder:
         Path(args.folder).mkdir(parents=True, exist_ok=True)
-        return Soak(Path(args.folder), args.seconds).run()
+        return Soak(Path(args.folder), args.seconds, server=args.server).run()
     with tempfile.TemporaryDirectory(prefix="soak-") as folder:
-        return Soak(Path(folder), args.seconds).run()
+        return Soak(Path(folder), args.seconds, server=args.server).run()
 
 
 if __name__ == "__main__":
