@@ -334,19 +334,22 @@ def test_a_read_only_store_folder_is_reported_read_only_not_removed(tmp_path) ->
     assert tracking.store_fault(cannot_open, uri) == "its files were removed"  # unmounted: the database is gone
 
 
-def test_a_run_id_that_holds_429_is_not_a_busy_store() -> None:
-    """HTTP 429 is waited out; the digits 429 inside a run id that an error quotes are not a 429 (a missing run
-    once read as a busy store made an import wait for tracking.outage_s)."""
+@pytest.mark.parametrize("run_id", ["3f4295e0c1d84a2bb1e5d7a0429c11aa", "e802650210414534a16e896c484cdd2f"])
+def test_a_run_id_that_holds_an_http_status_is_neither_a_busy_store_nor_a_server_down(run_id: str) -> None:
+    """HTTP 429 and 502-504 are waited out; those digits inside a run id that an error quotes are not a status (a
+    missing run once read as a busy store, or as a Bad Gateway, made an import wait for tracking.outage_s)."""
     from mlflow.exceptions import MlflowException
 
-    from trainbench.store.tracking import busy
+    from trainbench.store.tracking import busy, unanswered
 
-    missing = MlflowException(
-        "Run with id=3f4295e0c1d84a2bb1e5d7a0429c11aa not found", error_code="RESOURCE_DOES_NOT_EXIST"
-    )
+    missing = MlflowException(f"Run with id={run_id} not found", error_code="RESOURCE_DOES_NOT_EXIST")
     assert not busy(missing)
+    assert not unanswered(missing)
     assert busy(MlflowException("API request failed with error code 429 != 200: Too Many Requests"))
     assert busy(MlflowException("(sqlite3.OperationalError) database is locked"))
+    assert unanswered(MlflowException("API request failed with error code 502 != 200. Response body: ''"))
+    assert unanswered(MlflowException("Max retries exceeded with url: ... (Caused by ResponseError('too many 503 "
+                                      "error responses'))"))  # fmt: skip
 
 
 def test_parallel_cells_whose_store_was_emptied_under_them_say_they_ran_not_not_started(tmp_path) -> None:

@@ -160,9 +160,6 @@ _UNANSWERED = (
     "remotedisconnected",
     "failed to establish a new connection",
     "read timed out",
-    "502",
-    "503",
-    "504",
     "bad gateway",
     "service unavailable",
     "gateway timeout",
@@ -171,7 +168,7 @@ _UNANSWERED = (
 
 def unanswered(error: BaseException) -> bool:
     text = f"{type(error).__name__} {error}".lower()
-    return any(needle in text for needle in _UNANSWERED)
+    return any(needle in text for needle in _UNANSWERED) or bool(_STATUS_5XX.search(text))
 
 
 # What a store answers while another client holds what a write needs: SQLite's lock (after its own 5 s wait),
@@ -188,8 +185,10 @@ _BUSY = (
 )
 
 
-# HTTP 429 as a status, not the digits inside a run id that an error message quotes (a hex id holds "429" often).
+# HTTP statuses as statuses, not the digits inside a run id that an error message quotes: a hex id holds "429" or
+# "502" often, and a missing run read as an outage makes an import wait for tracking.outage_s.
 _STATUS_429 = re.compile(r"(?<![0-9a-f])429(?![0-9a-f])")
+_STATUS_5XX = re.compile(r"(?<![0-9a-f])50[234](?![0-9a-f])")
 
 
 def busy(error: BaseException) -> bool:
