@@ -1,12 +1,12 @@
 """A soak, as trusted stores test themselves: a sweep runs while a second process imports, a third exports what was
-imported (the sweep's runs are exported only once it ends), and a chaos loop takes the store's lock and SIGKILLs
-cells; at the end every run must be closed, none duplicated, every point a finished cell logged there, and at least
-one export written.
+imported (the sweep's runs are exported only once it ends), and chaos threads take the store's lock and SIGKILL a
+running cell every KILL_EVERY_S; at the end every run must be closed, none duplicated, every point a finished cell
+logged there, at least one export written, and every kind of chaos must have struck.
 
     python benchmarks/soak.py [--seconds 600] [--folder DIR] [--server]
 
-The store is SQLite (the chaos holds a write transaction for LOCK_S, as another writer would). With --server every
-process reaches it through an `mlflow server` (tests/servers.py) that the chaos SIGKILLs every BLINK_EVERY_S and
+The store is SQLite (the lock is a write transaction held for LOCK_S, as another writer would). With --server every
+process reaches it through an `mlflow server` (tests/servers.py) that a chaos thread SIGKILLs every BLINK_EVERY_S and
 starts again BLINK_S later, inside the sweep's tracking.outage_s. Prints the counts and exits 1 when an invariant
 fails. tests/test_soak.py runs short ones.
 """
@@ -76,12 +76,14 @@ class Soak:
     def __init__(self, folder: Path, seconds: float, pause_s: float = 1.0, server: bool = False) -> None:
         """`pause_s`: the importer's pause between files, twice that the exporter's between exports (each a Python
         process importing MLflow: seconds of CPU on a small machine). `server`: every process reaches the store
-        through an `mlflow server` over it, which the chaos loop kills and starts again."""
+        through an `mlflow server` over it, which a chaos thread kills and starts again."""
         self.folder, self.seconds, self.pause_s, self.with_server = folder, seconds, pause_s, server
         self.server: Any = None
         self.store = folder / "mlflow.db"
         self.env = env_for(self.store)
         self.stop = threading.Event()
+        self.sweep_exit: int | None = None
+        self.cells_started = threading.Event()  # the kill's and the blink's clocks start with the first cell
         self.counts: Counter[str] = Counter()
         self.imported_ids: list[str] = []  # ids of the files' runs whose import said so (exit 0)
 
@@ -111,24 +113,30 @@ class Soak:
             self.counts[f"export exit {done.returncode}"] += 1
             self.stop.wait(2 * self.pause_s)
 
-    def chaos(self, sweep: subprocess.Popen[str]) -> None:
-        last_kill = last_blink = time.monotonic()
+    def locker(self) -> None:
         while not self.stop.wait(random.uniform(0.5, 1.5) * LOCK_EVERY_S):
-            if self.server is not None and time.monotonic() - last_blink >= BLINK_EVERY_S:
-                self.server.stop(kill=True)  # a crash: no shutdown handler runs
-                self.counts["server blinks"] += 1
-                time.sleep(BLINK_S)
-                self.server.start()  # same port, same store
-                last_blink = time.monotonic()
             if self.store.exists():
                 with sqlite3.connect(self.store, timeout=60, isolation_level=None) as db:
                     db.execute("BEGIN IMMEDIATE")  # the store's write lock, held as a slow writer would
                     time.sleep(LOCK_S)
                     db.execute("COMMIT")
                 self.counts["locks held"] += 1
-            if time.monotonic() - last_kill >= KILL_EVERY_S:
-                last_kill = time.monotonic()
-                kill_running_cell(sweep.pid, self.counts)
+
+    def killer(self, sweep: subprocess.Popen[str]) -> None:
+        # Every KILL_EVERY_S, the next cell process seen: cells come and go between ticks of a slower loop
+        self.cells_started.wait()
+        while not self.stop.wait(KILL_EVERY_S):
+            while not self.stop.is_set() and not kill_running_cell(sweep.pid, self.counts):
+                time.sleep(0.2)
+
+    def blinker(self) -> None:
+        # Not before the sweep has reached the server: a server down at its start is refused (tested elsewhere)
+        self.cells_started.wait()
+        while not self.stop.wait(BLINK_EVERY_S):
+            self.server.stop(kill=True)  # a crash: no shutdown handler runs
+            self.counts["server blinks"] += 1
+            time.sleep(BLINK_S)
+            self.server.start()  # same port, same store
 
     def run(self) -> int:
         if not self.with_server:
@@ -151,8 +159,9 @@ class Soak:
             cwd=self.folder, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
         )  # fmt: skip
-        threads = [threading.Thread(target=t, daemon=True) for t in (self.importer, self.exporter)]
-        threads.append(threading.Thread(target=self.chaos, args=(sweep,), daemon=True))
+        chaos = [self.importer, self.exporter, self.locker] + ([self.blinker] if self.server is not None else [])
+        threads = [threading.Thread(target=t, daemon=True) for t in chaos]
+        threads.append(threading.Thread(target=self.killer, args=(sweep,), daemon=True))
         for thread in threads:
             thread.start()
         # The clock starts with the sweep's first cell: on a loaded machine the sweep's own start (Python, Hydra,
@@ -160,6 +169,7 @@ class Soak:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and sweep.poll() is None and not running_cells(sweep.pid):
             time.sleep(0.5)
+        self.cells_started.set()
         time.sleep(self.seconds)
         os.killpg(sweep.pid, signal.SIGINT)  # Ctrl-C: the sweep records the running cell and ends
         try:
@@ -167,8 +177,10 @@ class Soak:
         except subprocess.TimeoutExpired as late:
             err = still_running(sweep, late)
         self.stop.set()
+        self.cells_started.set()
         for thread in threads:
             thread.join(timeout=600)
+        self.sweep_exit = sweep.returncode
         self.counts[f"sweep exit {sweep.returncode}"] += 1
         return self.verdict(err)
 
@@ -205,7 +217,7 @@ class Soak:
         (self.folder / "sweep-stderr.txt").write_text(sweep_stderr)
         tracebacks = sweep_stderr.count("Traceback")
         print(f"tracebacks on the sweep's stderr: {tracebacks}")
-        if "NOT ENDED" in sweep_stderr:
+        if "NOT ENDED" in sweep_stderr or self.sweep_exit != 130:
             print(sweep_stderr[-4000:])
         failures = {
             "a run left RUNNING": statuses.get("RUNNING", 0),
@@ -214,7 +226,14 @@ class Soak:
             "a finished cell missing a point": len(short),
             "a traceback": tracebacks,
             "the sweep not ended after Ctrl-C": sweep_stderr.count("NOT ENDED"),
+            "the sweep ended before Ctrl-C, or not by it": int(self.sweep_exit != 130),
             "no export written": int(self.imported_ids != [] and not self.counts["export exit 0"]),
+            # A soak whose chaos never struck proves nothing
+            "no cell SIGKILLed": int(self.seconds >= KILL_EVERY_S and not self.counts["cells SIGKILLed"]),
+            "no lock held": int(self.seconds >= 2 * LOCK_EVERY_S and not self.counts["locks held"]),
+            "no server blink": int(
+                self.server is not None and self.seconds >= BLINK_EVERY_S and not self.counts["server blinks"]
+            ),
         }
         broken = {what: n for what, n in failures.items() if n}
         print("soak: " + ("held" if not broken else "FAILED: " + ", ".join(f"{w} ({n})" for w, n in broken.items())))
@@ -251,14 +270,17 @@ def running_cells(sweep_pid: int) -> list[psutil.Process]:
         return []
 
 
-def kill_running_cell(sweep_pid: int, counts: Counter[str]) -> None:
-    """SIGKILL the running cell's process (not the sweep): the sweep must record it and go on."""
+def kill_running_cell(sweep_pid: int, counts: Counter[str]) -> bool:
+    """SIGKILL the running cell's process (not the sweep): the sweep must record it and go on. False: none ran."""
+    killed = False
     for cell in running_cells(sweep_pid):
         try:
             cell.kill()
             counts["cells SIGKILLed"] += 1
+            killed = True
         except psutil.Error:
             continue
+    return killed
 
 
 def main() -> int:
