@@ -4,6 +4,7 @@ processes (tests/servers.py), a real SIGKILL; nothing of MLflow is mocked."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -112,6 +113,9 @@ def test_a_server_down_beyond_mlflows_retries_mid_sweep_costs_no_metric_point_an
         assert parent.info.status == "FINISHED" and parent.data.metrics["cells_finished"] == 2
         assert "summary.txt" in {a.path for a in client.list_artifacts(parent.info.run_id)}
         assert out.count("finished") >= 2
+        # One line when the outage begins, saying what the server did in words, and one when it ends
+        assert "trainbench: the tracking server does not answer (connection refused): waiting for it up to 300 s" in err
+        assert re.search(r"trainbench: the tracking server answers again after \d+ s", err), err[-3000:]
 
 
 @pytest.mark.parametrize("store", ["sqlite", "mlflow_server_postgres"])

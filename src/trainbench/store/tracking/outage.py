@@ -212,7 +212,24 @@ def _outage_reason(error: BaseException) -> str:
     for line in str(error).splitlines():
         if any(needle in line.lower() for needle in _BUSY):
             return redact_paths(redact(_DRIVER_ERROR_PREFIX.sub("", line.strip())))[:120]
-    return error_line(error)[:120]
+    # requests' words come last in a long line that names the endpoint and the connection pool first
+    text = str(error).lower()
+    said = next((words for words in _UNANSWERED_SAID if words in text), None)
+    return said or error_line(error)[:120]
+
+
+# What a server that does not answer is said to do, the most telling words first.
+_UNANSWERED_SAID = (
+    "connection refused",
+    "connection reset",
+    "connection aborted",
+    "remote end closed connection without response",
+    "read timed out",
+    "failed to establish a new connection",
+    "bad gateway",
+    "service unavailable",
+    "gateway timeout",
+)
 
 
 _DRIVER_ERROR_PREFIX = re.compile(r"^\([\w.]+\)\s*")  # "(psycopg.errors.LockNotAvailable) "
