@@ -290,3 +290,41 @@ def test_a_machine_s_geometric_mean_says_too_close_to_call_where_the_workloads_i
     assert line_of(tight).endswith(": 2x (1.96-2.04)")
     wide = [workload("a", 110.0, 20.0, 100.0, 15.0), workload("b", 105.0, None, 100.0, 1.0)]
     assert line_of(wide).endswith(": 1.07x, too close to call (0.807-1.4)")
+
+
+def test_a_colleagues_machine_of_the_same_name_is_marked_contributed_not_taken_for_this_one(tmp_path: Path) -> None:
+    """This CPU's suite export as "this sweep", and the same runs under new ids as a colleague's export from a
+    machine of the same name: the summary keeps the two apart and says which is the colleague's."""
+    import uuid
+
+    from trainbench.report import suite_summary
+    from trainbench.report.selection import Selection, select
+    from trainbench.store import sources
+
+    mine_file = next((f for f in suite_files() if "cpu" in f.name), None)
+    if mine_file is None:
+        pytest.skip("results/contributed/ holds no CPU export of this suite version")
+    document = json.loads(mine_file.read_text(encoding="utf-8"))
+    renamed = {run["run_id"]: uuid.uuid4().hex for run in document["runs"]}
+    for run in document["runs"]:
+        run["run_id"] = renamed[run["run_id"]]
+        run["parent_run_id"] = renamed.get(run["parent_run_id"]) if run["parent_run_id"] else None
+        run["tags"] = {key: renamed.get(value, value) for key, value in run["tags"].items()}
+    colleagues = tmp_path / "colleague.json"
+    colleagues.write_text(json.dumps(document))
+
+    opened = [sources.open_file(path, contributed=True) for path in (mine_file, colleagues)]
+    mine = {r.info.run_id for r in opened[0].exported.runs if r.data.tags.get("trainbench.suite")}
+    entries, _ = select(opened, Selection("trainbench"), mine_runs=mine, histories=False)
+    found = suite_summary.summarise(entries, mine)
+    lines = suite_summary.terminal_lines(found)
+
+    label = found.this_machine
+    assert f"{label} (contributed)" in found.workloads[0].values
+    workload_lines = [line.strip() for line in lines if line.startswith("    ")]
+    assert any(line.startswith("this machine: ") for line in workload_lines)
+    assert any(line.startswith(f"{label} (contributed): ") for line in workload_lines)
+    assert not any(line.startswith(f"{label}: ") for line in workload_lines)  # never the bare name, as if this one
+    # its own per-machine line, beside this machine's
+    assert len([line for line in lines if line.startswith(f"  {label} (contributed): geometric mean over")]) == 1
+    assert len([line for line in lines if line.startswith(f"  {label} (this machine): geometric mean over")]) == 1

@@ -157,6 +157,8 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
             value = e.value(metric.name)
             if value is not None and value > 0:
                 machine = THIS_MACHINE if e.run_id in mine_runs else machine_of(e)
+                if machine == this_machine and e.origin_kind == "contributed":
+                    machine += " (contributed)"  # a colleague's machine of the same name, not this one's history
                 figures[machine].append(value)
                 runs_of[machine].append(e)
         workload = Workload(_title(ours[0]), metric)
