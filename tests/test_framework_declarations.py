@@ -37,9 +37,10 @@ class QuickConfig(FrameworkConfig):
     run_flags: ClassVar[tuple[str, ...]] = ("quickfw.fast_path",)
     fast_path: bool = False  # the framework's own knob
 """
+# Machines no test host is: a report puts the machine it runs on first, and the tests run on Xeons and EPYCs
 MACHINES = {
-    "a": {"hw.cpu": "Intel(R) Xeon(R) Processor", "hw.cpu_cores": "2", "trainbench.backend": "cpu"},
-    "b": {"hw.cpu": "AMD EPYC 9654 96-Core Processor", "hw.cpu_cores": "2", "trainbench.backend": "cpu"},
+    "a": {"hw.cpu": "Ampere Altra Q80-30", "hw.cpu_cores": "2", "trainbench.backend": "cpu"},
+    "b": {"hw.cpu": "HiSilicon Kunpeng-920", "hw.cpu_cores": "2", "trainbench.backend": "cpu"},
 }
 
 

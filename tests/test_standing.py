@@ -20,6 +20,7 @@ import pytest
 from conftest import ROOT, with_schema
 from trainbench.config import params
 from trainbench.config.compose import cells_for
+from trainbench.measure import hardware
 from trainbench.report import standing
 
 XEON = {"hw.cpu": "Intel(R) Xeon(R) Processor", "hw.cpu_cores": "2", "trainbench.backend": "cpu"}
@@ -161,8 +162,17 @@ def test_the_suite_summary_keeps_a_contributed_machine_of_this_label_and_leaves_
     mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
     opened = [sources.StoreSource(uri, uri, client=client), standing.shared_source(client, uri)]
     entries, _ = select(opened, Selection("trainbench"), mine_runs={mine}, histories=False)
-    (workload,) = suite_summary.summarise(entries, {mine}).workloads
-    assert workload.values == {"this machine": 500.0, "Intel Xeon CPU (2 cores)": 1000.0}, workload.values
+    found = suite_summary.summarise(entries, {mine})
+    (workload,) = found.workloads
+    # marked as a colleague's, never shown under this machine's bare name
+    assert workload.values == {"this machine": 500.0, "Intel Xeon CPU (2 cores) (contributed)": 1000.0}
+    lines = suite_summary.terminal_lines(found)
+    assert "    Intel Xeon CPU (2 cores) (contributed): 1,000  2x this machine" in lines, lines
+    per_machine = [line.split(": geometric mean")[0] for line in lines if ": geometric mean over" in line]
+    assert sorted(per_machine) == [
+        "  Intel Xeon CPU (2 cores) (contributed)",
+        "  Intel Xeon CPU (2 cores) (this machine)",
+    ]
 
 
 def test_where_no_other_machine_ran_the_setting_the_nearest_are_listed_apart(store) -> None:
@@ -199,7 +209,7 @@ def test_the_published_depth_study_reaches_the_first_screen_as_it_reaches_the_re
         mine = log_cell(
             store,
             ["+experiment=mlp_depth_study", "device=cpu", "model.depth=5"],
-            XEON,
+            {**hardware.host_tags(), "trainbench.backend": "cpu"},  # the report stands this host's runs
             {"samples_per_s": 5000.0, "total_time_s": 30.0, "device_init_time_s": 0.1},
             **{"trainbench.framework": "tensorflow", "trainbench.framework_version": "2.20.0"},
         )
