@@ -96,6 +96,8 @@ def once(launcher: str, folder: Path) -> dict[str, object]:
             cell_end = now
         if all(gone(p) for p in tree):
             everything_end = now
+            if cell_end is None and all(gone(c) for c in cells):
+                cell_end = now  # the cells ended between the two looks above
             break
         time.sleep(POLL_S)
     for process in tree:  # never leave one behind, whatever the figures

@@ -80,7 +80,7 @@ def test_one_run_reads_the_same_in_the_summary_the_first_screen_results_and_the_
     (row,) = [
         line
         for line in results.stdout.splitlines()
-        if second.info.run_name in line and "Intel" in line and figure in line
+        if second.info.run_name in line and second.data.tags["hw.label"] in line and figure in line
     ]
     assert "contributed" in results.stdout or "NVIDIA H100" in results.stdout  # results/contributed/ by default
     out = tmp_path / "report"
