@@ -378,6 +378,20 @@ def test_every_contributed_file_reads_and_names_no_path_or_person(path: Path) ->
     assert path.name in (CONTRIBUTED / "README.md").read_text()  # each file is described there
 
 
+def test_a_file_checked_before_it_is_shared_is_listed_alone_and_a_contributed_file_never_twice() -> None:
+    """`trainbench results FILE` (results/contributed/README.md's check of a new file) shows that file's cells
+    alone; asked for results/contributed/ too, a file both named and contributed is read once."""
+    files = sorted(CONTRIBUTED.glob("*.json"))
+    cells = {
+        p: [r.info.run_id for r in read_export(p).runs if r.data.tags.get("trainbench.kind") == "cell"] for p in files
+    }
+    mine = files[-1]
+    alone = trainbench.results(files=[mine])
+    assert sorted(row.run_id for row in alone.rows) == sorted(cells[mine])
+    everything = trainbench.results(files=[mine], contributed=True)
+    assert sorted(row.run_id for row in everything.rows) == sorted(i for ids in cells.values() for i in ids)
+
+
 def test_a_store_in_another_folder_keeps_its_artifacts_beside_it(tmp_path: Path) -> None:
     """Not in the project's mlruns/ (nor wherever the command was started): beside the database."""
     from trainbench.store import tracking

@@ -27,9 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--contributed",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="list the runs of results/contributed/ too, as the first screen and the report read them "
-        "(--no-contributed: leave them out)",
+        default=None,
+        help="list the runs of results/contributed/ too, as the first screen and the report read them (the "
+        "default, except where only EXPORT_FILEs are given: then they are listed alone; --no-contributed: never)",
     )
     args = parser.parse_args(argv)
     try:

@@ -57,11 +57,12 @@ def results(
     files: Iterable[str | os.PathLike[str]] = (),
     experiment: str = DEFAULT_EXPERIMENT,
     sweep: str | None = None,
-    contributed: bool = True,
+    contributed: bool | None = None,
 ) -> Results:
     """The runs table of `trainbench results`: the cells of the stores (one URI or several; by default
-    $MLFLOW_TRACKING_URI, else the project's, unless only files are given), of export files, and of
-    results/contributed/ (contributed=False: not those; nor with `sweep`, one sweep run's cells)."""
+    $MLFLOW_TRACKING_URI, else the project's), of export files, and of results/contributed/ (contributed=False:
+    not those; nor with `sweep`, one sweep run's cells). Files given alone are listed alone: neither the default
+    store nor results/contributed/ unless asked for (a file being checked before it is shared reads on its own)."""
     from trainbench.results_table import columns
     from trainbench.store import sources, tracking
 
@@ -70,11 +71,18 @@ def results(
     uris = [tracking.resolve_tracking_uri(uri) for uri in given]
     if not uris and not paths:
         uris = [tracking.resolve_tracking_uri(None)]
+    if contributed is None:
+        contributed = bool(uris)
     try:
         opened: list[Any] = [sources.open_store(uri) for uri in uris]
         opened += [sources.open_file(path) for path in paths]
         if contributed and not sweep:
-            opened += sources.open_contributed()
+            named = {path.resolve() for path in paths}  # a contributed file named as well is read once
+            opened += [
+                sources.open_file(path, contributed=True)
+                for path in sources.contributed_files()
+                if path.resolve() not in named
+            ]
     except (tracking.TrackingUnavailable, sources.SourceError) as error:
         raise BadInput(tracking.private(str(error))) from None
     stores = [s for s in opened if isinstance(s, sources.StoreSource)]
