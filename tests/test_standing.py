@@ -158,6 +158,8 @@ def test_the_suite_summary_keeps_a_contributed_machine_of_this_label_and_leaves_
     client, uri, _ = store
     shared = (client, uri, client.create_experiment(SHARED_EXPERIMENT))
     log_cell(shared, TINY, XEON, {"samples_per_s": 1000.0, "samples_per_s_ci95": 10.0})
+    jax = {"trainbench.framework": "jax", "trainbench.framework_version": "0.10.2"}
+    log_cell(shared, TINY, XEON, {"samples_per_s": 800.0, "samples_per_s_ci95": 10.0}, **jax)
     log_cell(store, TINY, XEON, {"samples_per_s": 400.0, "samples_per_s_ci95": 10.0})  # an earlier run here
     mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
     opened = [sources.StoreSource(uri, uri, client=client), standing.shared_source(client, uri)]
@@ -165,12 +167,17 @@ def test_the_suite_summary_keeps_a_contributed_machine_of_this_label_and_leaves_
     found = suite_summary.summarise(entries, {mine})
     (workload,) = found.workloads
     # marked as a colleague's, never shown under this machine's bare name
-    assert workload.values == {"this machine": 500.0, "Intel Xeon CPU (2 cores) (contributed)": 1000.0}
+    assert workload.values == {
+        "this machine": 500.0,
+        "Intel Xeon CPU (2 cores) (contributed)": 1000.0,
+        "Intel Xeon CPU (2 cores) (jax) (contributed)": 800.0,
+    }
     lines = suite_summary.terminal_lines(found)
     assert "    Intel Xeon CPU (2 cores) (contributed): 1,000  2x this machine" in lines, lines
     per_machine = [line.split(": geometric mean")[0] for line in lines if ": geometric mean over" in line]
     assert sorted(per_machine) == [
         "  Intel Xeon CPU (2 cores) (contributed)",
+        "  Intel Xeon CPU (2 cores) (jax) (contributed)",
         "  Intel Xeon CPU (2 cores) (this machine)",
     ]
 

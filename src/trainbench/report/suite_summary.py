@@ -138,6 +138,7 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
     sweep's finished cells), each with every machine's median figure, and the per-machine geometric means."""
     mine = [e for e in entries if e.run_id in mine_runs]
     this_machine = machine_of(mine[0]) if mine else THIS_MACHINE
+    this_label = mine[0].column.hw_label if mine else None
     by_key: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
     for e in entries:
         swept = e.run_id in mine_runs
@@ -157,8 +158,8 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
             value = e.value(metric.name)
             if value is not None and value > 0:
                 machine = THIS_MACHINE if e.run_id in mine_runs else machine_of(e)
-                if machine == this_machine and e.origin_kind == "contributed":
-                    machine += " (contributed)"  # a colleague's machine of the same name, not this one's history
+                if machine != THIS_MACHINE and e.origin_kind == "contributed" and e.column.hw_label == this_label:
+                    machine += " (contributed)"  # a colleague's machine of this one's name, in any framework
                 figures[machine].append(value)
                 runs_of[machine].append(e)
         workload = Workload(_title(ours[0]), metric)
