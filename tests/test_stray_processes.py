@@ -81,6 +81,23 @@ def wait_until(condition, timeout: float, what: str, sweep: subprocess.Popen[str
         time.sleep(poll_s)
 
 
+def cells_hanging(pgid: int, uri: str, count: int) -> bool:
+    """`count` cell runs exist and as many cell processes sit idle for a second, in their injected sleep. A worker
+    started ahead of its cell (trainbench.sweep.cell_process.prestart) exists before the run it will be given: a
+    stop then would leave that run for the next invocation to close as `lost`, not for this test's cells."""
+    workers = with_command(pgid, "trainbench.cell.worker")
+    cells = [r for r in runs_in(uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    if len(workers) != count or len(cells) != count:
+        return False
+    try:
+        before = [sum(w.cpu_times()[:2]) for w in workers]
+        time.sleep(1.0)
+        after = [sum(w.cpu_times()[:2]) for w in workers]
+    except psutil.Error:
+        return False
+    return all(a - b < 0.05 for a, b in zip(after, before, strict=True))
+
+
 # ------------------------------------------------------------------------------------------------ how many
 
 
@@ -131,8 +148,7 @@ def test_a_joblib_sweep_stopped_mid_cell_leaves_no_process_behind(start, stop, t
     sweep, uri = start("hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1", *HANGING_CELL)
     pgid = sweep.pid
     try:
-        wait_until(lambda: len(with_command(pgid, "trainbench.cell.worker")) == 2, 120, "both cells", sweep)
-        time.sleep(0.5)  # the cells hang now, their jobs wait on them in two joblib workers
+        wait_until(lambda: cells_hanging(pgid, uri, 2), 120, "both cells in their injected sleep", sweep)
         os.killpg(pgid, stop) if to_group else sweep.send_signal(stop)
         _, err = sweep.communicate(timeout=60)
         left_after = time.monotonic() + 15
