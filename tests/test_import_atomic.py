@@ -30,19 +30,24 @@ def many_runs(path: Path, copies: int) -> int:
     document = json.loads(CONTRIBUTED.read_text())
     runs = []
     for _ in range(copies):
-        renamed = {run["run_id"]: uuid.uuid4().hex for run in document["runs"]}
-        for run in copy.deepcopy(document["runs"]):
-            run["run_id"] = renamed[run["run_id"]]
-            run["parent_run_id"] = renamed.get(run["parent_run_id"]) if run["parent_run_id"] else None
-            run["tags"] = {
-                key: renamed.get(value, value) if key.startswith(("mlflow.parent", "trainbench.sweep_run")) else value
-                for key, value in run["tags"].items()
-                if key != IMPORT_ID_TAG
-            }
-            run["artifacts"] = {}
-            runs.append(run)
+        runs += renamed(copy.deepcopy(document["runs"]), lambda i: uuid.uuid4().hex)
     path.write_text(json.dumps({**document, "runs": runs}))
     return len(runs)
+
+
+def renamed(runs: list[dict], new_id) -> list[dict]:
+    """The runs under ids of their own (`new_id(index)`), their parents' and sweeps' links with them, no artifacts."""
+    ids = {run["run_id"]: new_id(i) for i, run in enumerate(runs)}
+    for run in runs:
+        run["run_id"] = ids[run["run_id"]]
+        run["parent_run_id"] = ids.get(run["parent_run_id"]) if run["parent_run_id"] else None
+        run["tags"] = {
+            key: ids.get(value, value) if key.startswith(("mlflow.parent", "trainbench.sweep_run")) else value
+            for key, value in run["tags"].items()
+            if key != IMPORT_ID_TAG
+        }
+        run["artifacts"] = {}
+    return runs
 
 
 def start_import(folder: Path, uri: str, file: Path) -> subprocess.Popen[str]:
@@ -153,15 +158,10 @@ def test_a_stopped_import_leaves_nothing_and_the_next_lands_the_file_whole(tmp_p
 def test_run_ids_that_hold_an_http_status_import_through_a_server_at_once(tmp_path: Path, mlflow_server_sqlite) -> None:
     """A run id is hex: it can hold "502" or "429". The server's "Run with id=...502... not found" once read as a
     Bad Gateway, and each such run of a file held its import for tracking.outage_s (5 minutes) before it failed."""
-    file = tmp_path / "runs.json"
-    many_runs(file, 1)
-    document = json.loads(file.read_text())
+    document = json.loads(CONTRIBUTED.read_text())
     holding = ["e8026502104145", "a503b", "0504c", "c429d"]
-    renamed = {run["run_id"]: (holding[i % 4] + uuid.uuid4().hex)[:32] for i, run in enumerate(document["runs"])}
-    for run in document["runs"]:
-        run["run_id"] = renamed[run["run_id"]]
-        run["parent_run_id"] = renamed.get(run["parent_run_id"]) if run["parent_run_id"] else None
-        run["tags"] = {key: renamed.get(value, value) for key, value in run["tags"].items()}
+    renamed(document["runs"], lambda i: (holding[i % 4] + uuid.uuid4().hex)[:32])
+    file = tmp_path / "runs.json"
     file.write_text(json.dumps(document))
 
     began = time.monotonic()

@@ -77,12 +77,7 @@ def results(
         opened: list[Any] = [sources.open_store(uri) for uri in uris]
         opened += [sources.open_file(path) for path in paths]
         if contributed and not sweep:
-            named = {path.resolve() for path in paths}  # a contributed file named as well is read once
-            opened += [
-                sources.open_file(path, contributed=True)
-                for path in sources.contributed_files()
-                if path.resolve() not in named
-            ]
+            opened += sources.open_contributed(leaving_out=paths)  # a contributed file named as well is read once
     except (tracking.TrackingUnavailable, sources.SourceError) as error:
         raise BadInput(tracking.private(str(error))) from None
     stores = [s for s in opened if isinstance(s, sources.StoreSource)]

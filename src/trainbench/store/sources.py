@@ -8,6 +8,7 @@ were first recorded under (`trainbench.import.run_id`, else their own).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -93,8 +94,10 @@ def contributed_files(folder: Path = CONTRIBUTED) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
-def open_contributed(folder: Path = CONTRIBUTED) -> list[FileSource]:
-    return [open_file(path, contributed=True) for path in contributed_files(folder)]
+def open_contributed(folder: Path = CONTRIBUTED, leaving_out: Iterable[Path] = ()) -> list[FileSource]:
+    """results/contributed/'s files, less those in `leaving_out` (files opened already, by another name too)."""
+    opened = {path.resolve() for path in leaving_out}
+    return [open_file(path, contributed=True) for path in contributed_files(folder) if path.resolve() not in opened]
 
 
 def first_key(run: Any) -> str:
