@@ -82,8 +82,8 @@ def test_a_server_down_beyond_mlflows_retries_mid_sweep_costs_no_metric_point_an
         while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:  # cell 1 is in its epochs
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
             time.sleep(0.2)
+        down_at = time.time()  # before the kill: the sweep may see the server gone before stop() returns
         server.stop(kill=True)  # SIGKILL: a crash, no shutdown handler runs
-        down_at = time.time()
         # The control: the same cell on a local store, run while the sweep waits for the server.
         control = start_multirun(control_uri, tmp_path / "control", *BLINK_CELL)
         # Down until the control has run the same cell (so cell 1 ends its epochs in the dark and the sweep waits
@@ -163,8 +163,8 @@ def test_a_server_gone_for_good_ends_the_sweep_once_tracking_outage_s_has_passed
         while stored_points(server.folder / "mlflow.db", "epoch_time_s") < 1:
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()[1][-3000:]
             time.sleep(0.2)
+        down_at = time.monotonic()  # before the kill: the sweep's clock may start before stop() returns
         server.stop(kill=True)  # and it never comes back
-        down_at = time.monotonic()
         out, err = running.communicate(timeout=900)
         gave_up_after_s = time.monotonic() - down_at
 

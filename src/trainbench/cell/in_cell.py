@@ -195,7 +195,7 @@ def one_line(error: BaseException) -> str:
 # survives them. Comma-separated entries, each FAULT (every cell's process), CELL:FAULT (only the cell at that place
 # in its sweep, from 1) or [CELL:]FAULT@RANK (only that rank of a data-parallel cell); FAULT is one of FAULTS.
 INJECT_FAULT_ENV = "TRAINBENCH_INJECT_FAULT"
-FAULTS = ("abort", "raise", "sleep", "stuck", "exit")
+FAULTS = ("abort", "raise", "sleep", "stuck", "exit", "abort_on_exit")
 
 
 def fault_for(cell_index: int, rank: int | None) -> str | None:
@@ -225,3 +225,7 @@ def inject_fault(fault: str | None) -> None:
         time.sleep(3600)
     if fault == "exit":
         os._exit(3)
+    if fault == "abort_on_exit":  # the work done, a native crash on the way out (gloo has done so on this CI)
+        import atexit
+
+        atexit.register(os.abort)

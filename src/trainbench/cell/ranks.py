@@ -93,12 +93,15 @@ def rank_main(spec_text: str) -> CellSummary:
         log.tags({"trainbench.rank_cores": rank_cores})
     inject_fault(fault_for(order.index, rank))
     try:
-        return run(order, log)
+        summary = run(order, log)
     except Exception as error:
         named = _named_lost_nodes(cell, log, error)
         if named is error:
             raise
         raise named from error
+    if spans_nodes:  # the launcher's agents wait for each other before the cell's process goes on (bounded)
+        progress.phase("recorded; waiting for the other nodes' ranks to end")
+    return summary
 
 
 def _named_lost_nodes(cell: Any, log: Any, error: Exception) -> Exception:

@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,11 +77,41 @@ def launch(count: int, entrypoint: Callable[[str], Any], argument: str, nodes: i
 
     config = launch_config(count, nodes)
     try:
-        return elastic_launch(config, entrypoint)(argument)
+        with _other_nodes_awaited_at_most(NODES_LEAVE_S if config.max_nodes > 1 else None):
+            return elastic_launch(config, entrypoint)(argument)
     except ChildFailedError as error:
         raise _cell_error(error, count * nodes) from None
     except SignalException:  # the agent turned SIGTERM/SIGINT/SIGHUP into this after stopping the ranks
         raise KeyboardInterrupt from None
+
+
+# Once this node's ranks have ended, how long its agent waits for the other nodes' agents (torch elastic's exit
+# barrier, 300 s, keeps the rendezvous' store up for ranks still at work). The cell's last collective has passed by
+# then, so the others end within seconds; an agent that never comes had its ranks crash on their way out, and the
+# cell, measured and recorded, would otherwise end 5 minutes late.
+NODES_LEAVE_S = 60.0
+
+
+@contextlib.contextmanager
+def _other_nodes_awaited_at_most(seconds: float | None) -> Iterator[None]:
+    """Within: the agents elastic_launch makes wait `seconds` at the exit barrier (None: torch's own wait). Its
+    LaunchConfig has no such field, so launch_agent's agent class is swapped for one that passes it."""
+    from torch.distributed.launcher import api
+
+    agent_class = getattr(api, "LocalElasticAgent", None)
+    if seconds is None or agent_class is None:
+        yield
+        return
+
+    class LeavingAgent(agent_class):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{"exit_barrier_timeout": seconds, **kwargs})
+
+    api.LocalElasticAgent = LeavingAgent
+    try:
+        yield
+    finally:
+        api.LocalElasticAgent = agent_class
 
 
 def launch_config(count: int, nodes: int = 1) -> Any:
