@@ -225,7 +225,7 @@ def inject_fault(fault: str | None) -> None:
         time.sleep(3600)
     if fault == "exit":
         os._exit(3)
-    if fault == "abort_on_exit":  # the work done, a native crash on the way out (gloo has done so on this CI)
+    if fault == "abort_on_exit":  # the work done, a native crash on the way out
         import atexit
 
         atexit.register(os.abort)
