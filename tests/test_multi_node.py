@@ -109,11 +109,11 @@ def node1_said(folder: Path) -> str:
 
 @pytest.mark.slow
 def test_two_nodes_joined_by_torchrun_record_one_run_of_every_rank(tmp_path, nodes_env) -> None:
-    """Twice on this 2-core CI a node 1 rank aborted in torch's gloo ("terminate called without an active
-    exception", C++, no trainbench line): once as it joined, node 0 then failing the cell once the join bound passed
-    (test_a_node_whose_ranks_never_join_...), once on its way out, node 0 then waiting for it at torch elastic's
-    exit barrier (test_a_node_whose_rank_crashes_on_its_way_out_...). The nodes are then joined once more, in a
-    fresh folder and store."""
+    """Twice on this 2-core CI a node 1 rank aborted in native code ("terminate called without an active
+    exception", no trainbench line): once as it joined, node 0 then failing the cell once the join bound passed
+    (test_a_node_whose_ranks_never_join_...), once on its way out, where the heartbeat thread was the cause
+    (test_a_rank_that_beats_to_the_recording_node_ends_its_process_cleanly). Where node 1 aborts so, the nodes are
+    joined once more, in a fresh folder and store."""
     cell_args = (*TINY, "task.epochs=1", "device.nodes=2")
     for attempt in (1, 2):
         folder = tmp_path / f"attempt-{attempt}"
@@ -130,6 +130,35 @@ def test_two_nodes_joined_by_torchrun_record_one_run_of_every_rank(tmp_path, nod
     assert (tags["hw.nodes"], tags["hw.node_interconnect"], tags["hw.node_link"]) == ("2", "loopback", "lo")
     assert metrics["num_devices"] == 2 and metrics["val_accuracy"] >= 0.8  # node 0's rank evaluated and logged
     assert "run device.nodes=1 first" in tags["trainbench.scaling_reason"]
+
+
+BEATING_TO_THE_END = """
+import datetime, time
+import torch.distributed as dist
+from trainbench.frameworks.heartbeat import beat_until_exit
+
+recording = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+joining = dist.TCPStore("127.0.0.1", recording.port, None, False, datetime.timedelta(seconds=10))
+beat_until_exit(lambda: joining.add("beat", 1), 0.0, 10)  # back to back: at exit a beat is under way
+time.sleep(0.5)
+print("beats", recording.add("beat", 0))
+"""
+
+
+def test_a_rank_that_beats_to_the_recording_node_ends_its_process_cleanly() -> None:
+    """A beat is a call into torch's C++ store with the GIL released; a daemon thread caught inside one as the
+    interpreter finalizes aborts the process ("terminate called without an active exception"): node 1's rank,
+    its work done, failed so on this CI, and held node 0 at the exit barrier."""
+    for _ in range(3):
+        ended = subprocess.run(
+            [sys.executable, "-c", BEATING_TO_THE_END],
+            env=child_env({"PYTHONPATH": str(ROOT / "src")}),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ended.returncode == 0, ended.stderr[-2000:]
+        assert int(ended.stdout.split()[-1]) > 10  # it did beat, many times
 
 
 @pytest.mark.slow

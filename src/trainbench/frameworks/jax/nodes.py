@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 import time
 from typing import Any
 
@@ -78,6 +77,7 @@ def join(jax: Any, nodes: int, cpu: bool) -> int:
 # which node 0 (the recording one) hosts: when a collective fails there, node 0 names the nodes whose count
 # stopped (lost_nodes), long before the service's own heartbeat timeout would.
 BEAT_S = 0.25
+LAST_BEAT_S = 10  # at exit, how long a beat under way is waited for (the service answers in milliseconds)
 _ROLL = "trainbench/roll/"
 _roll: dict[str, Any] = {}
 
@@ -100,15 +100,9 @@ def _answer_roll_call(process: int) -> None:
     if process == 0:
         return
 
-    def beat() -> None:
-        try:  # node 0 gone: this node's collectives fail on their own
-            while True:
-                client.key_value_increment(f"{_ROLL}beat/{process}", 1)
-                time.sleep(BEAT_S)
-        except Exception:
-            return
+    from trainbench.frameworks.heartbeat import beat_until_exit
 
-    threading.Thread(target=beat, name="trainbench-heartbeat", daemon=True).start()
+    beat_until_exit(lambda: client.key_value_increment(f"{_ROLL}beat/{process}", 1), BEAT_S, LAST_BEAT_S)
 
 
 def lost_nodes(nodes: int) -> list[str]:

@@ -262,6 +262,7 @@ def _join_nodes(torch: Any, backend: str, options: dict[str, Any], world: World,
 # group's store: that lives on the node the rendezvous numbered 0, which may be the node that went.
 HEARTBEAT_S = 0.25
 ROLL_JOIN_S = 60  # how long a rank waits for the recording rank's roll-call address (set right after joining)
+ROLL_CLIENT_TIMEOUT_S = 10  # how long one beat may wait for the recording rank's store
 _ROLL = "trainbench/roll/"
 _roll_store: list[Any] = []  # the recording rank's own store, once made
 
@@ -270,8 +271,6 @@ def _answer_roll_call(torch: Any, world: World) -> None:
     """Best effort: a roll call that cannot be made leaves the cell's failures unnamed, never fails the cell."""
     import datetime
     import socket
-    import threading
-    import time
 
     try:
         group_store = torch.distributed.distributed_c10d._get_default_store()
@@ -282,20 +281,18 @@ def _answer_roll_call(torch: Any, world: World) -> None:
         else:
             group_store.wait([f"{_ROLL}at"], datetime.timedelta(seconds=ROLL_JOIN_S))
             host, _, port = group_store.get(f"{_ROLL}at").decode().rpartition(":")
-            roll = torch.distributed.TCPStore(host, int(port), None, False, datetime.timedelta(seconds=10))
+            roll = torch.distributed.TCPStore(
+                host, int(port), None, False, datetime.timedelta(seconds=ROLL_CLIENT_TIMEOUT_S)
+            )
         roll.set(f"{_ROLL}node/{world.rank}", f"{os.environ.get('GROUP_RANK', '?')} {socket.gethostname()}")
     except Exception as error:
         sys.stderr.write(f"trainbench: no roll call of the nodes: {type(error).__name__}: {error}\n")
         return
 
-    def beat() -> None:
-        with contextlib.suppress(Exception):  # the recording rank gone: this rank's collectives fail on their own
-            while True:
-                roll.add(f"{_ROLL}beat/{world.rank}", 1)
-                time.sleep(HEARTBEAT_S)
-
     if not world.records:
-        threading.Thread(target=beat, name="trainbench-heartbeat", daemon=True).start()
+        from trainbench.frameworks.heartbeat import beat_until_exit
+
+        beat_until_exit(lambda: roll.add(f"{_ROLL}beat/{world.rank}", 1), HEARTBEAT_S, ROLL_CLIENT_TIMEOUT_S)
 
 
 def lost_nodes() -> list[str]:
