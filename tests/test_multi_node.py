@@ -162,13 +162,13 @@ def test_a_rank_that_beats_to_the_recording_node_ends_its_process_cleanly() -> N
 
 
 @pytest.mark.slow
-def test_a_node_whose_rank_crashes_on_its_way_out_holds_the_recording_node_a_minute_not_five(
+def test_a_node_whose_rank_crashes_on_its_way_out_holds_node_0_the_leave_bound_not_torchs_five_minutes(
     tmp_path, nodes_env
 ) -> None:
     """torch elastic's agents wait up to 300 s for each other once their ranks end; node 1's rank here aborts after
-    its work, as gloo's has on this CI. Node 0 records the cell finished and goes on after NODES_LEAVE_S (60 s)."""
-    from trainbench.frameworks.pytorch.distributed import NODES_LEAVE_S
-
+    its work (a driver's teardown might). Node 0 records the cell finished and goes on after the leave bound
+    (NODES_LEAVE_S, 60 s; TRAINBENCH_LEAVE_TIMEOUT_S here)."""
+    leave_s = 15
     cell_args = (*TINY, "task.epochs=1", "device.nodes=2")
     endpoint = f"127.0.0.1:{free_port()}"
     crashing = {**nodes_env, "TRAINBENCH_INJECT_FAULT": "abort_on_exit@0,abort_on_exit@1"}  # its rank, numbered 0 or 1
@@ -178,10 +178,10 @@ def test_a_node_whose_rank_crashes_on_its_way_out_holds_the_recording_node_a_min
         node0 = subprocess.run(
             [sys.executable, str(RUN_PY), *cell_args],
             cwd=tmp_path,
-            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint}),
+            env=child_env({**nodes_env, "PET_RDZV_ENDPOINT": endpoint, "TRAINBENCH_LEAVE_TIMEOUT_S": str(leave_s)}),
             capture_output=True,
             text=True,
-            timeout=NODES_LEAVE_S + 240,  # under torch's own 300 s wait this times out
+            timeout=280,  # under torch's own 300 s wait this times out
         )
         took_s = time.monotonic() - started
         assert node1.wait(timeout=60) != 0 and "SIGABRT" in node1_said(tmp_path)
@@ -193,7 +193,7 @@ def test_a_node_whose_rank_crashes_on_its_way_out_holds_the_recording_node_a_min
     assert "recorded; waiting for the other nodes' ranks to end" in node0.stdout
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     assert cell.data.tags["trainbench.outcome"] == "finished" and cell.data.metrics["num_devices"] == 2
-    assert took_s >= NODES_LEAVE_S, f"{took_s:.0f} s: node 0 did not wait for node 1's agent"
+    assert took_s >= leave_s, f"{took_s:.0f} s: node 0 did not wait for node 1's agent"
 
 
 @pytest.mark.slow

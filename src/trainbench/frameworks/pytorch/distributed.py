@@ -77,7 +77,8 @@ def launch(count: int, entrypoint: Callable[[str], Any], argument: str, nodes: i
 
     config = launch_config(count, nodes)
     try:
-        with _other_nodes_awaited_at_most(NODES_LEAVE_S if config.max_nodes > 1 else None):
+        leave_s = float(os.environ.get("TRAINBENCH_LEAVE_TIMEOUT_S") or NODES_LEAVE_S)
+        with _other_nodes_awaited_at_most(leave_s if config.max_nodes > 1 else None):
             return elastic_launch(config, entrypoint)(argument)
     except ChildFailedError as error:
         raise _cell_error(error, count * nodes) from None
@@ -88,7 +89,7 @@ def launch(count: int, entrypoint: Callable[[str], Any], argument: str, nodes: i
 # Once this node's ranks have ended, how long its agent waits for the other nodes' agents (torch elastic's exit
 # barrier, 300 s, keeps the rendezvous' store up for ranks still at work). The cell's last collective has passed by
 # then, so the others end within seconds; an agent that never comes had its ranks crash on their way out, and the
-# cell, measured and recorded, would otherwise end 5 minutes late.
+# cell, measured and recorded, would otherwise end 5 minutes late. TRAINBENCH_LEAVE_TIMEOUT_S overrides it.
 NODES_LEAVE_S = 60.0
 
 
