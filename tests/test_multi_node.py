@@ -191,6 +191,7 @@ def test_a_node_whose_rank_crashes_on_its_way_out_holds_node_0_the_leave_bound_n
 
     assert node0.returncode == 0, node0.stdout[-2000:] + node0.stderr[-3000:]
     assert "recorded; waiting for the other nodes' ranks to end" in node0.stdout
+    assert f"the other nodes' ranks had not ended {leave_s} s after this node's" in node0.stdout
     (cell,) = cell_runs(nodes_env["MLFLOW_TRACKING_URI"])
     assert cell.data.tags["trainbench.outcome"] == "finished" and cell.data.metrics["num_devices"] == 2
     assert took_s >= leave_s, f"{took_s:.0f} s: node 0 did not wait for node 1's agent"

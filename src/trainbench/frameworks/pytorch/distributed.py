@@ -103,10 +103,24 @@ def _other_nodes_awaited_at_most(seconds: float | None) -> Iterator[None]:
     if seconds is None or agent_class is None:
         yield
         return
+    bound = seconds
 
     class LeavingAgent(agent_class):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **{"exit_barrier_timeout": seconds, **kwargs})
+            super().__init__(*args, **{"exit_barrier_timeout": bound, **kwargs})
+
+        def _exit_barrier(self) -> None:  # torch's own logs its timeout only to the run's framework_log.txt
+            import time
+
+            from trainbench import progress
+
+            started = time.monotonic()
+            super()._exit_barrier()
+            if time.monotonic() - started >= bound:
+                progress.line(
+                    f"  the other nodes' ranks had not ended {bound:g} s after this node's "
+                    "(TRAINBENCH_LEAVE_TIMEOUT_S): going on; the cell is recorded, and their nodes' output says why"
+                )
 
     api.LocalElasticAgent = LeavingAgent
     try:
