@@ -162,9 +162,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
     parser.add_argument(
         "--jax-loop",
-        choices=["pure", "keras_io"],
+        choices=["pure", "pure_flat", "keras_io"],
         default="pure",
-        help="JAX's hand-written side: pure (shard_map, per-device BatchNorm, as DDP) or keras_io (keras.io's loop)",
+        help="JAX's hand-written side: pure (shard_map, per-device BatchNorm, as DDP), pure_flat (the same, its"
+        " gradients and moving statistics all-reduced as one raveled buffer each) or keras_io (keras.io's loop)",
     )
     parser.add_argument(
         "--jax-step",
@@ -716,7 +717,10 @@ def jax_sides(cell: Any, args: argparse.Namespace) -> tuple[int, Side, Side, Cal
     # before JAX loads (the hand-written side then shares them).
     framework, bound, data, step = harness_trainer(cell)
     harness = Side(step, bound.synchronize, jax_profile)
-    bare, notes = (jax_pure if args.jax_loop == "pure" else jax_bare)(cell, framework, data)
+    if args.jax_loop == "keras_io":
+        bare, notes = jax_bare(cell, framework, data)
+    else:
+        bare, notes = jax_pure(cell, framework, data, flat=args.jax_loop == "pure_flat")
     import jax
     import keras
 
@@ -797,7 +801,7 @@ def jax_bare(cell: Any, framework: Any, data: Any) -> tuple[Side, list[str]]:
     return Side(step, synchronize, jax_profile), notes
 
 
-def jax_pure(cell: Any, framework: Any, data: Any) -> tuple[Side, list[str]]:
+def jax_pure(cell: Any, framework: Any, data: Any, flat: bool) -> tuple[Side, list[str]]:
     """A data-parallel loop written in JAX alone, as DDP works: jax.jit over shard_map on a one-axis device Mesh,
     each device running the network on its slice of a batch already split on the devices (NamedSharding), the
     gradients averaged (lax.pmean), the optimizer step written in jax.numpy, the state buffers donated. The
@@ -857,11 +861,22 @@ def jax_pure(cell: Any, framework: Any, data: Any) -> tuple[Side, list[str]]:
 
     gradients = jax.value_and_grad(compute_loss, has_aux=True)
 
+    def flat_pmean(values: list[Any]) -> list[Any]:
+        if not values:
+            return values
+        flat = jax.lax.pmean(jnp.concatenate([v.ravel() for v in values]), "batch")
+        parts = jnp.split(flat, np.cumsum([v.size for v in values])[:-1])
+        return [part.reshape(v.shape) for part, v in zip(parts, values, strict=True)]
+
+    def pmean(values: list[Any]) -> list[Any]:
+        return flat_pmean(values) if flat else jax.lax.pmean(values, "batch")
+
     def on_each_device(state: Any, x: Any, y: Any) -> Any:
         params, buffers, moments = state
         (_, buffers), grads = gradients(params, buffers, x, y)
-        grads = jax.lax.pmean(grads, "batch")
-        buffers = [jax.lax.pmean(b, "batch") if jnp.issubdtype(b.dtype, jnp.inexact) else b for b in buffers]
+        grads = pmean(grads)
+        moving = pmean([b for b in buffers if jnp.issubdtype(b.dtype, jnp.inexact)])[::-1]
+        buffers = [moving.pop() if jnp.issubdtype(b.dtype, jnp.inexact) else b for b in buffers]
         params, moments = update(params, grads, moments)
         return params, buffers, moments
 
@@ -882,7 +897,8 @@ def jax_pure(cell: Any, framework: Any, data: Any) -> tuple[Side, list[str]]:
 
     notes += [
         f"pure JAX: jax.jit(shard_map(step)) on a {len(devices)}-device mesh, batch split on the devices (NamedSharding),"
-        " BatchNorm statistics per device, gradients lax.pmean'd, moving statistics pmean'd, state donated",
+        " BatchNorm statistics per device, gradients lax.pmean'd, moving statistics pmean'd, state donated"
+        + (" (each all-reduced as one raveled buffer)" if flat else ""),
         f"the harness's network as a pure function (stateless_call), dtype policy {keras.config.dtype_policy().name}",
     ]
     return Side(step, synchronize, jax_profile), notes

@@ -326,6 +326,48 @@ def test_jaxs_per_device_step_trains_an_mlp_as_keras_global_batch_step_does(trai
         assert runs["per_device"].data.metrics[key] == pytest.approx(runs["keras"].data.metrics[key], rel=1e-4), key
 
 
+BUCKETS_ON_TWO_DEVICES = """
+import json
+import jax
+import numpy as np
+from trainbench.frameworks.jax import data_parallel
+data_parallel.BUCKET_BYTES = 64
+mesh = jax.sharding.Mesh(np.array(jax.devices()), (data_parallel.AXIS,))
+split = jax.sharding.PartitionSpec(data_parallel.AXIS)
+shapes, dtypes = [(3, 4), (), (5,), (2, 2, 2), (7,)], [np.float32, np.float32, np.float16, np.float32, np.float32]
+rng = np.random.default_rng(0)
+values = [rng.standard_normal((2, *shape)).astype(dtype) for shape, dtype in zip(shapes, dtypes)]
+def on_each_device(*local):
+    return data_parallel.averaged(jax, [value[0] for value in local])
+step = jax.jit(jax.shard_map(on_each_device, mesh=mesh, in_specs=split, out_specs=jax.sharding.PartitionSpec()))
+averages = step(*values)
+print(json.dumps({
+    "all_reduces": step.lower(*values).as_text().count("stablehlo.all_reduce"),
+    "dtypes": [str(a.dtype) for a in averages],
+    "errors": [float(np.max(np.abs(np.asarray(a, np.float64) - v.astype(np.float64).mean(0)))) for a, v in zip(averages, values)],
+    "shapes": [list(a.shape) for a in averages],
+}))
+"""
+
+
+def test_the_per_device_steps_buckets_give_every_tensor_its_own_average_in_fewer_all_reduces() -> None:
+    # Buckets of 64 bytes, filled from the last tensor back: (7,)+(2,2,2) float32, then (5,) float16 (its own
+    # dtype), then ()+(3,4) float32: three all-reduces for five tensors, each tensor its own mean, shape and dtype.
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", BUCKETS_ON_TWO_DEVICES], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["all_reduces"] == 3
+    assert result["shapes"] == [[3, 4], [], [5], [2, 2, 2], [7]]
+    assert result["dtypes"] == ["float32", "float32", "float16", "float32", "float32"]
+    assert max(result["errors"][i] for i in (0, 1, 3, 4)) < 1e-6
+    assert result["errors"][2] < 1e-3
+
+
 @pytest.mark.slow
 def test_a_benchmark_cell_on_two_ranks_finds_its_one_device_run_in_the_same_sweep(trainbench) -> None:
     # task=benchmark prepares its cell (synthetic data: one batch, not a dataset): the hash recorded and the hash

@@ -6,8 +6,8 @@ own shardings (as Keras' fit asks of jax.jit). The step (framework.data_parallel
 - `per_device` (per_device_step): shard_map over the mesh's `batch` axis. Each device gathers its own slice of
   the global batch (batch_size per device x devices) and runs Keras' forward, loss and gradients on it, so
   BatchNorm's batch statistics are the device's own, as in PyTorch's DDP; the gradients are averaged across the
-  devices (one all-reduce XLA schedules beside the backward pass), then every device applies the same optimizer
-  step. The BatchNorm moving statistics are averaged too, and the metric sums added up, so the state stays one.
+  devices in buckets (`averaged`), then every device applies the same optimizer step. The BatchNorm moving
+  statistics are averaged too, and the metric sums added up, so the state stays one.
 - `keras`: Keras' own train step on the global batch, constrained to be split along the `batch` axis: XLA's
   partitioner runs each device on its slice and all-reduces the gradients, and reduces every BatchNorm's
   statistics across the devices, layer by layer, in the forward and the backward pass (synchronised BatchNorm):
@@ -116,13 +116,13 @@ def _local_update(jax: Any, model: Any) -> Any:
             optimizer_variables=optimizer_variables,
         )  # fmt: skip
         loss, predictions, non_trainable, metrics = aux
-        grads = jax.lax.pmean(grads, AXIS)
+        grads = averaged(jax, grads)
         trainable, optimizer_variables = model.optimizer.stateless_apply(optimizer_variables, grads, trainable)
         # Integer state (dropout's seed generators) is the same on every device.
-        non_trainable = [
-            jax.lax.pmean(value, AXIS) if numpy.issubdtype(value.dtype, numpy.inexact) else value
-            for value in non_trainable
-        ]
+        moving = [i for i, value in enumerate(non_trainable) if numpy.issubdtype(value.dtype, numpy.inexact)]
+        non_trainable = list(non_trainable)
+        for i, value in zip(moving, averaged(jax, [non_trainable[i] for i in moving]), strict=True):
+            non_trainable[i] = value
         _, metrics = model._update_metrics_variables(metrics, loss, x, y, predictions, None)
         # Keras' metrics keep sums (total, count): the global batch's are the sums of each device's additions.
         metrics = [old + jax.lax.psum(new - old, AXIS) for old, new in zip(metrics_variables, metrics, strict=True)]
@@ -132,6 +132,34 @@ def _local_update(jax: Any, model: Any) -> Any:
 
 
 AXIS = "batch"
+# Gradients are all-reduced in buffers of about this size, filled from the last layer back, as DDP's buckets:
+# one all-reduce per tensor costs XLA a copy into and out of the combined collective for each of ResNet-50's
+# 267 averaged tensors, small kernels that outweigh the transfer (results/2026-11-28-jax-data-parallel).
+BUCKET_BYTES = 25 * 2**20
+
+
+def averaged(jax: Any, values: list[Any]) -> list[Any]:
+    """lax.pmean of each value across the devices, as few all-reduces: the values raveled into one buffer per
+    bucket (BUCKET_BYTES, one dtype), taken in reverse order so that the first bucket is the first ready."""
+    numpy = jax.numpy
+    buckets: list[list[int]] = []
+    size = 0
+    for i in reversed(range(len(values))):
+        value = values[i]
+        nbytes = value.size * value.dtype.itemsize
+        if not buckets or size + nbytes > BUCKET_BYTES or values[buckets[-1][0]].dtype != value.dtype:
+            buckets.append([])
+            size = 0
+        buckets[-1].append(i)
+        size += nbytes
+    result = list(values)
+    for bucket in buckets:
+        flat = jax.lax.pmean(numpy.concatenate([values[i].ravel() for i in bucket]), AXIS)
+        offset = 0
+        for i in bucket:
+            result[i] = flat[offset : offset + values[i].size].reshape(values[i].shape)
+            offset += values[i].size
+    return result
 
 
 def describe(devices: list[Any], step: str) -> str:
@@ -142,7 +170,7 @@ def describe(devices: list[Any], step: str) -> str:
     if step == "per_device":
         return (
             f"per-device step, shard_map over {where}: BatchNorm statistics per device, gradients averaged"
-            " (as DDP); mesh and variables from keras.distribution.DataParallel"
+            f" in {BUCKET_BYTES // 2**20} MB buckets (as DDP); mesh and variables from keras.distribution.DataParallel"
         )
     return f"keras.distribution.DataParallel ({where}): Keras' train step partitioned by XLA, BatchNorm synchronised"
 
