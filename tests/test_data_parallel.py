@@ -331,14 +331,13 @@ import json
 import jax
 import numpy as np
 from trainbench.frameworks.jax import data_parallel
-data_parallel.BUCKET_BYTES = 64
 mesh = jax.sharding.Mesh(np.array(jax.devices()), (data_parallel.AXIS,))
 split = jax.sharding.PartitionSpec(data_parallel.AXIS)
 shapes, dtypes = [(3, 4), (), (5,), (2, 2, 2), (7,)], [np.float32, np.float32, np.float16, np.float32, np.float32]
 rng = np.random.default_rng(0)
 values = [rng.standard_normal((2, *shape)).astype(dtype) for shape, dtype in zip(shapes, dtypes)]
 def on_each_device(*local):
-    return data_parallel.averaged(jax, [value[0] for value in local])
+    return data_parallel.averaged(jax, [value[0] for value in local], 64)
 step = jax.jit(jax.shard_map(on_each_device, mesh=mesh, in_specs=split, out_specs=jax.sharding.PartitionSpec()))
 averages = step(*values)
 print(json.dumps({

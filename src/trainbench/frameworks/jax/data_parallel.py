@@ -57,6 +57,7 @@ class Shardings:
         keras.distribution.set_distribution(self.distribution)
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))  # the mesh DataParallel builds: one `batch` axis
         self.jax, self.mesh = jax, mesh
+        self.bucket_bytes = bucket_bytes(devices)
         self.replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         self.batch = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
 
@@ -81,7 +82,7 @@ class Shardings:
         from the resident split: (state, inputs, labels, order, start) -> state, as the `keras` step; jit it."""
         jax = self.jax
         local = size // self.mesh.size
-        update = _local_update(jax, model)
+        update = _local_update(jax, model, self.bucket_bytes)
 
         def on_each_device(state: Any, inputs: Any, labels: Any, order: Any, start: Any) -> Any:
             first = start + jax.lax.axis_index(AXIS) * local
@@ -98,11 +99,15 @@ class Shardings:
         jax = self.jax
         every, split = jax.sharding.PartitionSpec(), jax.sharding.PartitionSpec(AXIS)
         return jax.shard_map(
-            _local_update(jax, model), mesh=self.mesh, in_specs=(every, split, split), out_specs=every, check_vma=False
+            _local_update(jax, model, self.bucket_bytes),
+            mesh=self.mesh,
+            in_specs=(every, split, split),
+            out_specs=every,
+            check_vma=False,
         )
 
 
-def _local_update(jax: Any, model: Any) -> Any:
+def _local_update(jax: Any, model: Any, bucket_bytes: int) -> Any:
     """One device's part of the `per_device` step, inside shard_map: Keras' forward, loss and gradients on the
     device's slice (x, y), the gradients averaged across the devices, Keras' optimizer step, then the moving
     statistics averaged and the metric sums added up, so that every device holds the same state."""
@@ -116,12 +121,12 @@ def _local_update(jax: Any, model: Any) -> Any:
             optimizer_variables=optimizer_variables,
         )  # fmt: skip
         loss, predictions, non_trainable, metrics = aux
-        grads = averaged(jax, grads)
+        grads = averaged(jax, grads, bucket_bytes)
         trainable, optimizer_variables = model.optimizer.stateless_apply(optimizer_variables, grads, trainable)
         # Integer state (dropout's seed generators) is the same on every device.
         moving = [i for i, value in enumerate(non_trainable) if numpy.issubdtype(value.dtype, numpy.inexact)]
         non_trainable = list(non_trainable)
-        for i, value in zip(moving, averaged(jax, [non_trainable[i] for i in moving]), strict=True):
+        for i, value in zip(moving, averaged(jax, [non_trainable[i] for i in moving], bucket_bytes), strict=True):
             non_trainable[i] = value
         _, metrics = model._update_metrics_variables(metrics, loss, x, y, predictions, None)
         # Keras' metrics keep sums (total, count): the global batch's are the sums of each device's additions.
@@ -132,22 +137,31 @@ def _local_update(jax: Any, model: Any) -> Any:
 
 
 AXIS = "batch"
-# Gradients are all-reduced in buffers of about this size, filled from the last layer back, as DDP's buckets:
-# one all-reduce per tensor costs XLA a copy into and out of the combined collective for each of ResNet-50's
-# 267 averaged tensors, small kernels that outweigh the transfer (results/2026-11-28-jax-data-parallel).
+# On GPUs the gradients are all-reduced in buffers of about this size, filled from the last layer back, as DDP's
+# buckets: one all-reduce per tensor costs XLA:GPU a copy into and out of the combined collective for each of
+# ResNet-50's 267 averaged tensors, small kernels that outweigh the transfer (results/2026-11-29-jax-buckets).
 BUCKET_BYTES = 25 * 2**20
 
 
-def averaged(jax: Any, values: list[Any]) -> list[Any]:
-    """lax.pmean of each value across the devices, as few all-reduces: the values raveled into one buffer per
-    bucket (BUCKET_BYTES, one dtype), taken in reverse order so that the first bucket is the first ready."""
+def bucket_bytes(devices: list[Any]) -> int:
+    """BUCKET_BYTES on GPUs, else 0 (one all-reduce per tensor): XLA:CPU runs a raveled buffer's all-reduce and
+    slices far slower than its own per-tensor all-reduces (the seed MLP on 2 host devices: 40 against 6,300
+    samples/s), and TPUs were not measured."""
+    return BUCKET_BYTES if devices[0].platform == "gpu" else 0
+
+
+def averaged(jax: Any, values: list[Any], bucket_bytes: int) -> list[Any]:
+    """lax.pmean of each value across the devices. With bucket_bytes, as few all-reduces: the values raveled
+    into one buffer per bucket (one dtype a bucket), filled from the last value back as DDP fills its buckets."""
+    if bucket_bytes <= 0:
+        return list(jax.lax.pmean(list(values), AXIS))
     numpy = jax.numpy
     buckets: list[list[int]] = []
     size = 0
     for i in reversed(range(len(values))):
         value = values[i]
         nbytes = value.size * value.dtype.itemsize
-        if not buckets or size + nbytes > BUCKET_BYTES or values[buckets[-1][0]].dtype != value.dtype:
+        if not buckets or size + nbytes > bucket_bytes or values[buckets[-1][0]].dtype != value.dtype:
             buckets.append([])
             size = 0
         buckets[-1].append(i)
@@ -168,9 +182,11 @@ def describe(devices: list[Any], step: str) -> str:
     across = f" on {nodes} nodes" if nodes > 1 else ""
     where = f"{len(devices)} {devices[0].platform} devices{across}"
     if step == "per_device":
+        buckets = bucket_bytes(devices)
+        averaging = f"in {buckets // 2**20} MB buckets" if buckets else "per tensor"
         return (
             f"per-device step, shard_map over {where}: BatchNorm statistics per device, gradients averaged"
-            f" in {BUCKET_BYTES // 2**20} MB buckets (as DDP); mesh and variables from keras.distribution.DataParallel"
+            f" {averaging} (as DDP); mesh and variables from keras.distribution.DataParallel"
         )
     return f"keras.distribution.DataParallel ({where}): Keras' train step partitioned by XLA, BatchNorm synchronised"
 
