@@ -453,6 +453,20 @@ def test_the_published_runs_are_composed_once_and_read_back_the_same(imported, t
     assert [r.name for r in loading.load(mine)] == ["pytorch-resnet18-mps-bs64", "pytorch-resnet18-cpu-bs64"]
 
 
+def test_published_runs_carry_no_thread_settings_of_the_machine_that_imports_them(imported, tmp_path, monkeypatch):
+    # A sweep started with OMP_NUM_THREADS or XLA_FLAGS set imports the published rows; those rows ran elsewhere,
+    # so they must not take this shell's thread settings, nor keep them in the cache for the next import.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    composed_here = loading.load(CSV)
+    assert [key for run in composed_here for key in run.params if key.startswith("threads.")] == []
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("XLA_FLAGS")
+    monkeypatch.setenv("TRAINBENCH_REFERENCES_CACHE", "off")
+    assert loading.load(CSV) == composed_here
+
+
 def test_the_python_api_imports_a_csv_as_the_command_does(tmp_path) -> None:
     """trainbench.import_references is `trainbench references`: typed runs and counts; again, nothing changes; a dry
     run opens no store; a bad row is refused by line before anything is written."""

@@ -306,7 +306,10 @@ def reproduced(
     if wrong:
         key = wrong[0]
         raise BadReferences(f"{where} composes a cell with {key}={got[key]!r}, but the row says {wanted[key]!r}")
-    return params(cell), {key: str(value) for key, value in tags.items() if value is not None}
+    # The published figure ran with thread settings of its own, unstated: the importing process's environment
+    # (threads.*) is not its setting, and would be kept in the composed-runs cache whatever the next import's.
+    ran = {key: value for key, value in params(cell).items() if not key.startswith("threads.")}
+    return ran, {key: str(value) for key, value in tags.items() if value is not None}
 
 
 @functools.lru_cache(maxsize=256)
