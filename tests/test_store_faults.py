@@ -190,8 +190,9 @@ def test_a_cell_that_stops_making_progress_is_recorded_hung_and_the_sweep_goes_o
         "data.num_samples=2048",
         "cell.hung_after_s=6",
     ]
-    # The first cell has epochs enough to be stopped in them; the second need only show that the sweep goes on.
-    running = start_multirun(uri, tmp_path, "task.epochs=40,1", *args)
+    # The first cell has epochs enough to be stopped in them even on an idle machine (40 took under 3 s, and the
+    # cell was gone before its stop); it ends as hung. The second need only show that the sweep goes on.
+    running = start_multirun(uri, tmp_path, "task.epochs=4000,1", *args)
     deadline = time.monotonic() + BOUND_S
     worker = None
     while worker is None:
@@ -350,6 +351,24 @@ def test_a_run_id_that_holds_an_http_status_is_neither_a_busy_store_nor_a_server
     assert unanswered(MlflowException("API request failed with error code 502 != 200. Response body: ''"))
     assert unanswered(MlflowException("Max retries exceeded with url: ... (Caused by ResponseError('too many 503 "
                                       "error responses'))"))  # fmt: skip
+
+
+def test_a_write_that_found_no_table_says_emptied_even_when_the_tables_are_back_when_looked_at(tmp_path) -> None:
+    # Between a cell's refused write and the look at the file, another cell's MLflow may create its tables in the
+    # emptied file again (or hold it locked): the write's own words decide, never "its files were removed".
+    import contextlib
+    import sqlite3
+
+    from trainbench.store.tracking.outage import store_fault
+
+    database = tmp_path / "mlflow.db"
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        connection.execute("create table runs (run_uuid text)")
+        connection.commit()
+    refused = sqlite3.OperationalError("no such table: runs")
+    assert store_fault(refused, f"sqlite:///{database}").startswith("its database was emptied or replaced")
+    database.unlink()
+    assert store_fault(refused, f"sqlite:///{database}") == "its files were removed"
 
 
 def test_parallel_cells_whose_store_was_emptied_under_them_say_they_ran_not_not_started(tmp_path) -> None:

@@ -6,7 +6,7 @@ own shardings (as Keras' fit asks of jax.jit). The step (framework.data_parallel
 - `per_device` (per_device_step): shard_map over the mesh's `batch` axis. Each device gathers its own slice of
   the global batch (batch_size per device x devices) and runs Keras' forward, loss and gradients on it, so
   BatchNorm's batch statistics are the device's own, as in PyTorch's DDP; the gradients are averaged across the
-  devices in buckets (`averaged`), then every device applies the same optimizer step. The BatchNorm moving
+  devices (on GPUs in buckets: `averaged`), then every device applies the same optimizer step. The BatchNorm moving
   statistics are averaged too, and the metric sums added up, so the state stays one.
 - `keras`: Keras' own train step on the global batch, constrained to be split along the `batch` axis: XLA's
   partitioner runs each device on its slice and all-reduces the gradients, and reduces every BatchNorm's
@@ -57,7 +57,7 @@ class Shardings:
         keras.distribution.set_distribution(self.distribution)
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))  # the mesh DataParallel builds: one `batch` axis
         self.jax, self.mesh = jax, mesh
-        self.bucket_bytes = bucket_bytes(devices)
+        self.bucket_bytes = bucket_bytes_for(devices)
         self.replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         self.batch = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
 
@@ -143,7 +143,7 @@ AXIS = "batch"
 BUCKET_BYTES = 25 * 2**20
 
 
-def bucket_bytes(devices: list[Any]) -> int:
+def bucket_bytes_for(devices: list[Any]) -> int:
     """BUCKET_BYTES on GPUs, else 0 (one all-reduce per tensor): XLA:CPU runs a raveled buffer's all-reduce and
     slices far slower than its own per-tensor all-reduces (the seed MLP on 2 host devices: 40 against 6,300
     samples/s), and TPUs were not measured."""
@@ -182,7 +182,7 @@ def describe(devices: list[Any], step: str) -> str:
     across = f" on {nodes} nodes" if nodes > 1 else ""
     where = f"{len(devices)} {devices[0].platform} devices{across}"
     if step == "per_device":
-        buckets = bucket_bytes(devices)
+        buckets = bucket_bytes_for(devices)
         averaging = f"in {buckets // 2**20} MB buckets" if buckets else "per tensor"
         return (
             f"per-device step, shard_map over {where}: BatchNorm statistics per device, gradients averaged"

@@ -54,8 +54,17 @@ def store_fault(error: BaseException, uri: str = "") -> str | None:
     for cause, needles in _STORE_FAULTS:
         if any(needle in text for needle in needles):
             if uri.startswith("sqlite:///"):
-                return _sqlite_fault(Path(uri[len("sqlite:///") :].split("?", 1)[0])) or cause
+                database = Path(uri[len("sqlite:///") :].split("?", 1)[0])
+                return _sqlite_fault(database) or _tables_gone(text, database) or cause
             return cause
+    return None
+
+
+def _tables_gone(text: str, database: Path) -> str | None:
+    """A write that found no MLflow table in a file that is still there: the file was emptied or replaced, though
+    by the time it is looked at another process may have created MLflow's tables in it again, or hold it locked."""
+    if "no such table" in text and database.exists():
+        return "its database was emptied or replaced (MLflow's tables were gone when it was written)"
     return None
 
 
