@@ -89,6 +89,19 @@ def test_every_relative_link_leads_to_a_file_and_heading_that_exist() -> None:
     assert not broken, "\n".join(broken)
 
 
+def test_no_table_is_cut_in_two_by_a_blank_line() -> None:
+    """A blank line ends a Markdown table: the rows after it render as a paragraph of pipes, with no header."""
+    cut = []
+    for page in LINKED_PAGES:
+        lines = FENCE.sub("", page.read_text()).splitlines()
+        for number in range(1, len(lines) - 1):
+            rows_go_on = lines[number - 1].startswith("|") and lines[number + 1].startswith("|")
+            new_header = number + 2 < len(lines) and re.match(r"\|\s*:?-", lines[number + 2])
+            if not lines[number].strip() and rows_go_on and not new_header:
+                cut.append(f"{page.relative_to(ROOT)}: line {number + 1} (counted without code blocks)")
+    assert not cut, "\n".join(cut)
+
+
 def test_the_code_names_documentation_that_exists() -> None:
     """Docstrings, comments and messages point readers at docs/ pages by path; a moved page must take them along."""
     named: set[str] = set()
