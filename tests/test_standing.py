@@ -173,7 +173,7 @@ def test_the_suite_summary_keeps_a_contributed_machine_of_this_label_and_leaves_
         "Intel Xeon CPU (2 cores) (jax) (contributed)": 800.0,
     }
     lines = suite_summary.terminal_lines(found)
-    assert "    Intel Xeon CPU (2 cores) (contributed): 1,000  2x this machine" in lines, lines
+    assert "    Intel Xeon CPU (2 cores) (contributed): 1,000 ± 10.00 (95%, 2 repeats)  2x this machine" in lines, lines
     per_machine = [line.split(": geometric mean")[0] for line in lines if ": geometric mean over" in line]
     assert sorted(per_machine) == [
         "  Intel Xeon CPU (2 cores) (contributed)",

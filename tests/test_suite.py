@@ -135,9 +135,12 @@ def suite_files() -> list[Path]:
     return found
 
 
+NOISY_FIGURES: set[tuple[str, str]] = set()  # (machine, setting id) with a run tagged noisy, as figures() read them
+
+
 def figures(path: Path) -> dict[tuple[str, str], list[float]]:
     """Straight from the JSON: {(machine, setting id): headline figures} of the file's finished cells that are
-    of this suite version or of no suite."""
+    of this suite version or of no suite (those of a run tagged noisy also into NOISY_FIGURES)."""
     from trainbench.store.setting import setting, setting_id
 
     found: dict[tuple[str, str], list[float]] = {}
@@ -152,7 +155,10 @@ def figures(path: Path) -> dict[tuple[str, str], list[float]]:
         framework = tags.get("trainbench.framework", "pytorch")
         machine = tags["hw.label"] + ("" if framework == "pytorch" else f" ({framework})")
         if value:
-            found.setdefault((machine, setting_id(setting(run["params"], tags))), []).append(float(value))
+            key = (machine, setting_id(setting(run["params"], tags)))
+            found.setdefault(key, []).append(float(value))
+            if tags.get("trainbench.noisy") == "true":
+                NOISY_FIGURES.add(key)
     return found
 
 
@@ -189,13 +195,14 @@ def test_each_machine_s_line_is_the_geometric_mean_over_the_workloads_both_ran()
     machines = sorted({m for m, _ in median})
     # the reference: the H100 where it ran as many of these workloads as any other machine, else the one that ran most
     ran = {m: sum((m, k) in median for k in workloads) for m in machines if m != this_machine}
+    noisy = {m: sum((m, k) in NOISY_FIGURES for k in workloads) for m in ran}
     most = max(ran.values(), default=0)
     if most == 0:
         reference = this_machine
     elif ran.get(suite_summary.REFERENCE_MACHINE) == most:
         reference = suite_summary.REFERENCE_MACHINE
-    else:
-        reference = min(m for m, n in ran.items() if n == most)
+    else:  # of those that ran the most, the one with the fewest noisy workloads, then by name
+        reference = min((noisy[m], m) for m, n in ran.items() if n == most)[1]
     checked = 0
     for machine in machines:
         shared = [k for k in sorted(workloads) if (machine, k) in median and (reference, k) in median]
@@ -263,7 +270,44 @@ def test_a_workloads_ratio_is_claimed_only_where_the_figures_separate() -> None:
     lines = suite_summary.terminal_lines(found)
     assert "    H200: 622.0  too close to call against this machine (no interval: one measurement)" in lines, lines
     assert "    H100: 1,300  2.15x this machine; no interval: one measurement" in lines, lines
-    assert "    H200: 540.0  within noise of this machine" in lines, lines
+    assert "    H200: 540.0 ± 30.00 (95%)  within noise of this machine" in lines, lines
+
+
+def test_each_workload_quotes_every_figure_as_the_first_screen_does_interval_repeats_runs_and_noise() -> None:
+    """A "within noise" against a figure shown bare cannot be checked by the reader: every figure carries its
+    interval, this sweep's its repeats, another machine's how many runs its median is of, and NOISY where a run
+    was tagged so -- the same words as the first screen's for the same runs."""
+    from trainbench.report import suite_summary
+    from trainbench.report.comparison import TABLE_METRICS
+
+    speed = next(m for m in TABLE_METRICS if m.name == "samples_per_s")
+    w = suite_summary.Workload("resnet50", speed, {"this machine": 19.74, "Xeon": 6.5, "H200": 2339.0})
+    w.runs = {"this machine": 1, "Xeon": 1, "H200": 2}
+    w.repeats = {"this machine": 3, "Xeon": 3}
+    w.ci95 = {"this machine": 1.2, "Xeon": 15.0, "H200": 40.0}
+    w.noisy = {"this machine": False, "Xeon": True, "H200": False}
+    lines = suite_summary.terminal_lines(suite_summary.SuiteSummary([w], "H200", [], "EPYC"))
+    assert "    this machine: 19.74 ± 1.20 (95%, 3 repeats)" in lines, lines
+    assert "    Xeon: 6.50 ± 15.00 (95%, 3 repeats) NOISY  within noise of this machine" in lines, lines
+    assert any(line.startswith("    H200: 2,339 ± 40.00 (95%, median of 2 runs)  ") for line in lines), lines
+
+
+def test_between_machines_that_ran_as_many_workloads_the_steadier_one_is_the_reference() -> None:
+    """Without the H100, the reference is a machine that ran the most workloads; where several did, the one with
+    the fewest noisy figures, not the first by name: a loaded machine's wide intervals would make every line's
+    range unbounded (2026-11-29: a busy 2-vCPU Xeon, NOISY on 5 of 8 workloads, chosen over an H200)."""
+    from trainbench.report import suite_summary
+    from trainbench.report.comparison import TABLE_METRICS
+
+    speed = next(m for m in TABLE_METRICS if m.name == "samples_per_s")
+    workloads = []
+    for title, noisy_cpu in (("a", True), ("b", True), ("c", False)):
+        w = suite_summary.Workload(title, speed, {"this machine": 10.0, "A busy CPU": 3.0, "Z steady GPU": 900.0})
+        w.noisy = {"this machine": False, "A busy CPU": noisy_cpu, "Z steady GPU": title == "c"}
+        workloads.append(w)
+    assert suite_summary.reference_machine(workloads, suite_summary.REFERENCE_MACHINE) == "Z steady GPU"
+    workloads[0].values["H100"] = 1000.0
+    assert suite_summary.reference_machine(workloads, "H100") == "Z steady GPU"  # the H100 ran fewer
 
 
 def test_a_machine_s_geometric_mean_says_too_close_to_call_where_the_workloads_intervals_allow_a_ratio_of_one() -> None:

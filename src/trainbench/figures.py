@@ -57,8 +57,11 @@ def spread_ci95(values: list[float]) -> float | None:
     return t * statistics.stdev(values) / len(values) ** 0.5
 
 
-def quoted(value: float, interval: float | None = None, count: int | None = None, is_noisy: bool = False) -> str:
-    """`779.3 ± 12.1 (95%, 2 repeats)`, with `, noisy` where the run was tagged so."""
+def quoted(
+    value: float, interval: float | None = None, count: int | None = None, is_noisy: bool = False, runs: int = 1
+) -> str:
+    """`779.3 ± 12.1 (95%, 2 repeats)` for one run, `54,802 ± 3,120 (95%, median of 4 runs)` for several (the
+    interval then their spread), with ` NOISY` where a run was tagged so."""
     text = number(value)
     details = []
     if interval is not None:
@@ -66,6 +69,8 @@ def quoted(value: float, interval: float | None = None, count: int | None = None
         details.append("95%")
     if count is not None:
         details.append(f"{count} repeat{'s' if count != 1 else ''}")
+    if runs > 1:
+        details.append(f"median of {runs} runs")
     if details:
         text += f" ({', '.join(details)})"
     return text + (" NOISY" if is_noisy else "")

@@ -46,7 +46,7 @@ class Bar:
 
     @property
     def figure(self) -> str:
-        return quoted(self.value, self.ci95, self.repeats if self.runs == 1 else None, self.noisy)
+        return quoted(self.value, self.ci95, self.repeats if self.runs == 1 else None, self.noisy, self.runs)
 
 
 @dataclass

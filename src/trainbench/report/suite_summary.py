@@ -38,6 +38,13 @@ class Workload:
     runs: dict[str, int] = field(default_factory=dict)
     ci95: dict[str, float | None] = field(default_factory=dict)  # one run's recorded interval, or several runs' spread
     noisy: dict[str, bool] = field(default_factory=dict)
+    repeats: dict[str, int | None] = field(default_factory=dict)  # the timed repeats of a machine's one run
+
+    def quoted(self, machine: str) -> str:
+        """The figure as the first screen quotes it (trainbench.figures.quoted): interval, repeats or runs, NOISY."""
+        runs = self.runs.get(machine, 1)
+        count = self.repeats.get(machine) if runs == 1 else None
+        return quoting.quoted(self.values[machine], self.ci95.get(machine), count, self.noisy.get(machine, False), runs)
 
     def against(self, machine: str, reference: str) -> str:
         """`machine`'s ratio to `reference` where a speed-up may be claimed (trainbench.figures.judged), else the
@@ -168,6 +175,7 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
             workload.runs[machine] = len(values)
             one = runs_of[machine][0] if len(values) == 1 else None
             workload.ci95[machine] = quoting.ci95(one.metrics, metric.name) if one else quoting.spread_ci95(values)
+            workload.repeats[machine] = quoting.repeats(one.params, metric.name) if one else None
             workload.noisy[machine] = any(quoting.noisy(e.tags) for e in runs_of[machine])
         workloads.append(workload)
     workloads.sort(key=lambda w: w.title)
@@ -193,16 +201,22 @@ def machine_line(machine: str, reference: str, workloads: list[Workload]) -> lis
 
 def reference_machine(workloads: list[Workload], preferred: str) -> str:
     """The machine every line is set against: `preferred` where it ran as many of this sweep's workloads as any
-    other machine, else the one that ran the most (a mean over one shared workload says little), else this one."""
+    other machine, else the one that ran the most (a mean over one shared workload says little) and, of those,
+    the one with the fewest noisy figures (a loaded machine's wide intervals widen every line's range); else
+    this one."""
     ran: dict[str, int] = defaultdict(int)
+    noisy: dict[str, int] = defaultdict(int)
     for w in workloads:
         for machine in w.values:
             if machine != THIS_MACHINE:
                 ran[machine] += 1
+                noisy[machine] += w.noisy.get(machine, False)
     if not ran:
         return THIS_MACHINE
     most = max(ran.values())
-    return preferred if ran.get(preferred) == most else min(m for m, n in ran.items() if n == most)
+    if ran.get(preferred) == most:
+        return preferred
+    return min((noisy[m], m) for m, n in ran.items() if n == most)[1]
 
 
 def geometric_mean(ratios: list[float]) -> float:
@@ -224,24 +238,20 @@ def _title(e: Entry) -> str:
     return title(e)
 
 
-def _figure(value: float) -> str:
-    from trainbench.report.standing import number
-
-    return number(value)
-
-
 def terminal_lines(found: SuiteSummary) -> list[str]:
     """The suite's part of the first screen: per workload every machine's figure, then one line per machine."""
     shown_ref = f"{found.this_machine} ({THIS_MACHINE})" if found.reference == THIS_MACHINE else found.reference
     head = f"Standard suite v{suite.SUITE_VERSION}: {len(found.workloads)} workload(s)"
-    lines = [head + f", this machine = {found.this_machine}"]
+    lines = [
+        head + f", this machine = {found.this_machine}; other machines: their runs of v{suite.SUITE_VERSION} and of"
+        " these settings outside the suite (other versions left out), this machine's earlier runs left out"
+    ]
     for w in found.workloads:
         lines.append(f"  {w.title} [{w.metric.unit}]")
         for machine in sorted(w.values, key=lambda m: (m != THIS_MACHINE, -w.values[m])):
             said = "" if machine == THIS_MACHINE else w.against(machine, THIS_MACHINE)
             against = f"  {said}" if said else ""
-            runs = f" (median of {w.runs[machine]})" if w.runs[machine] > 1 else ""
-            lines.append(f"    {machine}: {_figure(w.values[machine])}{runs}{against}")
+            lines.append(f"    {machine}: {w.quoted(machine)}{against}")
     lines.append(
         f"Per machine, the geometric mean of its ratios to {shown_ref} (higher = faster), over the workloads both ran,"
         " with the range the workloads' 95% intervals allow it:"
