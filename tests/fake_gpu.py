@@ -1,4 +1,5 @@
-"""A fake CUDA device for batch_size=max's probing process (we have no GPU here): `framework.adapter=fake_gpu`.
+"""A fake CUDA device for batch_size=max's probing process (we have no GPU here), named as the adapter of a
+subclass of the framework's config (tests/test_measurement.py: an adapter is never a setting).
 
 A training step of batch b needs FIXED_MB + PER_SAMPLE_MB x b of the CAPACITY_MB it reports, and fits under
 FITS_UNDER_MB (fragmentation leaves less than the capacity); more raises an error named as PyTorch's (torch.OutOfMemoryError, whose class name is how trainbench recognises it). Like PyTorch on CUDA, it

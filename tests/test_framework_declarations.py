@@ -32,7 +32,7 @@ from trainbench.config.schema import FrameworkConfig
 @schema("framework", "quickfw")
 @dataclass
 class QuickConfig(FrameworkConfig):
-    adapter: str = "quickfw.adapter"
+    adapter: ClassVar[str] = "quickfw.adapter"
     package: str = "quickfw"
     run_flags: ClassVar[tuple[str, ...]] = ("quickfw.fast_path",)
     fast_path: bool = False  # the framework's own knob

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -376,13 +377,16 @@ def fake_gpu_cell(recovers: bool) -> Any:
 
     import fake_gpu
     import trainbench.config.plugins  # noqa: F401  (the schemas a composed cell names)
-    from trainbench.config import CONF_DIR, replace, validate
+    from trainbench.config import CONF_DIR, validate
 
     fake_gpu.Adapter.made.clear()
     fake_gpu.Adapter.RECOVERS = recovers
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cell = validate(compose("config", overrides=["model=mlp", "batch_size=max", "data.image_size=8", "device=gpu"]))
-    return replace(cell, framework={"adapter": "fake_gpu"})
+    # the framework's adapter is its own, never a setting: a subclass of its config names the fake one
+    on_fake_gpu = type("OnFakeGpu", (type(cell.framework),), {"adapter": "fake_gpu"})
+    kept = {f.name: getattr(cell.framework, f.name) for f in dataclasses.fields(cell.framework) if f.init}
+    return dataclasses.replace(cell, framework=on_fake_gpu(**kept))
 
 
 def test_a_probing_process_probes_every_batch_where_the_framework_recovers_from_running_out(tmp_path) -> None:

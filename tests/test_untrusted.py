@@ -136,3 +136,117 @@ def test_an_imported_runs_description_is_shown_as_written_with_nothing_live(tmp_
 
     (read,) = read_export(tmp_path / "again.json").runs
     assert read.data.tags["mlflow.note.content"] == note  # a code block already: not wrapped again
+
+
+# ----------------------------------------------------------------- what reaches the terminal, from any path
+
+HOSTILE = "evil\x1b]8;;javascript:alert(1)\x1b\\click\x1b]8;;\x1b\\\x1b]0;owned\x07\x1b[2J\u202e\u2028"
+LIVE = ("\x1b", "\x07", "\u202e", "\u2028")
+
+
+def _said(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stdout + done.stderr
+
+
+def test_an_override_and_a_shared_files_run_name_reach_the_terminal_with_every_escape_spelled_out(tmp_path) -> None:
+    """Hydra's parse error quotes an override's value, an import's refusal a file's run name: each is one line with
+    its escapes as text (\\x1b), never a window title, a link or a cleared screen (2026-11-29: both were raw)."""
+    import json
+
+    from conftest import child_env
+
+    run_py = str(ROOT / "src" / "run.py")
+    override = subprocess.run([sys.executable, run_py, f"batch_size={HOSTILE}", "device=cpu"], cwd=tmp_path,
+                              env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    record = {"run_id": "b" * 32, "run_name": HOSTILE, "status": "BOGUS", "start_time": 1, "end_time": 2,
+              "parent_run_id": None, "params": {}, "tags": {}, "metrics": {}, "artifacts": {}}  # fmt: skip
+    document = {"format": "trainbench-export", "version": 1, "exported_at": "now", "experiment": "x", "runs": [record]}
+    (tmp_path / "shared.json").write_text(json.dumps(document))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    imported = subprocess.run([sys.executable, run_py, "import", "--uri", uri, "shared.json"], cwd=tmp_path,
+                              env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    for done in (override, imported):
+        said = _said(done)
+        assert done.returncode == 2 and len(said.strip().splitlines()) == 1, said
+        assert not any(c in said for c in LIVE) and "\\x1b]0;owned\\x07" in said and "\\u202e" in said, said
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_no_setting_chooses_the_module_a_cell_imports(tmp_path) -> None:
+    """framework.adapter (the module whose Adapter a cell runs) is the framework's own, and framework.package
+    (looked up as a module before the sweep) cannot be set: a module planted where the user stands never runs,
+    and each override is one line, exit 2, nothing recorded. 2026-11-29: framework.adapter=pwnmod ran pwnmod.py."""
+    from conftest import child_env
+
+    (tmp_path / "pwnmod.py").write_text("open('RAN', 'w').write('planted code ran')\n")
+    for override in ("framework.adapter=pwnmod", "framework.package=pwnmod.x"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "src" / "run.py"), "model=mlp", "device=cpu", override],
+            cwd=tmp_path,
+            env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        said = _said(done).strip().splitlines()
+        assert done.returncode == 2 and len(said) == 1 and override.split("=")[0] in said[0], said
+    assert not (tmp_path / "RAN").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_a_cell_started_where_a_module_shadows_a_library_imports_the_library(tmp_path) -> None:
+    """A cell's process is started with -P: a `numpy.py` in the folder the user runs from is never imported in
+    place of NumPy (before, `python -m trainbench.cell.worker` put that folder first on the cell's import path)."""
+    from conftest import TINY, child_env
+
+    (tmp_path / "numpy.py").write_text("open('RAN', 'w').write('shadowing module ran')\nraise SystemExit(3)\n")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "run.py"), "model=mlp", "device=cpu", *TINY],
+        cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_an_export_reads_no_file_outside_the_stores_folder_whatever_a_run_says(tmp_path) -> None:
+    """A store is data from whoever wrote it: a run whose artifact location names another folder of this machine,
+    or an artifact that is a link out of the store's folder, must not copy that folder's files into the export a
+    user shares (2026-11-29: artifact_uri=file:///.../secret put id_rsa into the file)."""
+    import json
+    import sqlite3
+
+    from mlflow.tracking import MlflowClient
+
+    from trainbench.store.sharing import commands
+    from trainbench.store.sharing.file_format import LEFT_OUT_TAG
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "id_rsa").write_text("PRIVATE KEY MATERIAL")
+    store = tmp_path / "theirs"
+    store.mkdir()
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("trainbench", artifact_location=(store / "mlruns").as_uri())
+    ids = []
+    for name in ("moved", "linked"):
+        run = client.create_run(experiment, run_name=name, tags={"trainbench.kind": "cell"})
+        (tmp_path / "overrides.txt").write_text("model=mlp")
+        client.log_artifact(run.info.run_id, str(tmp_path / "overrides.txt"))
+        client.set_terminated(run.info.run_id)
+        ids.append(run.info.run_id)
+    linked_folder = Path(client.get_run(ids[1]).info.artifact_uri.removeprefix("file://"))
+    (linked_folder / "key").symlink_to(secret / "id_rsa")
+    with sqlite3.connect(store / "mlflow.db") as db:
+        db.execute("update runs set artifact_uri = ? where run_uuid = ?", (secret.as_uri(), ids[0]))
+    out = tmp_path / "export.json"
+    assert commands.export_main(["--uri", uri, "-o", str(out)]) == 0
+    assert "PRIVATE KEY" not in out.read_text()
+    runs = {r["run_name"]: r for r in json.loads(out.read_text())["runs"]}
+    assert runs["moved"]["artifacts"] == {} and "outside the store" in runs["moved"]["tags"][LEFT_OUT_TAG]
+    assert list(runs["linked"]["artifacts"]) == ["overrides.txt"], runs["linked"]["artifacts"]
+    assert "key (a link out of the store's folder)" in runs["linked"]["tags"][LEFT_OUT_TAG]

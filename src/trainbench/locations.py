@@ -6,6 +6,7 @@ trainbench.config re-exports it.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout (src/trainbench/locations.py)
@@ -17,3 +18,10 @@ CONF_DIR = _PACKAGED_CONF if _PACKAGED_CONF.is_dir() else PROJECT_ROOT / "conf"
 def choices(group: str) -> list[str]:
     """The options of a config group: the YAML files in conf/<group>/."""
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def module_command(module: str, *arguments: str) -> list[str]:
+    """The command that runs trainbench's `module` in a new process of this Python, with the folder it starts in
+    left off its import path (-P): a `torch.py` or `numpy.py` where the user stands is never imported in place of
+    the real one, nor run by a cell."""
+    return [sys.executable, "-P", "-m", module, *arguments]

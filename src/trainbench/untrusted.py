@@ -37,9 +37,12 @@ _ASSIGNED_SECRET = re.compile(
 # AWS access key ids: AKIA (long-term) or ASIA (temporary) and 16 capitals or digits, as a whole word.
 _CLOUD_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
 
-# C0 controls but none kept, DEL, C1 controls, and the bidirectional embeddings, overrides and isolates.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_KEEPING_LINES = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls, DEL, C1 controls; the bidirectional marks, embeddings, overrides and isolates (U+061C, U+200E/F,
+# U+202A-E, U+2066-9); the line and paragraph separators a terminal may break a line at; and the invisible
+# characters that hide text inside a word (zero-width space, the old Mongolian vowel separator, a byte order mark).
+_INVISIBLE = r"\u061c\u180e\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+_CONTROL = re.compile(rf"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
+_CONTROL_KEEPING_LINES = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")  # newlines and tabs kept
 
 
 def redact(text: str) -> str:
@@ -58,7 +61,7 @@ def redact_value(name: str, value: str) -> str:
 
 
 def for_terminal(text: str, keep_newlines: bool = False) -> str:
-    """`text` with control characters spelled out (`\\x1b`), safe to print; newlines kept when asked."""
+    """`text` with control characters spelled out (`\\x1b`), safe to print; newlines and tabs kept when asked."""
     pattern = _CONTROL_KEEPING_LINES if keep_newlines else _CONTROL
     return pattern.sub(_spelled, text)
 

@@ -156,7 +156,7 @@ def export(
     if found is None:
         raise BadInput(f"no experiment {experiment!r} in {shown}: nothing to export")
     try:
-        runs, summary = export_runs(client, found.experiment_id, sweep=sweep, filter_string=filter)
+        runs, summary = export_runs(client, found.experiment_id, store_uri=uri, sweep=sweep, filter_string=filter)
         if not runs:
             also = f" ({summary.unfinished} still running: export them when they end)" if summary.unfinished else ""
             selection = f"sweep {sweep}" if sweep else "cells or sweeps"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from trainbench.api.errors import BadInput, SweepError
+from trainbench.locations import module_command
 
 EXIT_CTRL_C = 130
 Output = Literal["show", "quiet"] | IO[Any]
@@ -321,7 +322,7 @@ def _run_in_a_process(
         env.pop("MLFLOW_RUN_ID", None)  # as in _run_here
         if tracking_uri is not None:
             env["MLFLOW_TRACKING_URI"] = tracking_uri
-        command = [sys.executable, "-m", "trainbench.cli", "run", *argv]
+        command = module_command("trainbench.cli", "run", *argv)
         start = functools.partial(subprocess.Popen, command, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
         if output == "quiet":
             status = _wait(start(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))

@@ -79,11 +79,13 @@ def remove_abandoned_shared_memory(folder: str = "/dev/shm") -> list[Path]:
 
 def hand_over(tracking_uri: str | None, run_id: str | None, outcome: str, reason: str | None, scratch: Path) -> None:
     """From the orphaned cell: start this module, detached, to close the run and remove `scratch`."""
+    from trainbench.locations import module_command
+
     arguments = {"tracking_uri": tracking_uri, "run_id": run_id, "outcome": outcome, "reason": reason,
                  "scratch": str(scratch)}  # fmt: skip
     with contextlib.suppress(OSError):
         subprocess.Popen(
-            [sys.executable, "-m", "trainbench.cell.orphan", json.dumps(arguments)],
+            module_command("trainbench.cell.orphan", json.dumps(arguments)),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -183,7 +183,6 @@ def params(cell: CellConfig) -> dict[str, Any]:
         flat.update(flatten(dataclasses.asdict(getattr(cell, group)), f"{group}."))
     flat.update(batch_size=cell.batch_size, seed=cell.seed)
     flat.update(flatten(dataclasses.asdict(cell.cell), "cell."))
-    flat.pop("framework.adapter", None)
     if flat.get("device.nodes") == 1:
         del flat["device.nodes"]  # one host: recorded as runs recorded before device.nodes existed were (config_hash)
     flat.update(thread_settings())

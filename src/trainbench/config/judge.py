@@ -34,6 +34,7 @@ PRETRAINED_VIT_IMAGE_SIZE = 224
 
 def judge(cell: CellConfig) -> None:
     """Raise ConfigError for the first thing about `cell` that cannot work."""
+    _own_package(cell)
     for group in GROUPS:
         getattr(cell, group).check(group)
     for setting in SETTINGS:
@@ -270,3 +271,18 @@ def _data_root(cell: CellConfig) -> None:
                 "(or will hold) the dataset, e.g. data.root=~/data",
             )
             return
+
+
+def _own_package(cell: CellConfig) -> None:
+    """framework.package names the framework's distribution (recorded, compared on resume); it is looked up as a
+    module before the sweep starts, so a value from the command line or a file would choose what is imported."""
+    import dataclasses
+
+    declared = next(f.default for f in dataclasses.fields(cell.framework) if f.name == "package")
+    need(
+        cell.framework.package == declared,
+        "framework.package",
+        cell.framework.package,
+        f"must stay {declared} (framework={cell.framework.name}'s distribution, not a setting); choose another "
+        "framework with framework=, e.g. framework=jax",
+    )

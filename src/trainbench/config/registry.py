@@ -24,6 +24,13 @@ def schema(group: str, kind: str) -> Callable[[type[T]], type[T]]:
     """Register a dataclass as the schema `schema/<group>/<kind>` that YAML choices extend."""
 
     def register(cls: type[T]) -> type[T]:
+        import dataclasses
+
+        if group == "framework" and any(f.name == "adapter" for f in dataclasses.fields(cls)):  # type: ignore[arg-type]
+            raise TypeError(
+                f"{cls.__name__}.adapter must be a ClassVar[str]: as a field, a command line or a file could choose "
+                "the module a cell imports"
+            )
         SCHEMAS.setdefault(group, {})[kind] = cls
         cls.schema_kind = kind  # type: ignore[attr-defined]
         ConfigStore.instance().store(group=f"schema/{group}", name=kind, node=cls, provider="trainbench")

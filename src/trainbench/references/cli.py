@@ -13,6 +13,9 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trainbench.store.tracking.redaction import redact_output
+
+    redact_output()  # a CSV's text in an error or the dry run's table reaches the terminal with no escape live
     parser = argparse.ArgumentParser(
         prog="python src/references.py",
         description="Import published (or your own) training-speed figures into MLflow as reference runs.",

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainbench import untrusted
 from trainbench.references.reading import SUBJECT_COLUMNS, BadReferences, CsvRow
 from trainbench.references.validating import (
     TRAIN_TIME,
@@ -404,7 +405,8 @@ def reference_tags(
         "reference.precision": first["precision"],
         "reference.units": ", ".join(f"{k}={v}" for k, v in sorted(figures.units.items())) or None,
         "reference.derived": "; ".join(f"{k} = {v}" for k, v in sorted(figures.derived.items())) or None,
-        "mlflow.note.content": citation[:MAX_TAG_LENGTH],
+        # the run page's description, which MLflow's UI renders as Markdown: the CSV's words as plain text
+        "mlflow.note.content": untrusted.markdown_text(citation)[:MAX_TAG_LENGTH],
     }
     return {key: str(value) for key, value in tags.items() if value is not None}
 

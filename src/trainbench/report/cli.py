@@ -100,6 +100,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, write the report through trainbench.api.write_report, print what it did."""
     from trainbench import api
+    from trainbench.store.tracking.redaction import redact_output
+
+    redact_output()  # a shared file's names in a note reach the terminal with no escape live
 
     args = parse(argv)
     try:

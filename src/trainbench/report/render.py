@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import html
 import json
 import re
 from dataclasses import dataclass
@@ -164,7 +163,7 @@ li { font-size: 0.9em; margin: 0.2em 0; }
 
 
 def html_page(doc: Document) -> str:
-    e = html.escape
+    e = untrusted.html_text
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>trainbench report</title>',
@@ -192,7 +191,7 @@ def html_page(doc: Document) -> str:
 
 
 def _html_table(table: Table) -> list[str]:
-    e = html.escape
+    e = untrusted.html_text
     text = re.sub(r"`([^`]+)`", r"<code>\1</code>", re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", e(caption(table))))
     parts = [f"<h2>{e(table.title)}</h2>", f'<p class="caption">{text}</p><table><tr>']
     parts += [f"<th>{e(h)}</th>" for h in head(table)]

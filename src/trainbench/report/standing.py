@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -478,11 +477,7 @@ def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Sta
 
     opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
     opened.append(shared_source(client, uri))
-    for path in sources.contributed_files():
-        try:
-            opened.append(sources.open_file(path, contributed=True))
-        except sources.SourceError as error:  # a broken contributed file must not hide the comparison
-            sys.stderr.write(f"trainbench: left out {path.name}: {error}\n")
+    opened.extend(sources.readable_contributed())
     entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
     return standings(entries, mine)
 

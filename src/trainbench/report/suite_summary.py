@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -272,10 +271,6 @@ def after_suite(client: Any, uri: str, experiment_id: str, mine: set[str]) -> li
 
     experiment = client.get_experiment(experiment_id).name
     opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
-    for path in sources.contributed_files():
-        try:
-            opened.append(sources.open_file(path, contributed=True))
-        except sources.SourceError as error:
-            sys.stderr.write(f"trainbench: left out {path.name}: {error}\n")
+    opened.extend(sources.readable_contributed())
     entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
     return terminal_lines(summarise(entries, mine))

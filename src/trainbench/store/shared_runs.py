@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trainbench.locations import module_command
 from trainbench.store import tracking
 from trainbench.store.sources import contributed_files
 
@@ -63,7 +64,7 @@ def refresh(client: Any, uri: str) -> str | None:
     print(f"Importing other machines' runs (published, results/contributed/) into experiment {SHARED_EXPERIMENT}")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "trainbench.store.shared_runs", "--uri", uri],
+            module_command("trainbench.store.shared_runs", "--uri", uri),
             capture_output=True,
             text=True,
             timeout=600,

@@ -94,6 +94,24 @@ def contributed_files(folder: Path = CONTRIBUTED) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
+def readable_contributed() -> list[FileSource]:
+    """results/contributed/'s files that read, each that does not left out with one line on stderr (a broken
+    file must not hide a comparison): its name and what is wrong, paths made private, escapes spelled out."""
+    import sys
+
+    from trainbench import untrusted
+    from trainbench.store import tracking
+
+    opened = []
+    for path in contributed_files():
+        try:
+            opened.append(open_file(path, contributed=True))
+        except SourceError as error:
+            said = untrusted.for_terminal(tracking.private(f"{path.name}: {error}"))
+            sys.stderr.write(f"trainbench: left out results/contributed/{said}\n")
+    return opened
+
+
 def open_contributed(folder: Path = CONTRIBUTED, leaving_out: Iterable[Path] = ()) -> list[FileSource]:
     """results/contributed/'s files, less those in `leaving_out` (files opened already, by another name too)."""
     opened = {path.resolve() for path in leaving_out}

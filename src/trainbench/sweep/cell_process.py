@@ -30,6 +30,7 @@ from trainbench.cell.orphan import remove_abandoned_scratch, remove_abandoned_sh
 from trainbench.cell.worker import PRELOAD_ARG, UNBLOCK_STOPS_ENV, traceback_path
 from trainbench.config import PROJECT_ROOT, to_spec
 from trainbench.config.schema import CellConfig, CellLimits
+from trainbench.locations import module_command
 from trainbench.measure.timeline import mark
 from trainbench.store import tracking
 from trainbench.sweep import framework_log, slots
@@ -179,7 +180,7 @@ def _run_child(
         ready.hand_over(spec_path)
     else:
         passed = (events_fd,) if events_fd is not None else ()
-        child = _spawn([sys.executable, "-m", "trainbench.cell.worker", str(spec_path)], env, passed)
+        child = _spawn(module_command("trainbench.cell.worker", str(spec_path)), env, passed)
         assert child.stderr is not None
         lines = child.stderr
     if events_fd is not None:
@@ -290,9 +291,7 @@ def prestart(cell: CellConfig) -> None:
     env = _child_env({})
     events_read, events_write = os.pipe()
     key = json.dumps(to_spec(cell), sort_keys=True)
-    child = _spawn(
-        [sys.executable, "-m", "trainbench.cell.worker", PRELOAD_ARG], env, (events_write,), stdin=subprocess.PIPE
-    )
+    child = _spawn(module_command("trainbench.cell.worker", PRELOAD_ARG), env, (events_write,), stdin=subprocess.PIPE)
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_collect, args=(child.stderr, lines), daemon=True).start()
     _prestarted = _Prestarted(child, key, env, os.getcwd(), events_read, events_write, lines)

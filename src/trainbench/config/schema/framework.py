@@ -42,7 +42,9 @@ SHARED_RUN_FLAGS = ("trainbench.compile", "trainbench.channels_last", "trainbenc
 class FrameworkConfig(Choice):
     """Base of every framework's config (each framework's package registers its own kind)."""
 
-    adapter: str = MISSING  # module with the framework's Adapter class, imported only inside a cell's process
+    # The module with the framework's Adapter class, imported only inside a cell's process. The framework's own,
+    # never a setting: a value from the command line or a references CSV would pick the module a cell runs.
+    adapter: ClassVar[str] = ""
     package: str = MISSING  # the distribution whose version identifies the framework (resume compares it)
     # Module that starts one process per device (PyTorch's DDP), with processes(device) -> int, launch(count,
     # entrypoint, argument, nodes) -> {rank: result}, and lost_nodes() -> [host], the nodes that stopped

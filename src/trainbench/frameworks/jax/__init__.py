@@ -23,7 +23,7 @@ DATA_PARALLEL_STEPS = ("per_device", "keras")
 @schema("framework", "jax")
 @dataclass
 class JaxConfig(KerasConfig):
-    adapter: str = "trainbench.frameworks.jax.adapter"
+    adapter: ClassVar[str] = "trainbench.frameworks.jax.adapter"
     package: str = "jax"
     node_joiner: ClassVar[str | None] = "trainbench.frameworks.jax.nodes"  # jax.distributed, a process per node
     version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.jax")

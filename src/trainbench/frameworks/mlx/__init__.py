@@ -27,7 +27,7 @@ BUILDERS = {
 @schema("framework", "mlx")
 @dataclass
 class MlxConfig(FrameworkConfig):
-    adapter: str = "trainbench.frameworks.mlx.adapter"
+    adapter: ClassVar[str] = "trainbench.frameworks.mlx.adapter"
     package: str = "mlx"
     builders: ClassVar[dict[str, str]] = BUILDERS
     version_tags: ClassVar[tuple[str, ...]] = ("sw.mlx",)

@@ -60,7 +60,7 @@ MIN_MEMORY_MB = 1536  # the measured floor + 25% (results/2026-11-22-memory-floo
 @schema("framework", "pytorch")
 @dataclass
 class PyTorchConfig(FrameworkConfig):
-    adapter: str = "trainbench.frameworks.pytorch.adapter"
+    adapter: ClassVar[str] = "trainbench.frameworks.pytorch.adapter"
     package: str = "torch"
     rank_launcher: ClassVar[str | None] = "trainbench.frameworks.pytorch.distributed"  # DDP: a process per device
     builders: ClassVar[dict[str, str]] = BUILDERS

@@ -15,7 +15,7 @@ from trainbench.frameworks.keras import KerasConfig
 @schema("framework", "tensorflow")
 @dataclass
 class TensorFlowConfig(KerasConfig):
-    adapter: str = "trainbench.frameworks.tensorflow.adapter"
+    adapter: ClassVar[str] = "trainbench.frameworks.tensorflow.adapter"
     package: str = "tensorflow"
     version_tags: ClassVar[tuple[str, ...]] = ("sw.keras", "sw.tensorflow")
     doctor: ClassVar[DoctorFacts | None] = DoctorFacts(

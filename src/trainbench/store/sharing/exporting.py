@@ -44,7 +44,7 @@ class ExportSummary:
 
 
 def export_runs(
-    client: Any, experiment_id: str, *, sweep: str | None = None, filter_string: str = ""
+    client: Any, experiment_id: str, *, store_uri: str, sweep: str | None = None, filter_string: str = ""
 ) -> tuple[list[dict[str, Any]], ExportSummary]:
     """The experiment's cells and sweeps (a sweep's run and its cells with `sweep`; only those matching
     `filter_string`, an MLflow search filter, too), as the file's `runs`, parents first.
@@ -71,7 +71,7 @@ def export_runs(
     unfinished |= {i for i, r in selected.items() if r.data.tags.get(PARENT_TAG) in unfinished}
     kept = [r for i, r in selected.items() if i not in unfinished]
     kept.sort(key=lambda r: (r.data.tags.get(PARENT_TAG) in selected, r.info.start_time, r.info.run_id))
-    records = [_run_record(client, run, set(selected) - unfinished) for run in kept]
+    records = [_run_record(client, run, set(selected) - unfinished, store_uri) for run in kept]
     cells = sum(r.data.tags.get("trainbench.kind") == "cell" for r in kept)
     return records, ExportSummary(cells=cells, sweeps=len(kept) - cells, unfinished=len(unfinished))
 
@@ -88,7 +88,7 @@ def active_run(client: Any, run_id: str) -> Any | None:
     return run if run.info.lifecycle_stage == "active" else None
 
 
-def _run_record(client: Any, run: Any, exported_ids: set[str]) -> dict[str, Any]:
+def _run_record(client: Any, run: Any, exported_ids: set[str], store_uri: str) -> dict[str, Any]:
     run_id = run.info.run_id
     parent = run.data.tags.get(PARENT_TAG)
     tags = {
@@ -96,7 +96,7 @@ def _run_record(client: Any, run: Any, exported_ids: set[str]) -> dict[str, Any]
         for key, value in run.data.tags.items()
         if key not in DROPPED_TAGS and not key.startswith(DROPPED_TAG_PREFIXES)
     }
-    artifacts, left_out = _artifacts(client, run_id)
+    artifacts, left_out = _artifacts(client, run_id, artifact_folder(store_uri, run.info.artifact_uri))
     if left_out:
         tags[LEFT_OUT_TAG] = limited(", ".join(left_out), MAX_TAG_LENGTH)
     metrics = {
@@ -128,13 +128,56 @@ def _json_number(value: float) -> float | str:
     return value
 
 
-def _artifacts(client: Any, run_id: str) -> tuple[dict[str, dict[str, str]], list[str]]:
+OUTSIDE_THE_STORE = "every artifact (the run names a folder of this machine outside the store's: not read)"
+
+
+@dataclass
+class ArtifactFolder:
+    """Where a run's artifacts may be read from: its folder on this machine (`root`) and the folder each of its
+    files must stay in, links resolved (`inside`); both None where they come through a server or a cloud store;
+    `refused` where none may be read."""
+
+    root: Path | None = None
+    inside: Path | None = None
+    refused: bool = False
+
+    def holds(self, path: str) -> bool:
+        if self.root is None or self.inside is None:
+            return True
+        return (self.root / path).resolve().is_relative_to(self.inside)
+
+
+def artifact_folder(store_uri: str, artifact_uri: str) -> ArtifactFolder:
+    """A store is data from whoever wrote it: a run whose artifact location names a folder of this machine
+    (file:///home/me/.ssh) would copy that folder's files into the export a user shares. A SQLite store's
+    artifacts are read within its file's folder only (trainbench keeps them in mlruns/ beside it); a server's
+    through the server or its cloud store (mlflow-artifacts:, s3:, ...), never from a local path it names."""
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    location = urlparse(artifact_uri or "")
+    if location.scheme not in ("", "file"):
+        return ArtifactFolder()
+    if not store_uri.startswith("sqlite:///"):
+        return ArtifactFolder(refused=True)
+    store_folder = Path(store_uri[len("sqlite:///") :].split("?", 1)[0]).resolve().parent
+    local = Path(url2pathname(location.path))
+    inside = local.resolve().is_relative_to(store_folder)
+    return ArtifactFolder(local, store_folder) if inside else ArtifactFolder(refused=True)
+
+
+def _artifacts(client: Any, run_id: str, where: ArtifactFolder) -> tuple[dict[str, dict[str, str]], list[str]]:
     """Every artifact file of the run up to MAX_ARTIFACT_BYTES: text scrubbed (utf-8), the rest base64; and the
-    paths of those left out, with their sizes."""
+    paths of those left out, with their sizes (or why)."""
     found: dict[str, dict[str, str]] = {}
     left_out: list[str] = []
+    if where.refused:
+        return found, [OUTSIDE_THE_STORE]
     with tempfile.TemporaryDirectory(prefix="trainbench-export-") as folder:
         for info in _artifact_files(client, run_id):
+            if not where.holds(info.path):
+                left_out.append(f"{info.path} (a link out of the store's folder)")
+                continue
             if info.file_size is not None and info.file_size > MAX_ARTIFACT_BYTES:
                 left_out.append(f"{info.path} ({_kib(info.file_size)})")
                 continue

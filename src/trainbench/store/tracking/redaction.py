@@ -82,7 +82,8 @@ def redact(text: str) -> str:
 
 
 def redact_output() -> None:
-    """Everything this process prints goes through redact(): every log record, of any logger, whatever handler
+    """Everything this process prints goes through redact() (and, written to stdout or stderr, has its control
+    characters spelled out): every log record, of any logger, whatever handler
     prints it (MLflow's "API request to http://user:pass@host failed" while a server is down, urllib3's retries,
     Hydra's), and every write to sys.stdout and sys.stderr (print, tracebacks, warnings, Hydra's `--cfg`).
     Called first thing by each process trainbench starts: the sweep, a launcher's worker and its job, a cell."""
@@ -112,8 +113,9 @@ def _redacting_records(make_record: Any) -> Any:
             message = record.getMessage()
         except Exception:  # a malformed call: logging reports it as it would have
             return record
-        if redact(message) != message:
-            record.msg, record.args = redact(message), ()
+        shown = untrusted.shown(message, keep_newlines=True)
+        if shown != message:
+            record.msg, record.args = shown, ()
         if record.exc_info and not record.exc_text:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
         if record.stack_info:
@@ -124,16 +126,19 @@ def _redacting_records(make_record: Any) -> Any:
 
 
 class _Redacted:
-    """A text stream that writes through redact(); everything else is the stream it wraps (fileno, isatty,
-    encoding, flush). Each write is redacted whole: a URI split over two writes would pass, and no caller here
-    writes one that way (print, logging and tracebacks write a URI within one string)."""
+    """A text stream that writes through redact() and spells out control characters (trainbench.untrusted.
+    for_terminal, newlines and tabs kept): whatever reaches the terminal -- a run name from a shared file in an
+    error, a config value in Hydra's parse error, a cell's echoed stderr -- cannot set the window title, plant a
+    link, clear the screen or reorder text, and trainbench itself writes none. Everything else is the stream it
+    wraps (fileno, isatty, encoding, flush). Each write is redacted whole: a URI split over two writes would pass,
+    and no caller here writes one that way (print, logging and tracebacks write a URI within one string)."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
         try:
-            self._stream.write(redact(text) if isinstance(text, str) else text)
+            self._stream.write(untrusted.shown(text, keep_newlines=True) if isinstance(text, str) else text)
         except BrokenPipeError:  # `trainbench ... | head -1`: the reader is done (trainbench.closed_output)
             _reader_gone(self._stream)
         return len(text)
