@@ -50,8 +50,8 @@ def test_the_sweep_says_where_this_machine_stands_and_prints_the_page(sweep) -> 
     # the fastest contributed figure with its interval, then a ratio or, where the intervals overlap, the words
     assert re.search(
         r"samples/s here; \d+ other machine\(s\), fastest .+ \(contributed, pytorch [\d.]+\) [\d,]+ .*\), "
-        r"([\d.]+x \((faster|slower) than your(s| pytorch)(; no interval: one measurement)?\)|within noise of your"
-        r"|too close to call against yours \(no interval: one measurement\))$",
+        r"([\d.]+x \((faster|slower) than your(s| pytorch)(; no interval recorded)?\)|within noise of your"
+        r"|too close to call against yours \(no interval recorded\))$",
         line,
     ), line
     # the page and the store as the person who started the sweep reaches them: from the folder they started it in
@@ -145,8 +145,8 @@ def test_each_framework_this_machine_ran_has_its_figure_and_its_own_speedup() ->
     )
     line = standing.terminal_lines([found[default_cell]])[0]
     assert re.search(
-        r"\(contributed, [^)]+\) [\d,]+ .*\), ([\d.]+x \((faster|slower) than your pytorch(; no interval: one measurement)?\)"
-        r"|within noise of your pytorch|too close to call against your pytorch \(no interval: one measurement\))",
+        r"\(contributed, [^)]+\) [\d,]+ .*\), ([\d.]+x \((faster|slower) than your pytorch(; no interval recorded)?\)"
+        r"|within noise of your pytorch|too close to call against your pytorch \(no interval recorded\))",
         line,
     ), line
     inference = [title for title in found if "(inference)" in title]

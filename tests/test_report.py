@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, RUN_PY, child_env, import_references, runs_in
+from conftest import QUIET, ROOT, RUN_PY, child_env, import_references, invoke, runs_in
 from trainbench.config import params
 from trainbench.config.compose import cells_for
 from trainbench.report import cli
@@ -305,6 +305,21 @@ def test_plots_put_only_comparable_runs_on_one_axis(report) -> None:
     for name in ("throughput", "mlp_depth", "epoch_times"):
         width, height = png_size(out / f"{name}.png")
         assert 480 <= width <= 1600 and height <= 2400, (name, width, height)
+
+
+@pytest.mark.slow
+def test_one_epoch_is_said_in_the_singular_on_the_first_screen_and_in_plot_titles(tmp_path: Path) -> None:
+    one_epoch = ["-m", "batch_size=16,32", "data.image_size=8", "model.hidden_sizes=[8]", f"{EPOCHS}=1", QUIET]
+    done = invoke(tmp_path, *TINY_DATA, *one_epoch, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("  mlp (train):")]
+    assert len(lines) == 2 and all("synthetic 8 px, 64 samples x 1 epoch, bs" in line for line in lines), lines
+    out = tmp_path / "report"
+    code, _ = make_report({"uri": done.uri}, out)
+    assert code == 0
+    titles = list(json.loads((out / "throughput.json").read_text()))
+    assert titles and all("64 samples x 1 epoch," in title for title in titles), titles
+    assert " 1 epochs" not in done.stdout + (out / "report.md").read_text()
 
 
 @pytest.mark.slow

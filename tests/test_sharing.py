@@ -392,6 +392,63 @@ def test_a_file_checked_before_it_is_shared_is_listed_alone_and_a_contributed_fi
     assert sorted(row.run_id for row in everything.rows) == sorted(i for ids in cells.values() for i in ids)
 
 
+COMPILE_MODES = CONTRIBUTED / "2026-11-28-resnet50-compile-modes-nvidia-h200.json"  # one setting, two compile modes
+GPU_CHECK = CONTRIBUTED / "2026-11-28-gpu-check-nvidia-h200.json"  # train and benchmark cells of three sweeps
+
+
+def listed(tmp_path: Path, path: Path) -> trainbench.Results:
+    """`trainbench results FILE` as printed, read back through the API that builds it."""
+    printed = cli(tmp_path, f"sqlite:///{tmp_path / 'none.db'}", "results", str(path))
+    table = trainbench.results(files=[path])
+    assert printed.returncode == 0 and printed.stdout.strip() == table.markdown(), printed.stderr
+    return table
+
+
+def test_results_names_a_framework_setting_that_is_not_its_default_as_the_report_does(tmp_path: Path) -> None:
+    """compile_mode=max-autotune against auto (the default) of one PyTorch setting: the framework column tells the
+    two apart in the report's words, and says nothing of the default."""
+    modes = {r.info.run_id: r.data.params.get("framework.compile_mode") for r in read_export(COMPILE_MODES).runs}
+    table = listed(tmp_path, COMPILE_MODES)
+    said = {"max-autotune": "pytorch 2.11, compiled, compile_mode=max-autotune", "auto": "pytorch 2.11, compiled"}
+    assert len(table.rows) == 4 and all(row.values["framework"] == said[modes[row.run_id]] for row in table.rows)
+
+
+def test_results_shows_a_train_run_s_epoch_cv_beside_a_benchmark_s_step_cv(tmp_path: Path) -> None:
+    """A train run's epoch cv (epoch_time_cv_pct) shows beside a benchmark's step cv, under a heading saying so."""
+    cells = {r.info.run_id: r for r in read_export(GPU_CHECK).runs if r.data.tags.get("trainbench.kind") == "cell"}
+    cv = {i: r.data.metrics.get("step_time_cv_pct", r.data.metrics.get("epoch_time_cv_pct")) for i, r in cells.items()}
+    assert {cells[i].data.tags["trainbench.task"] for i, c in cv.items() if c is not None} == {"train", "benchmark"}
+    shown = {row.run_id: row.values["step/epoch cv %"] for row in listed(tmp_path, GPU_CHECK).rows}
+    assert shown == {i: "" if c is None else f"{c:,.2f}" for i, c in cv.items()}  # skipped cells measured nothing
+
+
+def test_results_refuses_a_sweep_that_is_no_sweep_run_here_and_records_nothing(tmp_path: Path) -> None:
+    """--sweep with no run id, or with a cell's id, an id from nowhere or the id an imported sweep had on its own
+    machine: one line saying so and what to give instead, exit 2; a sweep of the store lists its cells."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert cli(tmp_path, uri, "import", str(GPU_CHECK)).returncode == 0
+    runs = runs_in(uri)
+    sweep, cell = (next(r for r in runs if r.data.tags.get("trainbench.kind") == kind) for kind in ("sweep", "cell"))
+    cells = sorted(r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep.info.run_id)
+    shown = cli(tmp_path, uri, "results", "--sweep", sweep.info.run_id)
+    assert shown.returncode == 0 and cells == sorted(row.split(" | ")[0][2:] for row in shown.stdout.splitlines()[2:])
+    elsewhere = sweep.data.tags[IMPORT_ID_TAG]
+    for given, said in (
+        ("abc", "--sweep 'abc' is not a run id (32 hex digits"),
+        (cell.info.run_id, f"--sweep {cell.info.run_id}: no sweep run of that id in experiment 'trainbench' of {uri}"),
+        ("0" * 32, f"--sweep {'0' * 32}: no sweep run of that id"),
+        (elsewhere, f"--sweep {elsewhere}: that sweep was imported here as {sweep.info.run_id}: give that id"),
+    ):
+        refused = cli(tmp_path, uri, "results", "--sweep", given)
+        assert refused.returncode == 2 and refused.stdout == "", (given, refused.stdout)
+        (line,) = refused.stderr.strip().splitlines()
+        assert line.startswith(f"trainbench: {said}"), (given, line)
+    assert [r.info.run_id for r in runs_in(uri)] == [r.info.run_id for r in runs]
+    missing = tmp_path / "fresh.db"  # opening a store that is not there yet would create it
+    refused = cli(tmp_path, f"sqlite:///{missing}", "results", "--sweep", "abc")
+    assert refused.returncode == 2 and "is not a run id" in refused.stderr and not missing.exists()
+
+
 def test_a_store_in_another_folder_keeps_its_artifacts_beside_it(tmp_path: Path) -> None:
     """Not in the project's mlruns/ (nor wherever the command was started): beside the database."""
     from trainbench.store import tracking

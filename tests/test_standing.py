@@ -257,7 +257,7 @@ def test_figures_without_an_interval_claim_no_small_speedup_on_any_screen(store)
     mine = log_cell(store, ONE_EPOCH, XEON, {"samples_per_s": 606.0})
     log_cell(store, ONE_EPOCH, M1_MAX, {"samples_per_s": 622.0})
     _, lines = first_screen(store, {mine})
-    assert lines[0].endswith("622.0 (1 repeat), too close to call against yours (no interval: one measurement)")
+    assert lines[0].endswith("622.0 (1 repeat), too close to call against yours (no interval recorded)")
     assert not re.search(r"\d\.\d\dx", lines[0]), lines
     page = next(Path("outputs/compare").glob("*.html")).read_text()
     assert "too close to call against yours" in page and "1.03x" not in page
@@ -280,7 +280,7 @@ def test_a_difference_beyond_what_one_measurement_may_vary_is_quoted_as_resting_
     mine = log_cell(store, ONE_EPOCH, XEON, {"samples_per_s": 600.0})
     log_cell(store, ONE_EPOCH, M1_MAX, {"samples_per_s": 1200.0})
     _, lines = first_screen(store, {mine})
-    assert lines[0].endswith("2.00x (faster than yours; no interval: one measurement)"), lines
+    assert lines[0].endswith("2.00x (faster than yours; no interval recorded)"), lines
 
 
 def test_one_measurement_is_given_the_widest_spread_a_figure_that_is_not_noisy_may_have() -> None:
@@ -288,3 +288,70 @@ def test_one_measurement_is_given_the_widest_spread_a_figure_that_is_not_noisy_m
     from trainbench.tasks.base import NOISY_CV_PCT
 
     assert figures.WITHOUT_INTERVAL == 2 * NOISY_CV_PCT / 100  # the documented rule (docs/comparing.md)
+
+
+def test_another_machines_runs_are_quoted_with_what_they_measured_and_two_runs_still_tell_machines_apart(
+    store,
+) -> None:
+    """An H100's two runs of the default cell, 40,517 (no interval recorded) and 53,397 +- 900: their median with
+    the span they measured, 46,957 (40,517-53,397 over 2 runs), 36.6x this CPU. A 95% interval of two runs' mean
+    (Student's t 12.7) made it +-81,833 and "within noise" of a 2-core CPU at 1,283."""
+    h100 = {"hw.gpu": "NVIDIA H100 80GB HBM3", "hw.gpu_memory_gb": "80", "trainbench.backend": "cuda"}
+    mine = log_cell(store, TINY, XEON, {"samples_per_s": 1283.0, "samples_per_s_ci95": 60.0})
+    log_cell(store, TINY, h100, {"samples_per_s": 40517.0})
+    log_cell(store, TINY, h100, {"samples_per_s": 53397.0, "samples_per_s_ci95": 900.0})
+    _, lines = first_screen(store, {mine})
+    assert "46,957 (40,517-53,397 over 2 runs), 36.60x (faster than yours)" in lines[0], lines
+
+
+def test_the_published_rows_a_sweep_imported_are_in_the_report_and_results_once_whoever_imported_them(
+    store, tmp_path
+) -> None:
+    """A sweep imports the published rows into the store's shared experiment; `python src/references.py` into the
+    store's own. The report and `trainbench results` read both, as the first screen does, and a row imported by
+    both counts once (2026-11-29: they read neither the shared experiment, "0 reference run(s)", and the first
+    screen counted a row imported both ways twice)."""
+    import trainbench
+    from trainbench.references import cli as references
+    from trainbench.report import cli as report
+    from trainbench.store.shared_runs import SHARED_EXPERIMENT
+
+    _, uri, _ = store
+    csv = (ROOT / "references" / "published-results.csv").read_text().splitlines(keepends=True)
+    study = tmp_path / "depth-study.csv"
+    rows = [line for line in csv[1:] if line.startswith("m1-tensorflow-benchmark,")]
+    study.write_text(csv[0] + "".join(rows))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert references.main([str(study), "--experiment", SHARED_EXPERIMENT]) == 0
+        log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
+        assert report.main(["--out", str(tmp_path / "shared"), "--no-log", "--no-contributed"]) == 0
+        assert references.main([str(study)]) == 0  # the same rows into the store's own experiment too
+        assert report.main(["--out", str(tmp_path / "both"), "--no-log", "--no-contributed"]) == 0
+        listed = trainbench.results(uri, contributed=False)
+    published = [r for r in listed.rows if r.values.get("from") == "published: m1-tensorflow-benchmark"]
+    assert all(r.values["total s"] and not r.values["date"] for r in published), published[:1]
+    counted = [
+        re.search(r"(\d+) reference run\(s\)", (tmp_path / name / "report.md").read_text())
+        for name in ("shared", "both")
+    ]
+    assert [int(m.group(1)) for m in counted if m] == [len(published)] * 2 and published, (counted, len(published))
+
+
+def test_a_setting_started_with_a_thread_count_reads_apart_in_its_words_and_its_runs_table_tag(store) -> None:
+    """OMP_NUM_THREADS=1 makes another setting (threads.* params): the first screen's title and the
+    trainbench.setting_name tag the MLflow runs table groups by say so, where both read alike before."""
+    from trainbench.store.runs import SETTING_NAME_TAG, tag_setting_name
+
+    client = store[0]
+    plain = log_cell(store, TINY, XEON, {"samples_per_s": 300.0, "samples_per_s_ci95": 10.0})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")
+        pinned = log_cell(store, TINY, XEON, {"samples_per_s": 900.0, "samples_per_s_ci95": 10.0})
+    for run_id in (plain, pinned):
+        tag_setting_name(client, run_id)
+    names = [client.get_run(run_id).data.tags[SETTING_NAME_TAG] for run_id in (plain, pinned)]
+    assert names[1] == names[0] + ", threads OMP_NUM_THREADS=1", names
+    found, _ = first_screen(store, {plain, pinned})
+    titles = sorted(s.title for s in found)
+    assert len(titles) == 2 and titles[1] == titles[0] + ", threads OMP_NUM_THREADS=1", titles

@@ -103,6 +103,45 @@ def test_the_suite_refuses_what_would_change_its_workloads(tmp_path: Path) -> No
     assert not (tmp_path / "mlflow.db").exists() or not _runs(tmp_path)
 
 
+def _nvidia_smi(folder: Path, gpus: int) -> str:
+    """A PATH whose nvidia-smi lists `gpus` NVIDIA GPUs, as `nvidia-smi -L` lists them (none: no line)."""
+    import os
+    import sys
+
+    folder.mkdir(parents=True, exist_ok=True)
+    listed = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\\n" for i in range(gpus))
+    (folder / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{listed}'\n")
+    (folder / "nvidia-smi").chmod(0o755)
+    return os.pathsep.join([str(folder), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def test_the_multi_gpu_class_without_nvidia_gpus_says_so_and_what_to_run(tmp_path: Path, monkeypatch) -> None:
+    """`trainbench suite device=gpu device.count=2` on a machine without NVIDIA GPUs: not the cpu class's
+    workloads refusing a second device, but the class's need and the command for this machine."""
+    import trainbench
+
+    none = _nvidia_smi(tmp_path / "no-gpu", 0)
+    for args in (("device=gpu", "device.count=2"), ("device.count=2",)):
+        done = invoke(tmp_path, "suite", *args, "sweep.dry_run=true", env={"PATH": none}, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            "trainbench: `trainbench suite device.count=2`: the multi_gpu class (suite_standard_multi_gpu) needs 2 "
+            "or more NVIDIA GPUs and this machine has none; run this machine's class without device.count: "
+            "`trainbench suite device=cpu`"
+        ], done.stderr
+        assert "cell(s)" not in done.stdout and not _runs(tmp_path)
+    monkeypatch.setenv("PATH", none)
+    with pytest.raises(trainbench.BadInput, match="needs 2 or more NVIDIA GPUs and this machine has none"):
+        trainbench.suite_plan(["device=gpu", "device.count=2"])
+    # with two NVIDIA GPUs the same command line is the multi_gpu class, its device.count the preset's own
+    monkeypatch.setenv("PATH", _nvidia_smi(tmp_path / "two-gpus", 2))
+    plan = trainbench.suite_plan(["device=gpu", "device.count=2"])
+    assert (plan.device_class, plan.command_line) == (
+        "multi_gpu",
+        ("+experiment=suite_standard_multi_gpu", "device=gpu"),
+    )
+
+
 def _runs(folder: Path) -> list[object]:
     from conftest import runs_in
 
@@ -268,8 +307,8 @@ def test_a_workloads_ratio_is_claimed_only_where_the_figures_separate() -> None:
     mlp.runs, mlp.ci95 = dict.fromkeys(mlp.values, 1), {"this machine": 30.0, "H200": 30.0}
     found = suite_summary.SuiteSummary([gemm, mlp], "H200", [], "Xeon")
     lines = suite_summary.terminal_lines(found)
-    assert "    H200: 622.0  too close to call against this machine (no interval: one measurement)" in lines, lines
-    assert "    H100: 1,300  2.15x this machine; no interval: one measurement" in lines, lines
+    assert "    H200: 622.0  too close to call against this machine (no interval recorded)" in lines, lines
+    assert "    H100: 1,300  2.15x this machine; no interval recorded" in lines, lines
     assert "    H200: 540.0 ± 30.00 (95%)  within noise of this machine" in lines, lines
 
 

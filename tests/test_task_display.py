@@ -108,3 +108,17 @@ def test_matmul_keeps_its_table_of_shapes_and_its_peak() -> None:
     assert (table.model, table.metric.name) == ("matmul_square", "peak_tflops")
     assert render.head(table) == ["shape", "precision", "settings"]
     assert render.row_name(table, table.rows[0]) == "square, fp32"
+
+
+def test_the_sweeps_summary_heads_its_figures_by_what_they_are_and_quotes_a_peak_as_every_screen() -> None:
+    """A sweep with a GEMM cell: its figure column is not headed samples/s above TFLOPS, and the peak reads as the
+    first screen and the run's note read it (0.103, not 0.10)."""
+    from trainbench.sweep.cell_run import CellResult
+    from trainbench.sweep.summary import summary_table
+
+    gemm = CellResult(1, "pytorch-matmul_square-cpu", "finished", None, None, "a" * 32, peak_tflops=0.1034)
+    mlp = CellResult(2, "pytorch-mlp-cpu-bs64", "finished", 1403.2, None, "b" * 32)
+    header, _, *rows = summary_table([gemm, mlp]).splitlines()
+    assert header.split()[:3] == ["cell", "outcome", "figure"], header
+    assert rows[0].split("finished")[1].strip() == "0.103 TFLOPS peak", rows
+    assert summary_table([mlp]).splitlines()[0].split()[2] == "samples/s"

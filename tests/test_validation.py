@@ -560,3 +560,26 @@ def test_an_unwritable_sweep_folder_is_refused_before_the_launcher_starts(tmp_pa
         )
         assert "`hydra.sweep.dir`" in line and "cannot be written" in line, line
     assert not Path("/proc/trainbench-sweeps").exists()
+
+
+def test_a_mean_or_std_that_does_not_fit_the_channels_says_how_many_values_they_take(trainbench) -> None:
+    """data.channels=1 with the synthetic preset's three-channel mean and std, as a user types it: one line saying
+    how many values one channel takes, with overrides that work, for data.mean and then for data.std."""
+    one_channel = ["data.image_size=8", "data.channels=1", "data.num_samples=1437", "task.epochs=2"]
+    takes = "data.channels=1: data.mean and data.std take 1 value each, e.g. data.mean=[0.5] data.std=[0.25]"
+    for argv, line in (
+        (one_channel, f"`data.mean`=[0.5, 0.5, 0.5] is not valid: {takes}"),
+        ([*one_channel, "data.mean=[0.5]"], f"`data.std`=[0.25, 0.25, 0.25] is not valid: {takes}"),
+        (
+            ["data=mnist", "data.mean=[0.5,0.5,0.5]"],
+            "`data.mean`=[0.5, 0.5, 0.5] is not valid: data=mnist gives 1-channel images (3-channel ones with "
+            "data.grayscale_to_rgb=true): data.mean and data.std take 1 value each, e.g. data.mean=[0.5] "
+            "data.std=[0.3081]",
+        ),
+    ):
+        done = trainbench(*argv, "sweep.dry_run=false")
+        assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"trainbench: {line}"], done.stderr
+        assert done.runs() == []
+    # the advice, followed, is a cell that runs
+    followed = trainbench(*one_channel, "data.mean=[0.5]", "data.std=[0.25]", "sweep.dry_run=true")
+    assert followed.returncode == 0 and "1 cell(s); nothing was run or recorded" in followed.stdout, followed.stderr

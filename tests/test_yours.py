@@ -102,3 +102,33 @@ def test_one_run_reads_the_same_in_the_summary_the_first_screen_results_and_the_
     }
     nearest = [(n["hw_label"], n["kind"]) for n in setting["nearest"]]
     assert nearest and all(kind == "contributed" and label in contributed for label, kind in nearest), nearest
+
+
+def test_the_reports_table_keeps_yours_this_machines_earlier_runs_and_colleagues_apart(two_sweeps, tmp_path) -> None:
+    """The report's table as its opening section: this machine's latest run is the figure in its column, its
+    earlier run a column of its own ("[earlier here]"), never a median of both; a contributed machine a column of
+    its own ("[contributed]") even where it has this machine's label (2026-11-29: the table showed "median of 3
+    runs" where the section said 1 repeat, and a contributed run of this label filled yours)."""
+    env = child_env({"MLFLOW_TRACKING_URI": two_sweeps["uri"], "PYTHONPATH": str(ROOT / "src")})
+    out = tmp_path / "report"
+    report = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "report.py"), "--out", str(out), "--no-log"],
+        cwd=two_sweeps["folder"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert report.returncode == 0, report.stderr
+    document = json.loads((out / "report.json").read_text())
+    (table,) = [t for t in document["tables"] if t["model"] == "mlp" and t["metric"] == "samples_per_s"]
+    labels = [c["label"] for c in table["columns"]]
+    assert len(labels) == len(set(labels)), labels
+    (row,) = [r for r in table["rows"] if r["setting"].get("data.num_samples") == "64"]
+    second, first = two_sweeps["second"], two_sweeps["first"]
+    (mine,) = [c["label"] for c in table["columns"] if c["mine"]]
+    (earlier,) = [c["label"] for c in table["columns"] if c["history"]]
+    assert earlier == f"{mine} [earlier here]"
+    for label, run in ((mine, second), (earlier, first)):
+        cell = row["cells"][label]
+        assert cell["runs"] == [run.info.run_id] and cell["value"] == run.data.metrics["samples_per_s"], cell
+    assert any(label.endswith("[contributed]") for label in labels), labels

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 NOISY_TAG = "trainbench.noisy"
 NOISY_REASON_TAG = "trainbench.noisy_reason"
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # Student t
 
 
 def number(value: float) -> str:
@@ -49,19 +48,37 @@ def repeats(params: Mapping[str, str], metric: str) -> int | None:
     return _int(params.get("task.repeats"))
 
 
-def spread_ci95(values: list[float]) -> float | None:
-    """The 95% half-width of the mean of several runs' figures (None for one run)."""
-    if len(values) < 2:
-        return None
-    t = T95.get(len(values) - 1, 1.96)
-    return t * statistics.stdev(values) / len(values) ** 0.5
+def span(values: list[float], intervals: list[float | None]) -> tuple[float, float]:
+    """What several runs of one setting on one machine measured: from the lowest run's figure to the highest,
+    widened where needed to the typical run's own 95% interval (the median of those recorded) around their
+    median, never below 0. Not a confidence interval of their mean, which two or three runs cannot give
+    (Student's t for two is 12.7: an H100's two runs at 40,517 and 53,397 samples/s came out +-81,833 and "within
+    noise" of a 2-core CPU); nor every run's own interval at its edges (one run of two epochs, +-43,000 of its own,
+    made six H200 runs read 6,618-92,793)."""
+    middle = statistics.median(values)
+    recorded = [c for c in intervals if c is not None]
+    typical = statistics.median(recorded) if recorded else 0.0
+    return max(min(*values, middle - typical), 0.0), max(*values, middle + typical)
+
+
+def half_width(value: float, low: float, high: float) -> float:
+    """The +- a span around `value` is judged with (figures.judged): its wider side."""
+    return max(value - low, high - value)
 
 
 def quoted(
-    value: float, interval: float | None = None, count: int | None = None, is_noisy: bool = False, runs: int = 1
+    value: float,
+    interval: float | None = None,
+    count: int | None = None,
+    is_noisy: bool = False,
+    runs: int = 1,
+    spanned: tuple[float, float] | None = None,
 ) -> str:
-    """`779.3 ± 12.1 (95%, 2 repeats)` for one run, `54,802 ± 3,120 (95%, median of 4 runs)` for several (the
-    interval then their spread), with ` NOISY` where a run was tagged so."""
+    """`779.3 ± 12.1 (95%, 2 repeats)` for one run; `54,802 (49,705-58,120 over 4 runs)` for the median of
+    several and what they measured (`span`); ` NOISY` where a run was tagged so."""
+    if runs > 1 and spanned is not None:
+        low, high = spanned
+        return f"{number(value)} ({number(low)}-{number(high)} over {runs} runs)" + (" NOISY" if is_noisy else "")
     text = number(value)
     details = []
     if interval is not None:
@@ -70,7 +87,7 @@ def quoted(
     if count is not None:
         details.append(f"{count} repeat{'s' if count != 1 else ''}")
     if runs > 1:
-        details.append(f"median of {runs} runs")
+        details.append(f"median of {runs} runs")  # several runs' interval given without their span
     if details:
         text += f" ({', '.join(details)})"
     return text + (" NOISY" if is_noisy else "")

@@ -1,6 +1,8 @@
-"""The cells of one or more stores and export files as a table in the terminal (markdown, what results/*.md
+"""The cells of one or more stores and export files, and the published rows in the stores, as a table in the terminal (markdown, what results/*.md
 files are made of), with the columns that tell its rows apart: the settings that differ between them, the
-machine, the framework release (with `compiled` where the step was), the date and the versions.
+machine, the framework release (with `compiled` where the step was, and the framework's settings that are not its
+defaults, as the report names them), the date and the versions. `step/epoch cv %` is how much a benchmark's timed
+steps varied, or a train run's epochs (those its samples/s is of).
 
 trainbench results                                     # this machine's store, experiment trainbench
 trainbench results --uri sqlite:///path/to/mlflow.db --uri http://team:5000 colleague.json --sweep RUN_ID
@@ -16,8 +18,9 @@ from typing import Any
 
 from trainbench import figures
 from trainbench.measure import hardware
+from trainbench.report.selection import entry
 from trainbench.store import sources
-from trainbench.store.setting import describe, differences, release, setting, step_compiled
+from trainbench.store.setting import describe, differences, setting
 
 Column = tuple[str, Callable[[Any], str]]
 
@@ -38,11 +41,38 @@ def _figure(key: str) -> Callable[[Any], str]:
         value = data.metrics.get(key)
         if value is None:
             return ""
+        if _published(found):  # a number from a paper or a blog: how many repeats made it is not known
+            return figures.quoted(value)
         return figures.quoted(
             value, figures.ci95(data.metrics, key), figures.repeats(data.params, key), figures.noisy(data.tags)
         )
 
     return cell
+
+
+def _published(found: Any) -> bool:
+    return found.run.data.tags.get("trainbench.kind") == "reference"
+
+
+def _source(found: Any) -> str:
+    """Where a row comes from: a published row its publication (not the store it was imported into)."""
+    tags = found.run.data.tags
+    if _published(found):
+        return f"published: {tags.get('reference.source', '?')}"
+    return tags.get(sources.IMPORTED_FROM) or found.source.name
+
+
+def _date(found: Any) -> str:
+    """When the run was measured; a published row's import time is not when it was measured: left blank."""
+    if _published(found):
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(found.run.info.start_time / 1000))
+
+
+def _spread(found: Any) -> str:
+    """How much the timed steps varied (benchmark), else the epochs that make samples/s (train)."""
+    metrics = found.run.data.metrics
+    return _number(metrics.get("step_time_cv_pct", metrics.get("epoch_time_cv_pct")), 2)
 
 
 def _tag(key: str) -> Callable[[Any], str]:
@@ -67,23 +97,19 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
     shown_versions = version_tags()
     settings = {f.run.info.run_id: setting(f.run.data.params, f.run.data.tags) for f in found}
     keys = differences(list(settings.values()))
+    # The report's own column for the run (trainbench.report.selection.Column.software): its words, its defaults.
+    software = {f.run.info.run_id: entry(f, histories=False).column.software for f in found}
     chosen: list[Column] = [
         ("cell", lambda f: f.run.info.run_name or f.run.info.run_id),
         ("outcome", _tag("trainbench.outcome")),
         ("setting", lambda f: describe(settings[f.run.info.run_id], keys)),
         ("machine", lambda f: hardware.run_label(f.run.data.tags)),
-        (
-            "framework",
-            lambda f: (
-                f"{f.run.data.tags.get('trainbench.framework', '')} "
-                f"{release(f.run.data.tags.get('trainbench.framework_version'))}".strip()
-                + (", compiled" if step_compiled(f.run.data.tags) else "")
-            ),
-        ),
-        ("date", lambda f: time.strftime("%Y-%m-%d %H:%M", time.localtime(f.run.info.start_time / 1000))),
+        ("framework", lambda f: software[f.run.info.run_id]),
+        ("date", _date),
         ("samples/s", _figure("samples_per_s")),
+        ("total s", _figure("total_time_s")),
         ("step ms p50", _metric("step_time_ms_p50", 2)),
-        ("cv %", _metric("step_time_cv_pct", 2)),
+        ("step/epoch cv %", _spread),
         ("peak GPU MB", _metric("peak_device_memory_mb")),
         ("MFU", _metric("mfu", 3)),
         ("avg W", _metric("avg_power_w")),
@@ -95,6 +121,6 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
             lambda f: " ".join(f"{k[3:]} {v}" for k, v in sorted(f.run.data.tags.items()) if k in shown_versions),
         ),
     ]
-    if several_sources:
-        chosen.append(("from", lambda f: f.run.data.tags.get(sources.IMPORTED_FROM) or f.source.name))
+    if several_sources or any(_published(f) for f in found):
+        chosen.append(("from", _source))
     return [(name, cell) for name, cell in chosen if name == "cell" or any(cell(f) for f in found)]

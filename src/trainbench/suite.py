@@ -36,10 +36,15 @@ def preset(device_class: str) -> str:
     return f"suite_standard_{device_class}"
 
 
+def typed(overrides: Iterable[str]) -> dict[str, str]:
+    """key -> value of each `key=value` (or `+key=value`) on the command line."""
+    return dict(o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
+
+
 def device_class(overrides: Iterable[str], gpus: int | None = None) -> str:
     """Which preset a command line runs: device=cpu -> cpu; device=gpu (or auto on a machine with an NVIDIA GPU)
     -> gpu, or multi_gpu when it also says device.count=2 or more; Apple GPUs and GPU-less machines -> cpu."""
-    values = dict(o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
+    values = typed(overrides)
     device = values.get("device", "auto")
     if device == "cpu":
         return "cpu"
@@ -99,9 +104,21 @@ def workloads(device_class: str) -> list[str]:
     return [name.strip() for name in str(loaded["hydra"]["sweeper"]["params"]["+suite_cell"]).split(",")]
 
 
-def refusal(argv: list[str], device_class: str) -> str | None:
+def refusal(argv: list[str], device_class: str, gpus: int | None = None) -> str | None:
     """Why the command line cannot be the suite (one line), or None. The suite fixes its workloads and their
-    precisions; `+suite_cell=a,b` runs some of the class's workloads, as they are."""
+    precisions; `+suite_cell=a,b` runs some of the class's workloads, as they are. `gpus`: how many NVIDIA GPUs
+    this machine has (nvidia_gpus() when None)."""
+    values = typed(argv)
+    count = values.get("device.count", "1")
+    multi = values.get("device", "auto") != "cpu" and count.isdigit() and int(count) >= 2
+    # Without an NVIDIA GPU device_class falls back to the cpu class, whose single-device workloads would refuse
+    # the count in words that never say the multi_gpu class needs GPUs.
+    if multi and (nvidia_gpus() if gpus is None else gpus) == 0:
+        return (
+            f"`trainbench suite device.count={count}`: the multi_gpu class ({preset('multi_gpu')}) needs 2 or "
+            "more NVIDIA GPUs and this machine has none; run this machine's class without device.count: "
+            "`trainbench suite device=cpu`"
+        )
     fixed = [a for a in argv if a.lstrip("+").startswith(("experiment=", "precision="))]
     if fixed:
         return (

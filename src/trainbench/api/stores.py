@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,8 @@ def results(
     from trainbench.results_table import columns
     from trainbench.store import sources, tracking
 
+    if sweep is not None and not re.fullmatch(r"[0-9a-f]{32}", sweep):  # checked before it goes into a filter
+        raise BadInput(f"--sweep {sweep!r} is not a run id (32 hex digits: {WHERE_A_SWEEP_ID_IS})")
     given = [tracking_uri] if isinstance(tracking_uri, str) else list(tracking_uri or [])
     paths = [Path(f) for f in files]
     uris = [tracking.resolve_tracking_uri(uri) for uri in given]
@@ -74,20 +77,32 @@ def results(
     if contributed is None:
         contributed = bool(uris)
     try:
-        opened: list[Any] = [sources.open_store(uri) for uri in uris]
-        opened += [sources.open_file(path) for path in paths]
+        stores = [sources.open_store(uri) for uri in uris]
+        opened: list[Any] = [*stores, *(sources.open_file(path) for path in paths)]
         if contributed and not sweep:
             opened += sources.open_contributed(leaving_out=paths)  # a contributed file named as well is read once
+        if not sweep:  # the published runs a sweep imports (and the contributed ones, named by their files above)
+            from trainbench.report.standing import shared_source
+
+            opened += [shared_source(s.client, s.uri, contributed) for s in stores]
     except (tracking.TrackingUnavailable, sources.SourceError) as error:
         raise BadInput(tracking.private(str(error))) from None
-    stores = [s for s in opened if isinstance(s, sources.StoreSource)]
     if stores and not paths and not any(s.client.get_experiment_by_name(experiment) for s in stores):
         names = ", ".join(s.name for s in stores)
         raise BadInput(f"no experiment {experiment!r} in {names}: run a cell first")
-    query = "tags.`trainbench.kind` = 'cell'"
     if sweep:
-        query += f" and tags.`mlflow.parentRunId` = '{sweep}'"
-    found = sorted(sources.search(opened, experiment, query), key=lambda f: f.run.info.start_time)
+        found = sources.search(
+            opened, experiment, f"tags.`trainbench.kind` = 'cell' and tags.`mlflow.parentRunId` = '{sweep}'"
+        )
+    else:  # cells, and the published figures they are compared with
+        found = [
+            f
+            for kind in ("cell", "reference")
+            for f in sources.search(opened, experiment, f"tags.`trainbench.kind` = '{kind}'")
+        ]
+    if sweep and not found:
+        _is_a_sweep(sweep, opened, experiment)
+    found.sort(key=lambda f: f.run.info.start_time)
     chosen = columns(found, len(opened) > 1)
     rows = tuple(
         ResultRow(
@@ -101,6 +116,28 @@ def results(
         for f in found
     )
     return Results(tuple(name for name, _ in chosen), rows)
+
+
+WHERE_A_SWEEP_ID_IS = "a sweep's closing `MLflow:` line names it, `sweep run <id>`"
+
+
+def _is_a_sweep(sweep: str, opened: list[Any], experiment: str) -> None:
+    """Raise BadInput unless `sweep` is a sweep run of the stores and files read (a sweep that left no cell lists
+    as an empty table)."""
+    from trainbench.store import sources
+
+    sweeps = [run for s in opened for run in s.search(experiment, "tags.`trainbench.kind` = 'sweep'")]
+    if any(run.info.run_id == sweep for run in sweeps):
+        return
+    # An imported sweep has a new id in the store; the one its machine printed is kept in a tag.
+    here = [run.info.run_id for run in sweeps if run.data.tags.get(sources.IMPORT_KEY) == sweep]
+    if here:
+        raise BadInput(f"--sweep {sweep}: that sweep was imported here as {here[0]}: give that id")
+    raise BadInput(
+        f"--sweep {sweep}: no sweep run of that id in experiment {experiment!r} of "
+        f"{', '.join(s.name for s in opened)}: give a sweep run's id ({WHERE_A_SWEEP_ID_IS}), or add its store "
+        "with --uri or its export file"
+    )
 
 
 # ---------------------------------------------------------------------------------------- export, import
@@ -344,7 +381,15 @@ def write_report(
         if not entries:
             raise ReportError(f"nothing to report: no finished cell or reference run matches ({selection.describe()})")
         writing.check_across(entries, selection.across)
-        written = writing.write_report(entries, folder, selection, baseline, names, notes)
+        opening = None
+        if sweep:  # its cells against every machine's runs of their settings, as the sweep's first screen had them
+            from trainbench.report import standing
+
+            cells = {e.run_id for e in entries if not e.column.reference}
+            everything = Selection(experiment, None, tuple(models), filter, references)
+            wide, _ = select(opened, everything, mine_runs=cells, histories=False)
+            opening = standing.standings(wide, cells)
+        written = writing.write_report(entries, folder, selection, baseline, names, notes, opening)
     except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
         raise BadInput(untrusted.shown(str(error))) from None
     done = Report(folder, tuple(written), len(entries), tuple(notes), None, None, None)

@@ -44,13 +44,14 @@ def suite_plan(overrides: Sequence[str] = ()) -> SuitePlan:
     if isinstance(overrides, str):
         raise TypeError('overrides is a list of key=value strings, e.g. ["data=cifar10", "data.root=data"]')
     argv = [f"+{a}" if a.startswith("suite_cell=") else a for a in overrides]
-    chosen = suite.device_class(argv)
-    problem = suite.refusal(argv, chosen)
+    gpus = suite.nvidia_gpus()
+    chosen = suite.device_class(argv, gpus)
+    problem = suite.refusal(argv, chosen, gpus)
     if problem:
         raise BadInput(problem)
     named = [a.split("=", 1)[1].split(",") for a in argv if a.startswith("+suite_cell=")]
     workloads = tuple(named[-1]) if named else tuple(suite.workloads(chosen))
-    line = suite.command_line(argv)
+    line = suite.command_line(argv, gpus)
     return SuitePlan(suite.SUITE_NAME, suite.SUITE_VERSION, chosen, workloads, tuple(line))
 
 

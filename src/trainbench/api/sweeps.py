@@ -52,10 +52,10 @@ class Cell:
     @property
     def figure(self) -> str:
         """samples/s as every screen quotes it: `1,403 ± 41.2 (95%, 2 repeats)` ("" where there is none)."""
-        from trainbench.figures import quoted
+        from trainbench.figures import number, quoted
 
         if self.peak_tflops is not None:  # as the sweep's summary table quotes a matmul cell
-            return f"{self.peak_tflops:,.2f} TFLOPS peak"
+            return f"{number(self.peak_tflops)} TFLOPS peak"
         if self.samples_per_s is None:
             return ""
         return quoted(self.samples_per_s, self.ci95, self.repeats, self.noisy)

@@ -71,8 +71,6 @@ def _model_and_data(cell: CellConfig) -> None:
                 f"model `{model.name}` takes {model.channels}-channel images but data "
                 f"`{data.name}` gives {given}-channel ones" + (f": add{fix}" if fix else ""),
             )
-        if len(data.mean) not in (1, given):
-            raise ConfigError("data.mean", data.mean, f"needs 1 or {given} values (one per channel)")
         if isinstance(model, VisionModel):
             need(
                 data.image_size >= model.min_image_size,

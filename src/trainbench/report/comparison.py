@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trainbench.figures import APART, TOO_CLOSE, ci95, judged, noisy, spread_ci95
+from trainbench.figures import APART, TOO_CLOSE, ci95, half_width, judged, noisy, span
 from trainbench.report.selection import Column, Entry, ReportError
 from trainbench.store.runs import task_kind
 from trainbench.store.setting import describe, differences
@@ -173,13 +173,15 @@ def build_row(members: list[Entry], metric: str) -> Row:
         by_column[e.column].append(e)
     row = Row(first.key, first.settings, first.variant, first.setting)
     for column, runs in sorted(by_column.items(), key=lambda item: item[0].order()):
-        values = [e.value(metric) for e in runs]
+        measured = [(v, ci95(e.metrics, metric)) for e in runs if (v := e.value(metric)) is not None]
+        value = statistics.median(v for v, _ in measured)
+        several = span([v for v, _ in measured], [c for _, c in measured]) if len(measured) > 1 else None
         row.cells[column.label] = Cell(
-            statistics.median(v for v in values if v is not None),
+            value,
             [e.run_id for e in runs],
             source_lines=[e.source_line for e in runs if e.source_line],
             noisy=any(noisy(e.tags) for e in runs),
-            ci95=ci95(runs[0].metrics, metric) if len(runs) == 1 else spread_ci95([v for v in values if v is not None]),
+            ci95=half_width(value, *several) if several else ci95(runs[0].metrics, metric),
         )
     if not any(not column.reference for column in by_column):
         row.commands = reproduce_commands([e for e in members if e.column.reference])

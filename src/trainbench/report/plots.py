@@ -18,7 +18,7 @@ from typing import Any
 
 from trainbench import untrusted
 from trainbench.report.selection import Entry
-from trainbench.store.runs import flags, task_kind
+from trainbench.store.runs import flags, task_kind, threads_text
 
 Series = dict[str, list[list[float]]]
 Panels = dict[str, Series]  # panel title -> series label -> points
@@ -42,12 +42,14 @@ def setting_text(e: Entry, leave_out: tuple[str, ...] = ()) -> str:
     if task_kind(e.task).uses_model:
         parts.append(f"{s['trainbench.data']}{size}")
     if s["trainbench.samples_per_epoch"]:  # blank for every task but train: the others have no epochs
-        parts.append(f"{s['trainbench.samples_per_epoch']} samples x {s['trainbench.epochs']} epochs")
+        epochs = s["trainbench.epochs"]
+        parts.append(f"{s['trainbench.samples_per_epoch']} samples x {epochs} epoch{'' if epochs == '1' else 's'}")
     if s["trainbench.batch_size"] and "batch_size" not in leave_out:
         parts.append(f"bs{s['trainbench.batch_size']}")
     parts.append(s["trainbench.precision"])
     parts.append(f"timed: {s['trainbench.timed_region']}")
     parts += flags({**s, "trainbench.num_devices": ""} if "num_devices" in leave_out else s, "applied" not in leave_out)
+    parts.append(threads_text(e.params))
     return ", ".join(p for p in parts if p)
 
 

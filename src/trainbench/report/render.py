@@ -112,7 +112,7 @@ def markdown(doc: Document) -> str:
     lines = ["# trainbench report", "", md(doc.summary), ""]
     if doc.standings is not None:
         lines += ["## Where this machine stands", ""]
-        found = [md(line.strip()) for line in standing.terminal_lines(doc.standings)]
+        found = [md(line.strip()) for line in standing.terminal_lines(doc.standings, limit=None)]  # report.md: all
         lines += [line + "  " for line in found] or [standing.NOTHING_OF_YOURS]
         lines.append("")
     for table in doc.tables:
@@ -234,6 +234,8 @@ def tables_json(tables: list[Table]) -> list[dict[str, Any]]:
                     "framework": c.framework,
                     "release": c.release,
                     "mine": c.mine,
+                    "history": c.history,
+                    "contributed": c.contributed,
                     "reference": c.reference,
                     "source": c.source or None,
                     "series": c.series or None,

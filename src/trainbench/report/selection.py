@@ -66,6 +66,10 @@ class Column:
     source: str = ""
     series: str = ""  # the publication's own name for a line, when one source has several on one device
     mine: bool = False  # this machine (or the sweep being shown)
+    # Runs of results/contributed/ (a colleague's machine, even of this machine's label): a column of their own,
+    # never in yours; this machine's earlier runs of a setting are `history`, apart from the figure that is yours.
+    contributed: bool = False
+    history: bool = False
     # Whether the run's step was compiled (tag trainbench.compile: XLA, torch.compile): Keras on JAX always is, so
     # one setting's JAX and PyTorch figures side by side can be compiled against eager, and say so.
     compiled: bool = False
@@ -81,11 +85,23 @@ class Column:
         text = f"{self.hw_label}: {self.software} ({self.backend})"
         if self.reference:
             text += f" [ref: {self.source}{': ' + self.series if self.series else ''}]"
+        elif self.contributed:
+            text += " [contributed]"
+        elif self.history:
+            text += " [earlier here]"
         return untrusted.for_terminal(text)  # from other machines' tags: shown in tables, plots and screens
 
     def order(self) -> tuple[Any, ...]:
-        """Yours first, then other machines' runs, then published figures."""
-        return (not self.mine, self.reference, self.hw_label, self.framework, self.release, self.label)
+        """Yours first, then this machine's earlier runs, other machines' runs, published figures."""
+        return (
+            not self.mine,
+            not self.history,
+            self.reference,
+            self.hw_label,
+            self.framework,
+            self.release,
+            self.label,
+        )
 
 
 @dataclass
@@ -216,6 +232,7 @@ def entry(found: Found, across: tuple[str, ...] = (), mine: set[str] | None = No
         source=tags.get("reference.source", "") if reference else "",
         series=tags.get("reference.series", "") if reference else "",
         mine=not reference and not contributed and hw_label in (mine or set()),
+        contributed=contributed and not reference,
         compiled=step_compiled(tags),
     )
     compared = {key: value for key, value in full.items() if not _across(key, across)}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trainbench import untrusted
-from trainbench.figures import APART, TOO_CLOSE, ci95, judged, noisy, number, quoted, repeats, spread_ci95
+from trainbench.figures import APART, TOO_CLOSE, ci95, half_width, judged, noisy, number, quoted, repeats, span
 from trainbench.report.comparison import TABLE_METRICS, TableMetric, headline
 from trainbench.report.plots import setting_text
 from trainbench.report.selection import Column, Entry
@@ -37,7 +37,8 @@ class Bar:
     origin: str = ""  # a contributed file, an import, a publication
     speedup: float | None = None  # against the user's figure, higher = faster; None where within noise
     against: str = "yours"  # which of the user's figures the speed-up is against, when they ran several frameworks
-    ci95: float | None = None  # 95% half-width: the run's own (<metric>_ci95), or the spread of several runs
+    ci95: float | None = None  # 95% half-width: the run's own (<metric>_ci95), or the wider side of `span`
+    span: tuple[float, float] | None = None  # several runs: what they measured (trainbench.figures.span)
     repeats: int | None = None  # the timed repeats (blocks, steady epochs) that made one run's figure
     noisy: bool = False  # a run of it was tagged trainbench.noisy
     within_noise: bool = False  # against the user's figure: the two intervals overlap, no speed-up is quoted
@@ -45,7 +46,7 @@ class Bar:
 
     @property
     def figure(self) -> str:
-        return quoted(self.value, self.ci95, self.repeats if self.runs == 1 else None, self.noisy, self.runs)
+        return quoted(self.value, self.ci95, self.repeats if self.runs == 1 else None, self.noisy, self.runs, self.span)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Near:
     bar: Bar
     differs: str  # "batch_size 256 vs 640, precision bf16 vs tf32"
     distance: int  # how many settings differ
+    machines: int = 1  # how many machines ran that setting (`bar` is the fastest)
 
 
 @dataclass
@@ -108,6 +110,27 @@ def standings(entries: list[Entry], runs: set[str] | None = None) -> list[Standi
         if not s.others:
             s.nearest = nearest(s, entries)
     return sorted(found, key=lambda s: (not s.others, s.title))
+
+
+def history_apart(entries: list[Entry]) -> list[Entry]:
+    """The report's tables and plots as the first screen reads them: per setting, this machine's latest run per
+    column is yours; its earlier runs of the setting go into a column of their own ("[earlier here]"), never into
+    the median that is yours."""
+    import dataclasses
+
+    groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
+    for e in entries:
+        if e.column.mine:
+            groups[(e.task, e.model, e.key)].append(e)
+    earlier = {e.run_id for members in groups.values() for e in members} - {
+        run for members in groups.values() for run in latest(members)
+    }
+    return [
+        dataclasses.replace(e, column=dataclasses.replace(e.column, mine=False, history=True))
+        if e.run_id in earlier
+        else e
+        for e in entries
+    ]
 
 
 def shared_metric(yours: Entry, others: list[Entry]) -> TableMetric | None:
@@ -175,15 +198,23 @@ def _bar(column: Column, runs: list[Entry], metric: TableMetric) -> Bar:
         kinds = {e.origin_kind for e in runs}
         kind = next((k for k in ("contributed", "imported") if k in kinds), "this store")
     one = runs[0] if len(runs) == 1 else None
+    value = statistics.median(values)
+    measured = None
+    if one:
+        interval = ci95(one.metrics, metric.name)
+    else:
+        measured = span(values, [ci95(e.metrics, metric.name) for e in runs if e.value(metric.name) is not None])
+        interval = half_width(value, *measured)
     return Bar(
         column,
-        statistics.median(values),
+        value,
         len(values),
         kind,
         "; ".join(origins),
-        ci95=ci95(one.metrics, metric.name) if one else spread_ci95(values),
+        ci95=interval,
         repeats=repeats(one.params, metric.name) if one else None,
         noisy=any(noisy(e.tags) for e in runs),
+        span=measured,
     )
 
 
@@ -214,7 +245,7 @@ def nearest(s: Standing, entries: list[Entry]) -> list[Near]:
             f"{key.removesuffix('.name')} {s.setting.get(key, '-')} vs {members[0].setting.get(key, '-')}"
             for key in keys
         )
-        found.append(Near(best, differs, len(keys)))
+        found.append(Near(best, differs, len(keys), len({e.column for e in members})))
     return sorted(found, key=lambda n: (n.distance, n.differs))[:NEAREST]
 
 
@@ -234,25 +265,25 @@ def speedup_text(bar: Bar) -> str:
     if bar.kind == "yours":
         return "yours"
     if bar.within_noise and bar.no_interval:
-        return f"too close to call against {bar.against} (no interval: one measurement)"
+        return f"too close to call against {bar.against} (no interval recorded)"
     if bar.within_noise:
         return f"within noise of {bar.against}"
     if bar.speedup is None:
         return ""
     faster = "faster" if bar.speedup >= 1 else "slower"
-    alone = "; no interval: one measurement" if bar.no_interval else ""
+    alone = "; no interval recorded" if bar.no_interval else ""
     return f"{bar.speedup:.2f}x ({faster} than {bar.against}{alone})"
 
 
 # ------------------------------------------------------------------------------------------------ terminal
 
 
-def terminal_lines(found: list[Standing]) -> list[str]:
+def terminal_lines(found: list[Standing], limit: int | None = MAX_LINES) -> list[str]:
     """A line per setting: the user's figure (with its interval, repeats and noise), how many other machines
     have the setting and the fastest of them; under it, this machine's earlier runs (history) and, where no
     other machine ran the setting, the nearest settings that one did."""
     lines = []
-    for s in found[:MAX_LINES]:
+    for s in found[:limit]:
         yours = s.yours
         assert yours is not None
         mine = [b for b in s.bars if b.kind == "yours"]
@@ -267,8 +298,8 @@ def terminal_lines(found: list[Standing]) -> list[str]:
                 f"{best.figure}, {speedup_text(best)}"
             )
         lines += [f"    {line}" for line in history_lines(s) + nearest_lines(s)]
-    if len(found) > MAX_LINES:
-        lines.append(f"  ... and {len(found) - MAX_LINES} more setting(s) on the page")
+    if limit is not None and len(found) > limit:
+        lines.append(f"  ... and {len(found) - limit} more setting(s) on the page")
     return lines
 
 
@@ -284,7 +315,10 @@ def nearest_lines(s: Standing) -> list[str]:
     if not s.nearest:
         return []
     return ["close, not equal (other settings, no ratio):"] + [
-        f"  {n.bar.column.hw_label} ({origin(n.bar)}) {n.bar.figure} {s.metric.unit}: {n.differs}" for n in s.nearest
+        f"  {n.bar.column.hw_label} ({origin(n.bar)}) {n.bar.figure} {s.metric.unit}"
+        + (f" (fastest of {n.machines} machines)" if n.machines > 1 else "")
+        + f": {n.differs}"
+        for n in s.nearest
     ]
 
 
@@ -400,8 +434,9 @@ def apart_html(s: Standing) -> str:
     parts = [f'<p class="hint history">{e(line)}</p>' for line in history_lines(s)]
     if s.nearest:
         items = "".join(
-            f"<li>{e(n.bar.column.hw_label)} ({e(n.bar.kind)}): {e(n.bar.figure)} {e(s.metric.unit)}; "
-            f"differs: {e(n.differs)}</li>"
+            f"<li>{e(n.bar.column.hw_label)} ({e(origin(n.bar))}): {e(n.bar.figure)} {e(s.metric.unit)}"
+            + (f" (fastest of {n.machines} machines)" if n.machines > 1 else "")
+            + f"; differs: {e(n.differs)}</li>"
             for n in s.nearest
         )
         parts.append(
@@ -482,11 +517,13 @@ def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Sta
     return standings(entries, mine)
 
 
-def shared_source(client: Any, uri: str) -> Any:
+def shared_source(client: Any, uri: str, contributed: bool = True) -> Any:
     """The store's experiment of published and contributed runs (trainbench.store.shared_runs), read as one source:
-    its runs that are not published references came from results/contributed/, and are shown as contributed."""
+    its runs that are not published references came from results/contributed/, and are shown as contributed
+    (`contributed=False`: its published rows only)."""
     from trainbench.store import sources
     from trainbench.store.shared_runs import SHARED_EXPERIMENT
     from trainbench.store.tracking import private
 
-    return sources.StoreSource(uri, private(uri), contributed=True, client=client, experiment=SHARED_EXPERIMENT)
+    name = f"{private(uri)} (experiment {SHARED_EXPERIMENT})"
+    return sources.StoreSource(uri, name, True, client, experiment=SHARED_EXPERIMENT, references_only=not contributed)

@@ -35,15 +35,17 @@ class Workload:
     metric: TableMetric
     values: dict[str, float] = field(default_factory=dict)  # machine -> median figure
     runs: dict[str, int] = field(default_factory=dict)
-    ci95: dict[str, float | None] = field(default_factory=dict)  # one run's recorded interval, or several runs' spread
+    ci95: dict[str, float | None] = field(default_factory=dict)  # one run's recorded interval, or its span's wider side
     noisy: dict[str, bool] = field(default_factory=dict)
     repeats: dict[str, int | None] = field(default_factory=dict)  # the timed repeats of a machine's one run
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # several runs: what they measured
 
     def quoted(self, machine: str) -> str:
         """The figure as the first screen quotes it (trainbench.figures.quoted): interval, repeats or runs, NOISY."""
         runs = self.runs.get(machine, 1)
         count = self.repeats.get(machine) if runs == 1 else None
-        return quoting.quoted(self.values[machine], self.ci95.get(machine), count, self.noisy.get(machine, False), runs)
+        noisy = self.noisy.get(machine, False)
+        return quoting.quoted(self.values[machine], self.ci95.get(machine), count, noisy, runs, self.spans.get(machine))
 
     def against(self, machine: str, reference: str) -> str:
         """`machine`'s ratio to `reference` where a speed-up may be claimed (trainbench.figures.judged), else the
@@ -63,9 +65,9 @@ class Workload:
         if verdict == quoting.WITHIN_NOISE:
             return f"within noise of {reference}"
         if verdict == quoting.TOO_CLOSE:
-            return f"too close to call against {reference} (no interval: one measurement)"
+            return f"too close to call against {reference} (no interval recorded)"
         alone = self.ci95.get(machine) is None or self.ci95.get(reference) is None
-        return f"{ratio:.3g}x {reference}" + ("; no interval: one measurement" if alone else "")
+        return f"{ratio:.3g}x {reference}" + ("; no interval recorded" if alone else "")
 
     def ratio(self, machine: str, reference: str) -> float | None:
         """How many times faster `machine` is than `reference` here (None where either did not run it)."""
@@ -173,7 +175,12 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
             workload.values[machine] = statistics.median(values)
             workload.runs[machine] = len(values)
             one = runs_of[machine][0] if len(values) == 1 else None
-            workload.ci95[machine] = quoting.ci95(one.metrics, metric.name) if one else quoting.spread_ci95(values)
+            if one:
+                workload.ci95[machine] = quoting.ci95(one.metrics, metric.name)
+            else:
+                measured = quoting.span(values, [quoting.ci95(e.metrics, metric.name) for e in runs_of[machine]])
+                workload.spans[machine] = measured
+                workload.ci95[machine] = quoting.half_width(workload.values[machine], *measured)
             workload.repeats[machine] = quoting.repeats(one.params, metric.name) if one else None
             workload.noisy[machine] = any(quoting.noisy(e.tags) for e in runs_of[machine])
         workloads.append(workload)

@@ -23,24 +23,35 @@ DEFAULT_OUT = Path("outputs") / "report"
 
 
 def write_report(
-    entries: list[Entry], out: Path, selection: Selection, baseline: str | None, uri: str, notes: list[str]
+    entries: list[Entry],
+    out: Path,
+    selection: Selection,
+    baseline: str | None,
+    uri: str,
+    notes: list[str],
+    standings: list[standing.Standing] | None = None,
 ) -> list[Path]:
-    """Write every file of the report into `out`; return the files. `notes` gains what the reader should know."""
-    tables = build_tables(entries, baseline, notes)
+    """Write every file of the report into `out`; return the files. `notes` gains what the reader should know.
+    `standings`: its opening section where the caller made it (a sweep's, against every source); else this
+    machine's runs among `entries`."""
+    shown = standing.history_apart(entries)
+    tables = build_tables(shown, baseline, notes)
     if not tables:
         raise ReportError(
             f"nothing to report: none of the {len(entries)} selected runs has "
             f"{', '.join(m.name for m in TABLE_METRICS)}"
         )
     out.mkdir(parents=True, exist_ok=True)
-    written = write_plots(entries, out, notes)
+    written = write_plots(shown, out, notes)
     local = sum(not e.column.reference for e in entries)
     summary = (
         f"{local} cell(s) and {len(entries) - local} reference run(s) from {uri} "
         f"({selection.describe()}), {time.strftime('%Y-%m-%d %H:%M')}. Reference columns are marked "
         "[ref: source]; their figures were published elsewhere, with other software and settings."
     )
-    found = standing.standings(entries) if any(e.column.mine for e in entries) else None
+    found = standings
+    if found is None and any(e.column.mine for e in entries):
+        found = standing.standings(entries)
     doc = Document(
         summary,
         tables,
@@ -108,10 +119,13 @@ def open_sources(uris_given: list[str], files: list[Path], contributed: bool) ->
         if not uris_given and files and local is not None and not local.exists():
             continue
         found.append(sources.open_store(uri))
+    stores = list(found)
     found += [sources.open_file(path) for path in files]
     if contributed:
         found += sources.open_contributed()
-    return found
+    # the published (and contributed) runs every sweep imports there, as its first screen read them; a contributed
+    # run is named by its file above
+    return found + [standing.shared_source(store.client, store.uri, contributed) for store in stores]
 
 
 def labels_of_this_machine() -> set[str]:

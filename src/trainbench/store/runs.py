@@ -186,7 +186,16 @@ def setting_name(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
     if s["trainbench.batch_size"]:
         parts.append(f"bs{s['trainbench.batch_size']}")
     parts += [s["trainbench.precision"], f"timed: {s['trainbench.timed_region']}", *flags(s, applied=False)]
-    return ", ".join(p for p in parts if p)
+    return ", ".join(p for p in [*parts, threads_text(params)] if p)
+
+
+def threads_text(params: Mapping[str, str]) -> str:
+    """The thread-count variables a run was started with (params threads.*), part of its setting: "threads
+    OMP_NUM_THREADS=1"; blank for the frameworks' own defaults. Two settings that differ only here read apart."""
+    named = [
+        f"{key.removeprefix('threads.')}={value}" for key, value in sorted(params.items()) if key.startswith("threads.")
+    ]
+    return f"threads {' '.join(named)}" if named else ""
 
 
 def flags(settings: Mapping[str, str], applied: bool = True) -> list[str]:

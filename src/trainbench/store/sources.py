@@ -42,12 +42,14 @@ class StoreSource:
     contributed: bool = False
     client: Any = None
     experiment: str | None = None  # this experiment whatever is asked: the store's other machines' runs
+    references_only: bool = False  # its published reference runs, not its cells (`--no-contributed`)
 
     def search(self, experiment: str, filter_string: str) -> list[Any]:
         from trainbench.store.runs import search_all
 
         found = self.client.get_experiment_by_name(self.experiment or experiment)
-        return search_all(self.client, [found.experiment_id], filter_string) if found else []
+        runs = search_all(self.client, [found.experiment_id], filter_string) if found else []
+        return [r for r in runs if r.data.tags.get("trainbench.kind") == "reference"] if self.references_only else runs
 
     def history(self, run_id: str, key: str) -> list[tuple[int, float]]:
         return sorted((m.step, m.value) for m in self.client.get_metric_history(run_id, key))
@@ -119,8 +121,11 @@ def open_contributed(folder: Path = CONTRIBUTED, leaving_out: Iterable[Path] = (
 
 
 def first_key(run: Any) -> str:
-    """The id a run was first recorded under, wherever it has travelled since."""
-    return str(run.data.tags.get(IMPORT_KEY) or run.info.run_id)
+    """The id a run was first recorded under, wherever it has travelled since; a published row's own key
+    (`python src/references.py` and a sweep's import of the same CSV row into two experiments are one row)."""
+    tags = run.data.tags
+    published = tags.get("reference.key") if tags.get("trainbench.kind") == "reference" else None
+    return str(tags.get(IMPORT_KEY) or (f"reference:{published}" if published else run.info.run_id))
 
 
 @dataclass

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainbench import untrusted
+from trainbench import figures, untrusted
 from trainbench.config import PROJECT_ROOT, CellConfig
 from trainbench.stops import STOP_SIGNALS
 from trainbench.store import tracking
@@ -140,13 +140,15 @@ def comparison_link(store: Any, uri: str, experiment_id: str, parent: str | None
 
 def summary_table(results: list[CellResult], quoted: dict[str, str] | None = None) -> str:
     """`quoted`: run id -> its figure as every screen quotes it (interval, repeats, noise; `recorded_figures`)."""
-    rows = [("cell", "outcome", "samples/s", "reason")]
+    # one column of figures: samples/s, or a GEMM's TFLOPS (each says so) where the sweep has one
+    header = "figure" if any(r.peak_tflops is not None for r in results) else "samples/s"
+    rows = [("cell", "outcome", header, "reason")]
     for r in results:
         speed = f"{r.samples_per_s:,.1f}" if r.samples_per_s is not None else "-"
         if r.run_id and r.samples_per_s is not None and (quoted or {}).get(r.run_id):
             speed = (quoted or {})[r.run_id]
         if r.peak_tflops is not None:
-            speed = f"{r.peak_tflops:,.2f} TFLOPS peak"
+            speed = f"{figures.number(r.peak_tflops)} TFLOPS peak"  # as the first screen and the run's note
         rows.append((r.name, r.outcome, speed, tracking.private(r.reason or "")))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = []
@@ -162,8 +164,6 @@ def summary_table(results: list[CellResult], quoted: dict[str, str] | None = Non
 def recorded_figures(store: Any, experiment_id: str, sweep_id: str) -> dict[str, str]:
     """Run id -> samples_per_s of this sweep's cells as the first screen, `trainbench results` and the report
     quote it (trainbench.figures: with its interval, repeats and noise), read back from the store."""
-    from trainbench import figures
-
     try:
         runs = store.search_runs([experiment_id], f"tags.`trainbench.sweep_id` = '{sweep_id}'", max_results=10_000)
     except (Exception, tracking.StoreFailed):  # the store is unreachable now: the table shows the bare figures

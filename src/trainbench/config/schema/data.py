@@ -50,12 +50,37 @@ class ImageData(DataConfig):
     def check(self, at: str) -> None:
         super().check(at)
         need_count(self.image_size, f"{at}.image_size", 1, MAX_IMAGE_SIZE, "e.g. data.image_size=224")
-        need(len(self.mean) == len(self.std), f"{at}.std", self.std, "needs one value per channel, like data.mean")
         need(all(finite(s) and s > 0 for s in self.std), f"{at}.std", self.std, "every value must be > 0")
         need(all(finite(m) for m in self.mean), f"{at}.mean", self.mean, "every value must be a finite number")
 
     def channels_given(self) -> int:
         raise NotImplementedError
+
+    def check_per_channel(self, at: str, source: str) -> None:
+        """mean and std: one value for every channel or one per channel, as many in both. Run once the channel
+        count is known to be valid; `source` says where that count comes from, as the user can change it."""
+        channels = self.channels_given()
+        counts = (1,) if channels == 1 else (1, channels)
+        takes = (
+            "1 value each"
+            if channels == 1
+            else f"1 value each (the same for every channel) or {channels} (one per channel)"
+        )
+        mean, std = self.mean[0] if self.mean else 0.5, self.std[0] if self.std else 0.25
+        example = f"e.g. {at}.mean=[{mean:g}] {at}.std=[{std:g}]"
+        for key, values in (("mean", self.mean), ("std", self.std)):
+            need(
+                len(values) in counts,
+                f"{at}.{key}",
+                values,
+                f"{source}: {at}.mean and {at}.std take {takes}, {example}",
+            )
+        need(
+            len(self.std) == len(self.mean),
+            f"{at}.std",
+            self.std,
+            f"needs as many values as {at}.mean ({len(self.mean)}), {example}",
+        )
 
 
 @schema("data", "synthetic_images")
@@ -73,7 +98,7 @@ class SyntheticImages(ImageData):
         super().check(at)
         need_count(self.channels, f"{at}.channels", 1, 64, "e.g. data.channels=3")
         need_count(self.num_classes, f"{at}.num_classes", 2, 100_000, "e.g. data.num_classes=10")
-        need(len(self.mean) in (1, self.channels), f"{at}.mean", self.mean, f"needs 1 or {self.channels} values")
+        self.check_per_channel(at, f"{at}.channels={self.channels}")
         need(self.num_samples is not None, f"{at}.num_samples", None, "synthetic data needs a sample count")
 
     def channels_given(self) -> int:
@@ -103,6 +128,12 @@ class ImageFiles(ImageData):
             f"{at}.val_fraction",
             self.val_fraction,
             "must be between 0 and 1",
+        )
+        gray = IMAGE_DATASETS[self.loader][0] == 1 and not self.grayscale_to_rgb
+        self.check_per_channel(
+            at,
+            f"{at}={self.name} gives {self.channels_given()}-channel images"
+            + (f" (3-channel ones with {at}.grayscale_to_rgb=true)" if gray else ""),
         )
 
     def channels_given(self) -> int:
