@@ -413,3 +413,39 @@ def test_the_entry_point_exits_2_on_an_empty_selection(store, tmp_path) -> None:
         "(experiment trainbench; filter tags.`hw.label` = 'Cray-1')"
     ]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_sweeps_report_opens_with_its_cells_against_every_machine_as_its_first_screen_did(tmp_path) -> None:
+    """`python src/report.py --sweep ID` tables the sweep's cells; its opening section sets them against every
+    machine that ran their settings, as the sweep's first screen did (2026-11-29: it said "no other machine has
+    this setting yet" where the first screen had counted five)."""
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    done = invoke(tmp_path, "-m", "model=mlp", *TINY_DATA, "task.epochs=2", "batch_size=16,32", QUIET)
+    assert done.returncode == 0, done.stderr[-2000:]
+    client = MlflowClient(done.uri)
+    cells = [r for r in runs_in(done.uri) if r.data.tags.get("trainbench.kind") == "cell"]
+    sweep = cells[0].data.tags["mlflow.parentRunId"]
+    elsewhere = {"hw.gpu": "NVIDIA H100 80GB HBM3", "hw.gpu_count": "1", "trainbench.backend": "cuda"}
+    tags = {k: v for k, v in cells[0].data.tags.items() if not k.startswith(("hw.", "mlflow."))} | elsewhere
+    other = client.create_run(cells[0].info.experiment_id, tags=tags)
+    client.log_batch(
+        other.info.run_id,
+        metrics=[Metric("samples_per_s", 90_000.0, 0, 0)],
+        params=[Param(k, v) for k, v in cells[0].data.params.items()],
+    )
+    client.set_terminated(other.info.run_id)
+    out = tmp_path / "report"
+    assert cli.main(["--uri", done.uri, "--sweep", sweep, "--out", str(out), "--no-log", "--no-contributed"]) == 0
+    opening = json.loads((out / "report.json").read_text())["standing"]
+    assert len(opening) == 2, opening
+    (against,) = [s for s in opening if s["setting"] == setting_text_of(cells[0])]
+    assert [b["hw_label"] for b in against["bars"] if b["kind"] != "yours"] == ["NVIDIA H100 80GB HBM3"], against
+
+
+def setting_text_of(run: Any) -> str:
+    from trainbench.report.standing import title
+
+    return title(entry(Found(run, None), histories=False))
