@@ -355,3 +355,13 @@ def test_a_setting_started_with_a_thread_count_reads_apart_in_its_words_and_its_
     found, _ = first_screen(store, {plain, pinned})
     titles = sorted(s.title for s in found)
     assert len(titles) == 2 and titles[1] == titles[0] + ", threads OMP_NUM_THREADS=1", titles
+
+
+def test_a_noisy_figure_without_an_interval_is_within_noise_of_a_close_one_and_apart_from_one_100x_away() -> None:
+    """A noisy inference figure records no interval: it is given +-50% (not infinity), so a GPU's 2,291 against
+    a 2-core CPU's 19.74 is a ratio, and against 2,331 within noise (2026-11-29: both read "within noise")."""
+    from trainbench import figures
+
+    assert figures.judged(2291.0, None, True, 19.74, None, False) == figures.APART
+    assert figures.judged(2291.0, None, True, 2331.0, 30.2, False) == figures.WITHIN_NOISE
+    assert figures.judged(2291.0, None, True, 4000.0, None, False) == figures.WITHIN_NOISE  # 1.7x: within reach
