@@ -292,6 +292,12 @@ def reproduced(
     from trainbench.tasks.base import task_of
 
     where = f"line {first.line}: `reproduce`={command!r}"
+    foreign = next((word for word in command.split() if not cell_override(word)), None)
+    if foreign is not None:  # the report prints the command for anyone to run: Hydra's own keys run code
+        raise BadReferences(
+            f"{where} holds {foreign!r}, which is not a setting of the cell: a reproduce command is the cell's "
+            "overrides only (no hydra.* key or hydra/ group, no flag)"
+        )
     try:
         cells = composed(command)
     except ConfigError as error:
@@ -311,6 +317,13 @@ def reproduced(
     # (threads.*) is not its setting, and would be kept in the composed-runs cache whatever the next import's.
     ran = {key: value for key, value in params(cell).items() if not key.startswith("threads.")}
     return ran, {key: str(value) for key, value in tags.items() if value is not None}
+
+
+def cell_override(word: str) -> bool:
+    """Whether a word of a `reproduce` command overrides trainbench's config: not a flag, and not Hydra's own
+    settings (`hydra.callbacks.x._target_=...` makes Hydra call any function when the command is run)."""
+    key = word.lstrip("+~").split("=", 1)[0]
+    return not word.startswith("-") and key != "hydra" and not key.startswith(("hydra.", "hydra/"))
 
 
 @functools.lru_cache(maxsize=256)
