@@ -89,6 +89,13 @@ def test_a_cell_round_trips_through_its_spec_keeping_its_types() -> None:
     assert params(copied) == params(original) and config_hash(copied) == config_hash(original)
 
 
+def test_a_cell_keeps_the_hash_its_runs_were_recorded_under() -> None:
+    """sweep.resume and the scaling study find earlier runs by config_hash: the default MLP cell's hash is the one
+    its runs recorded before framework.adapter stopped being a setting (2026-11-29; the change had moved every
+    hash, so resume would have run every finished cell again)."""
+    assert config_hash(cell("model=mlp")) == "523e429c1090"
+
+
 def test_identical_cells_share_a_hash_and_different_ones_do_not() -> None:
     base = cell("model=mlp", "batch_size=32")
     assert config_hash(base) == config_hash(

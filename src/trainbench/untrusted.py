@@ -43,6 +43,7 @@ _CLOUD_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"
 _INVISIBLE = r"\u061c\u180e\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
 _CONTROL = re.compile(rf"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
 _CONTROL_KEEPING_LINES = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")  # newlines and tabs kept
+_CONTROL_IN_STREAMS = re.compile(rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_INVISIBLE}]")  # and \r
 
 
 def redact(text: str) -> str:
@@ -64,6 +65,12 @@ def for_terminal(text: str, keep_newlines: bool = False) -> str:
     """`text` with control characters spelled out (`\\x1b`), safe to print; newlines and tabs kept when asked."""
     pattern = _CONTROL_KEEPING_LINES if keep_newlines else _CONTROL
     return pattern.sub(_spelled, text)
+
+
+def for_stream(text: str) -> str:
+    """What a process writes to its terminal, made safe: as for_terminal with newlines and tabs kept, and the
+    carriage return too (a progress bar redraws its line with it); ESC, BEL, backspace, C1, bidi marks spelled."""
+    return _CONTROL_IN_STREAMS.sub(_spelled, text)
 
 
 def shown(text: str, keep_newlines: bool = False) -> str:

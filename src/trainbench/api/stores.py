@@ -381,7 +381,7 @@ def write_report(
         if not entries:
             raise ReportError(f"nothing to report: no finished cell or reference run matches ({selection.describe()})")
         writing.check_across(entries, selection.across)
-        opening = None
+        opening, cells = None, None
         if sweep:  # its cells against every machine's runs of their settings, as the sweep's first screen had them
             from trainbench.report import standing
 
@@ -389,7 +389,7 @@ def write_report(
             everything = Selection(experiment, None, tuple(models), filter, references)
             wide, _ = select(opened, everything, mine_runs=cells, histories=False)
             opening = standing.standings(wide, cells)
-        written = writing.write_report(entries, folder, selection, baseline, names, notes, opening)
+        written = writing.write_report(entries, folder, selection, baseline, names, notes, opening, cells)
     except (ReportError, sources.SourceError, tracking.TrackingUnavailable) as error:
         raise BadInput(untrusted.shown(str(error))) from None
     done = Report(folder, tuple(written), len(entries), tuple(notes), None, None, None)

@@ -169,6 +169,8 @@ def config_hash(cell: CellConfig) -> str:
         g: {"kind": kind_of(getattr(cell, g)), **dataclasses.asdict(getattr(cell, g))} for g in groups_in_use(cell)
     }
     relevant.update(batch_size=cell.batch_size, seed=cell.seed)
+    if "framework" in relevant:  # a class attribute since it is no setting; hashed as when it was a field
+        relevant["framework"]["adapter"] = type(cell.framework).adapter
     if relevant.get("device", {}).get("nodes") == 1:
         del relevant["device"]["nodes"]  # one host: the hash runs recorded before device.nodes existed have
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -292,7 +292,7 @@ def reproduced(
     from trainbench.tasks.base import task_of
 
     where = f"line {first.line}: `reproduce`={command!r}"
-    foreign = next((word for word in command.split() if not cell_override(word)), None)
+    foreign = next((word for word in command_words(command) if not cell_override(word)), None)
     if foreign is not None:  # the report prints the command for anyone to run: Hydra's own keys run code
         raise BadReferences(
             f"{where} holds {foreign!r}, which is not a setting of the cell: a reproduce command is the cell's "
@@ -317,6 +317,26 @@ def reproduced(
     # (threads.*) is not its setting, and would be kept in the composed-runs cache whatever the next import's.
     ran = {key: value for key, value in params(cell).items() if not key.startswith("threads.")}
     return ran, {key: str(value) for key, value in tags.items() if value is not None}
+
+
+def command_words(command: str) -> list[str]:
+    """The words of a `reproduce` command as a shell splits them (quotes removed): what Hydra is given; a command a
+    shell cannot split is one word that no override is."""
+    import shlex
+
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return [command]
+
+
+def reproducible(command: str) -> str | None:
+    """The command line that runs `command` here, quoted so that a shell passes each word as it is (no `$(...)`,
+    no `;`), or None where a word is not a cell override (a store's tag can say anything)."""
+    import shlex
+
+    words = command_words(command)
+    return f"python src/run.py {shlex.join(words)}" if words and all(map(cell_override, words)) else None
 
 
 def cell_override(word: str) -> bool:

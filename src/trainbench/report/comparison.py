@@ -175,12 +175,13 @@ def build_row(members: list[Entry], metric: str) -> Row:
     for column, runs in sorted(by_column.items(), key=lambda item: item[0].order()):
         measured = [(v, ci95(e.metrics, metric)) for e in runs if (v := e.value(metric)) is not None]
         value = statistics.median(v for v, _ in measured)
-        several = span([v for v, _ in measured], [c for _, c in measured]) if len(measured) > 1 else None
+        is_noisy = any(noisy(e.tags) for e in runs)
+        several = span([v for v, _ in measured], [c for _, c in measured], is_noisy) if len(measured) > 1 else None
         row.cells[column.label] = Cell(
             value,
             [e.run_id for e in runs],
             source_lines=[e.source_line for e in runs if e.source_line],
-            noisy=any(noisy(e.tags) for e in runs),
+            noisy=is_noisy,
             ci95=half_width(value, *several) if several else ci95(runs[0].metrics, metric),
         )
     if not any(not column.reference for column in by_column):
@@ -239,7 +240,7 @@ def add_speedups(row: Row, baseline: Column, higher_is_better: bool) -> None:
     if base is None or len(row.cells) < 2:
         return
     for label, cell in row.cells.items():
-        if label == baseline.label:
+        if label == baseline.label or cell.value <= 0 or base.value <= 0:
             continue
         # as the first screen: a ratio only where the 95% intervals separate
         verdict = judged(cell.value, cell.ci95, cell.noisy, base.value, base.ci95, base.noisy)
@@ -257,7 +258,9 @@ def add_speedups(row: Row, baseline: Column, higher_is_better: bool) -> None:
 def reproduce_commands(references: list[Entry]) -> list[str]:
     """The `python src/run.py` line that measures a row of published figures here: each reference's own
     command (the CSV's `reproduce` column: the preset that composes exactly that setting, narrowed to it)."""
-    commands = {e.reproduce: f"python src/run.py {e.reproduce}" for e in references if e.reproduce}
+    from trainbench.references.mapping import reproducible
+
+    commands = {e.reproduce: line for e in references if e.reproduce and (line := reproducible(e.reproduce))}
     if not commands:
         sources = ", ".join(sorted({e.column.source for e in references}))
         return [f"(no command measures this setting here: {sources} gives no `reproduce`; its notes say what it ran)"]

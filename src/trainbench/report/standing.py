@@ -112,19 +112,19 @@ def standings(entries: list[Entry], runs: set[str] | None = None) -> list[Standi
     return sorted(found, key=lambda s: (not s.others, s.title))
 
 
-def history_apart(entries: list[Entry]) -> list[Entry]:
-    """The report's tables and plots as the first screen reads them: per setting, this machine's latest run per
-    column is yours; its earlier runs of the setting go into a column of their own ("[earlier here]"), never into
-    the median that is yours."""
+def history_apart(entries: list[Entry], runs: set[str] | None = None) -> list[Entry]:
+    """The report's tables and plots as the first screen reads them: per setting, `runs` (a sweep's cells), else
+    this machine's latest run per column, is yours; its other runs of the setting go into a column of their own
+    ("[earlier here]"), never into the median that is yours."""
     import dataclasses
 
     groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Entry]] = defaultdict(list)
     for e in entries:
         if e.column.mine:
             groups[(e.task, e.model, e.key)].append(e)
-    earlier = {e.run_id for members in groups.values() for e in members} - {
-        run for members in groups.values() for run in latest(members)
-    }
+    earlier = {e.run_id for members in groups.values() for e in members} - (
+        runs if runs is not None else {run for members in groups.values() for run in latest(members)}
+    )
     return [
         dataclasses.replace(e, column=dataclasses.replace(e.column, mine=False, history=True))
         if e.run_id in earlier
@@ -203,7 +203,8 @@ def _bar(column: Column, runs: list[Entry], metric: TableMetric) -> Bar:
     if one:
         interval = ci95(one.metrics, metric.name)
     else:
-        measured = span(values, [ci95(e.metrics, metric.name) for e in runs if e.value(metric.name) is not None])
+        recorded = [ci95(e.metrics, metric.name) for e in runs if e.value(metric.name) is not None]
+        measured = span(values, recorded, any(noisy(e.tags) for e in runs))
         interval = half_width(value, *measured)
     return Bar(
         column,
@@ -245,7 +246,7 @@ def nearest(s: Standing, entries: list[Entry]) -> list[Near]:
             f"{key.removesuffix('.name')} {s.setting.get(key, '-')} vs {members[0].setting.get(key, '-')}"
             for key in keys
         )
-        found.append(Near(best, differs, len(keys), len({e.column for e in members})))
+        found.append(Near(best, differs, len(keys), len({e.column.hw_label for e in members})))
     return sorted(found, key=lambda n: (n.distance, n.differs))[:NEAREST]
 
 

@@ -81,8 +81,8 @@ class Workload:
         +-trainbench.figures.WITHOUT_INTERVAL of itself): 0 or infinity where an interval reaches zero."""
 
         def span(m: str) -> tuple[float, float]:
-            value, interval = self.values[m], self.ci95.get(m)
-            spread = value * quoting.WITHOUT_INTERVAL if interval is None else interval
+            value = self.values[m]
+            spread = quoting.judged_interval(value, self.ci95.get(m), self.noisy.get(m, False))
             return max(value - spread, 0.0), value + spread
 
         (mine_low, mine_high), (theirs_low, theirs_high) = span(machine), span(reference)
@@ -178,7 +178,8 @@ def summarise(entries: list[Entry], mine_runs: set[str], reference: str = REFERE
             if one:
                 workload.ci95[machine] = quoting.ci95(one.metrics, metric.name)
             else:
-                measured = quoting.span(values, [quoting.ci95(e.metrics, metric.name) for e in runs_of[machine]])
+                intervals = [quoting.ci95(e.metrics, metric.name) for e in runs_of[machine]]
+                measured = quoting.span(values, intervals, any(quoting.noisy(e.tags) for e in runs_of[machine]))
                 workload.spans[machine] = measured
                 workload.ci95[machine] = quoting.half_width(workload.values[machine], *measured)
             workload.repeats[machine] = quoting.repeats(one.params, metric.name) if one else None
@@ -277,7 +278,10 @@ def after_suite(client: Any, uri: str, experiment_id: str, mine: set[str]) -> li
     from trainbench.store.tracking import private
 
     experiment = client.get_experiment(experiment_id).name
+    from trainbench.report.standing import shared_source
+
     opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
     opened.extend(sources.readable_contributed())
+    opened.append(shared_source(client, uri))  # the published rows a sweep imports (contributed: named above)
     entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
     return terminal_lines(summarise(entries, mine))

@@ -30,11 +30,13 @@ def write_report(
     uri: str,
     notes: list[str],
     standings: list[standing.Standing] | None = None,
+    yours: set[str] | None = None,
 ) -> list[Path]:
     """Write every file of the report into `out`; return the files. `notes` gains what the reader should know.
     `standings`: its opening section where the caller made it (a sweep's, against every source); else this
-    machine's runs among `entries`."""
-    shown = standing.history_apart(entries)
+    machine's runs among `entries`. `yours`: the runs that are yours (a sweep's cells), else this machine's latest
+    of each setting."""
+    shown = standing.history_apart(entries, yours)
     tables = build_tables(shown, baseline, notes)
     if not tables:
         raise ReportError(

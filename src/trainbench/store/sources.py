@@ -125,7 +125,9 @@ def first_key(run: Any) -> str:
     (`python src/references.py` and a sweep's import of the same CSV row into two experiments are one row)."""
     tags = run.data.tags
     published = tags.get("reference.key") if tags.get("trainbench.kind") == "reference" else None
-    return str(tags.get(IMPORT_KEY) or (f"reference:{published}" if published else run.info.run_id))
+    if published:  # the same row with the same figures; a corrected row of a newer CSV is another run
+        return f"reference:{published}:{tags.get('reference.content_hash', run.info.run_id)}"
+    return str(tags.get(IMPORT_KEY) or run.info.run_id)
 
 
 @dataclass

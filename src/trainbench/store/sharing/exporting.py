@@ -128,42 +128,44 @@ def _json_number(value: float) -> float | str:
     return value
 
 
-OUTSIDE_THE_STORE = "every artifact (the run names a folder of this machine outside the store's: not read)"
+OUTSIDE_THE_STORE = "every artifact (the run names a place outside the store's folder: not read)"
 
 
 @dataclass
 class ArtifactFolder:
-    """Where a run's artifacts may be read from: its folder on this machine (`root`) and the folder each of its
-    files must stay in, links resolved (`inside`); both None where they come through a server or a cloud store;
-    `refused` where none may be read."""
+    """Where a run's artifacts may be read from: its folder on this machine (`root`), which each of its files must
+    stay in once links are resolved; None where they come through a server or its cloud store; `refused` where
+    none may be read."""
 
     root: Path | None = None
-    inside: Path | None = None
     refused: bool = False
 
     def holds(self, path: str) -> bool:
-        if self.root is None or self.inside is None:
+        if self.root is None:
             return True
-        return (self.root / path).resolve().is_relative_to(self.inside)
+        return (self.root / path).resolve().is_relative_to(self.root.resolve())
 
 
 def artifact_folder(store_uri: str, artifact_uri: str) -> ArtifactFolder:
     """A store is data from whoever wrote it: a run whose artifact location names a folder of this machine
-    (file:///home/me/.ssh) would copy that folder's files into the export a user shares. A SQLite store's
-    artifacts are read within its file's folder only (trainbench keeps them in mlruns/ beside it); a server's
-    through the server or its cloud store (mlflow-artifacts:, s3:, ...), never from a local path it names."""
+    (file:///home/me/.ssh) or a bucket (s3://...) would copy what the user can read there into the export they
+    share. A SQLite store's artifacts are read within its file's folder only, as written (trainbench keeps them
+    in mlruns/ beside it, which may be a link to a bigger disk), each file within its run's folder; a server's
+    through the server or its cloud store, never from a local path it names."""
+    import os
     from urllib.parse import urlparse
     from urllib.request import url2pathname
 
     location = urlparse(artifact_uri or "")
-    if location.scheme not in ("", "file"):
-        return ArtifactFolder()
+    local = location.scheme in ("", "file")
     if not store_uri.startswith("sqlite:///"):
+        return ArtifactFolder() if not local else ArtifactFolder(refused=True)
+    if not local:
         return ArtifactFolder(refused=True)
-    store_folder = Path(store_uri[len("sqlite:///") :].split("?", 1)[0]).resolve().parent
-    local = Path(url2pathname(location.path))
-    inside = local.resolve().is_relative_to(store_folder)
-    return ArtifactFolder(local, store_folder) if inside else ArtifactFolder(refused=True)
+    store_folder = os.path.normpath(os.path.abspath(os.path.dirname(store_uri[len("sqlite:///") :].split("?", 1)[0])))
+    folder = os.path.normpath(os.path.abspath(url2pathname(location.path)))
+    inside = os.path.commonpath([store_folder, folder]) == store_folder
+    return ArtifactFolder(Path(folder)) if inside else ArtifactFolder(refused=True)
 
 
 def _artifacts(client: Any, run_id: str, where: ArtifactFolder) -> tuple[dict[str, dict[str, str]], list[str]]:
@@ -176,7 +178,7 @@ def _artifacts(client: Any, run_id: str, where: ArtifactFolder) -> tuple[dict[st
     with tempfile.TemporaryDirectory(prefix="trainbench-export-") as folder:
         for info in _artifact_files(client, run_id):
             if not where.holds(info.path):
-                left_out.append(f"{info.path} (a link out of the store's folder)")
+                left_out.append(f"{info.path} (a link out of its run's folder)")
                 continue
             if info.file_size is not None and info.file_size > MAX_ARTIFACT_BYTES:
                 left_out.append(f"{info.path} ({_kib(info.file_size)})")

@@ -127,7 +127,7 @@ def _redacting_records(make_record: Any) -> Any:
 
 class _Redacted:
     """A text stream that writes through redact() and spells out control characters (trainbench.untrusted.
-    for_terminal, newlines and tabs kept): whatever reaches the terminal -- a run name from a shared file in an
+    for_stream: newlines, tabs and a progress bar's carriage returns kept): whatever reaches the terminal -- a run name from a shared file in an
     error, a config value in Hydra's parse error, a cell's echoed stderr -- cannot set the window title, plant a
     link, clear the screen or reorder text, and trainbench itself writes none. Everything else is the stream it
     wraps (fileno, isatty, encoding, flush). Each write is redacted whole: a URI split over two writes would pass,
@@ -138,7 +138,7 @@ class _Redacted:
 
     def write(self, text: str) -> int:
         try:
-            self._stream.write(untrusted.shown(text, keep_newlines=True) if isinstance(text, str) else text)
+            self._stream.write(untrusted.for_stream(redact(text)) if isinstance(text, str) else text)
         except BrokenPipeError:  # `trainbench ... | head -1`: the reader is done (trainbench.closed_output)
             _reader_gone(self._stream)
         return len(text)
