@@ -235,13 +235,14 @@ def test_each_machine_s_line_is_the_geometric_mean_over_the_workloads_both_ran()
     # the reference: the H100 where it ran as many of these workloads as any other machine, else the one that ran most
     ran = {m: sum((m, k) in median for k in workloads) for m in machines if m != this_machine}
     noisy = {m: sum((m, k) in NOISY_FIGURES for k in workloads) for m in ran}
+    runs = {m: sum(len(everything.get((m, k), [])) for k in workloads) for m in ran}
     most = max(ran.values(), default=0)
     if most == 0:
         reference = this_machine
     elif ran.get(suite_summary.REFERENCE_MACHINE) == most:
         reference = suite_summary.REFERENCE_MACHINE
-    else:  # of those that ran the most, the one with the fewest noisy workloads, then by name
-        reference = min((noisy[m], m) for m, n in ran.items() if n == most)[1]
+    else:  # of those that ran the most, the one with the fewest noisy workloads, then the most runs, then by name
+        reference = min((noisy[m], -runs[m], m) for m, n in ran.items() if n == most)[2]
     checked = 0
     for machine in machines:
         shared = [k for k in sorted(workloads) if (machine, k) in median and (reference, k) in median]
@@ -347,6 +348,12 @@ def test_between_machines_that_ran_as_many_workloads_the_steadier_one_is_the_ref
     assert suite_summary.reference_machine(workloads, suite_summary.REFERENCE_MACHINE) == "Z steady GPU"
     workloads[0].values["H100"] = 1000.0
     assert suite_summary.reference_machine(workloads, "H100") == "Z steady GPU"  # the H100 ran fewer
+    # as steady, the one with more runs behind its figures: an H200's six suite runs, not a VM's one
+    for w in workloads:
+        w.noisy["A busy CPU"] = False
+        w.runs = {"this machine": 1, "A busy CPU": 1, "Z steady GPU": 6}
+    workloads[2].noisy["Z steady GPU"] = False
+    assert suite_summary.reference_machine(workloads, suite_summary.REFERENCE_MACHINE) == "Z steady GPU"
 
 
 def test_a_machine_s_geometric_mean_says_too_close_to_call_where_the_workloads_intervals_allow_a_ratio_of_one() -> None:

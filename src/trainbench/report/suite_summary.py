@@ -209,21 +209,23 @@ def machine_line(machine: str, reference: str, workloads: list[Workload]) -> lis
 def reference_machine(workloads: list[Workload], preferred: str) -> str:
     """The machine every line is set against: `preferred` where it ran as many of this sweep's workloads as any
     other machine, else the one that ran the most (a mean over one shared workload says little) and, of those,
-    the one with the fewest noisy figures (a loaded machine's wide intervals widen every line's range); else
-    this one."""
+    the one with the fewest noisy figures (a loaded machine's wide intervals widen every line's range), then the
+    most runs behind its figures (a 2-vCPU VM's one suite run against six of an H200's); else this one."""
     ran: dict[str, int] = defaultdict(int)
     noisy: dict[str, int] = defaultdict(int)
+    runs: dict[str, int] = defaultdict(int)
     for w in workloads:
         for machine in w.values:
             if machine != THIS_MACHINE:
                 ran[machine] += 1
                 noisy[machine] += w.noisy.get(machine, False)
+                runs[machine] += w.runs.get(machine, 1)
     if not ran:
         return THIS_MACHINE
     most = max(ran.values())
     if ran.get(preferred) == most:
         return preferred
-    return min((noisy[m], m) for m, n in ran.items() if n == most)[1]
+    return min((noisy[m], -runs[m], m) for m, n in ran.items() if n == most)[2]
 
 
 def geometric_mean(ratios: list[float]) -> float:
