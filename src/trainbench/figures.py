@@ -100,8 +100,8 @@ def quoted(
 # Two such figures are then told apart only where they differ by more than 1.5x.
 WITHOUT_INTERVAL = 0.20
 # A figure tagged noisy with no interval to say how noisy (an inference pass whose latencies varied): +-50%, so it
-# is told apart from another only beyond 3x. Never "within noise" of anything at all: a GPU's 2,291 inferences/s
-# against a 2-core CPU's 19.74 read "within noise" on 2026-11-29.
+# is told apart from another noisy one only beyond 3x; never "within noise" of anything at all (a GPU's noisy 2,291
+# inferences/s against a 2-core CPU's 19.74 is a ratio).
 NOISY_WITHOUT_INTERVAL = 0.50
 
 APART, WITHIN_NOISE, TOO_CLOSE = "apart", "within noise", "too close to call"
