@@ -162,7 +162,7 @@ def test_the_suite_summary_keeps_a_contributed_machine_of_this_label_and_leaves_
     log_cell(shared, TINY, XEON, {"samples_per_s": 800.0, "samples_per_s_ci95": 10.0}, **jax)
     log_cell(store, TINY, XEON, {"samples_per_s": 400.0, "samples_per_s_ci95": 10.0})  # an earlier run here
     mine = log_cell(store, TINY, XEON, {"samples_per_s": 500.0, "samples_per_s_ci95": 10.0})
-    opened = [sources.StoreSource(uri, uri, client=client), standing.shared_source(client, uri)]
+    opened = [sources.StoreSource(uri, uri, client=client), sources.shared_source(client, uri)]
     entries, _ = select(opened, Selection("trainbench"), mine_runs={mine}, histories=False)
     found = suite_summary.summarise(entries, {mine})
     (workload,) = found.workloads

@@ -325,11 +325,12 @@ def test_each_workload_quotes_every_figure_as_the_first_screen_does_interval_rep
     w.runs = {"this machine": 1, "Xeon": 1, "H200": 2}
     w.repeats = {"this machine": 3, "Xeon": 3}
     w.ci95 = {"this machine": 1.2, "Xeon": 15.0, "H200": 40.0}
+    w.spans = {"H200": (2299.0, 2379.0)}  # its two runs' span (summarise sets it wherever a median is of several)
     w.noisy = {"this machine": False, "Xeon": True, "H200": False}
     lines = suite_summary.terminal_lines(suite_summary.SuiteSummary([w], "H200", [], "EPYC"))
     assert "    this machine: 19.74 ± 1.20 (95%, 3 repeats)" in lines, lines
     assert "    Xeon: 6.50 ± 15.00 (95%, 3 repeats) NOISY  within noise of this machine" in lines, lines
-    assert any(line.startswith("    H200: 2,339 ± 40.00 (95%, median of 2 runs)  ") for line in lines), lines
+    assert any(line.startswith("    H200: 2,339 (2,299-2,379 over 2 runs)  ") for line in lines), lines
 
 
 def test_between_machines_that_ran_as_many_workloads_the_steadier_one_is_the_reference() -> None:

@@ -87,8 +87,6 @@ def quoted(
         details.append("95%")
     if count is not None:
         details.append(f"{count} repeat{'s' if count != 1 else ''}")
-    if runs > 1:
-        details.append(f"median of {runs} runs")  # several runs' interval given without their span
     if details:
         text += f" ({', '.join(details)})"
     return text + (" NOISY" if is_noisy else "")

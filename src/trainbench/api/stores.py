@@ -82,9 +82,7 @@ def results(
         if contributed and not sweep:
             opened += sources.open_contributed(leaving_out=paths)  # a contributed file named as well is read once
         if not sweep:  # the published runs a sweep imports (and the contributed ones, named by their files above)
-            from trainbench.report.standing import shared_source
-
-            opened += [shared_source(s.client, s.uri, contributed) for s in stores]
+            opened += [sources.shared_source(s.client, s.uri, contributed) for s in stores]
     except (tracking.TrackingUnavailable, sources.SourceError) as error:
         raise BadInput(tracking.private(str(error))) from None
     if stores and not paths and not any(s.client.get_experiment_by_name(experiment) for s in stores):

@@ -509,22 +509,6 @@ def compared(client: Any, uri: str, experiment: str, mine: set[str]) -> list[Sta
     the store's experiment, its shared experiment and results/contributed/ (trainbench.api.compare reads the same)."""
     from trainbench.report.selection import Selection, select
     from trainbench.store import sources
-    from trainbench.store.tracking import private
 
-    opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
-    opened.append(shared_source(client, uri))
-    opened.extend(sources.readable_contributed())
-    entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
+    entries, _ = select(sources.compared_with(client, uri), Selection(experiment), mine_runs=mine, histories=False)
     return standings(entries, mine)
-
-
-def shared_source(client: Any, uri: str, contributed: bool = True) -> Any:
-    """The store's experiment of published and contributed runs (trainbench.store.shared_runs), read as one source:
-    its runs that are not published references came from results/contributed/, and are shown as contributed
-    (`contributed=False`: its published rows only)."""
-    from trainbench.store import sources
-    from trainbench.store.shared_runs import SHARED_EXPERIMENT
-    from trainbench.store.tracking import private
-
-    name = f"{private(uri)} (experiment {SHARED_EXPERIMENT})"
-    return sources.StoreSource(uri, name, True, client, experiment=SHARED_EXPERIMENT, references_only=not contributed)

@@ -277,13 +277,7 @@ def after_suite(client: Any, uri: str, experiment_id: str, mine: set[str]) -> li
     published rows in the store."""
     from trainbench.report.selection import Selection, select
     from trainbench.store import sources
-    from trainbench.store.tracking import private
 
     experiment = client.get_experiment(experiment_id).name
-    from trainbench.report.standing import shared_source
-
-    opened: list[Any] = [sources.StoreSource(uri, private(uri), client=client)]
-    opened.extend(sources.readable_contributed())
-    opened.append(shared_source(client, uri))  # the published rows a sweep imports (contributed: named above)
-    entries, _ = select(opened, Selection(experiment), mine_runs=mine, histories=False)
+    entries, _ = select(sources.compared_with(client, uri), Selection(experiment), mine_runs=mine, histories=False)
     return terminal_lines(summarise(entries, mine))

@@ -127,7 +127,7 @@ def open_sources(uris_given: list[str], files: list[Path], contributed: bool) ->
         found += sources.open_contributed()
     # the published (and contributed) runs every sweep imports there, as its first screen read them; a contributed
     # run is named by its file above
-    return found + [standing.shared_source(store.client, store.uri, contributed) for store in stores]
+    return found + [sources.shared_source(store.client, store.uri, contributed) for store in stores]
 
 
 def labels_of_this_machine() -> set[str]:

@@ -114,6 +114,26 @@ def readable_contributed() -> list[FileSource]:
     return opened
 
 
+def shared_source(client: Any, uri: str, contributed: bool = True) -> StoreSource:
+    """The store's experiment of published and contributed runs (trainbench.store.shared_runs), read as one source:
+    its runs that are not published references came from results/contributed/, and are shown as contributed
+    (`contributed=False`: its published rows only)."""
+    from trainbench.store.shared_runs import SHARED_EXPERIMENT
+    from trainbench.store.tracking import private
+
+    name = f"{private(uri)} (experiment {SHARED_EXPERIMENT})"
+    return StoreSource(uri, name, True, client, experiment=SHARED_EXPERIMENT, references_only=not contributed)
+
+
+def compared_with(client: Any, uri: str) -> list[Any]:
+    """What a sweep's cells are set against on its first screen and in its suite summary: this store,
+    results/contributed/ (each file that reads, its runs named by their file), and the published and contributed
+    runs a sweep imports into the store (a run read twice counts once: first_key)."""
+    from trainbench.store.tracking import private
+
+    return [StoreSource(uri, private(uri), client=client), *readable_contributed(), shared_source(client, uri)]
+
+
 def open_contributed(folder: Path = CONTRIBUTED, leaving_out: Iterable[Path] = ()) -> list[FileSource]:
     """results/contributed/'s files, less those in `leaving_out` (files opened already, by another name too)."""
     opened = {path.resolve() for path in leaving_out}
