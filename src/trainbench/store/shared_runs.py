@@ -24,9 +24,8 @@ from typing import Any
 
 from trainbench.locations import module_command
 from trainbench.store import tracking
-from trainbench.store.sources import contributed_files
+from trainbench.store.sources import SHARED_EXPERIMENT, contributed_files
 
-SHARED_EXPERIMENT = "trainbench-shared"
 MARKER_TAG = "trainbench.shared_files_hash"
 SWITCH = "TRAINBENCH_SHARED_RUNS"  # `off`: sweeps leave the store as it is (the test suite sets it; CI, air-gapped)
 IMPORT_FORMAT = "1"  # bump when what an import writes changes, so that stores import again

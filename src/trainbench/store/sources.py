@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from trainbench.config import PROJECT_ROOT
 
 CONTRIBUTED = PROJECT_ROOT / "results" / "contributed"  # export files from machines we do not have
+SHARED_EXPERIMENT = "trainbench-shared"  # where sweeps import the published and contributed runs (shared_runs)
 IMPORT_KEY = "trainbench.import.run_id"  # an imported run's original id (trainbench.store.sharing)
 IMPORTED_FROM = "trainbench.imported_from"
 
@@ -118,7 +119,6 @@ def shared_source(client: Any, uri: str, contributed: bool = True) -> StoreSourc
     """The store's experiment of published and contributed runs (trainbench.store.shared_runs), read as one source:
     its runs that are not published references came from results/contributed/, and are shown as contributed
     (`contributed=False`: its published rows only)."""
-    from trainbench.store.shared_runs import SHARED_EXPERIMENT
     from trainbench.store.tracking import private
 
     name = f"{private(uri)} (experiment {SHARED_EXPERIMENT})"
