@@ -128,12 +128,16 @@ def test_no_shared_memory_file_outlives_a_sweep_sigkilled_with_its_cells_and_the
     try:
         owner = psutil.Process(sweep.pid)
         deadline = time.monotonic() + 180
+        seen_before: set[str] = set()
         while True:  # until a cell's loader workers are up: every kind of file is made by then
             tree = owner.children(recursive=True)
             cells = [p for p in tree if "trainbench.cell.worker" in " ".join(p.cmdline())]
-            tree_pids = {sweep.pid} | {p.pid for p in tree}
-            if any(cell.children() for cell in cells) and shared_memory_of(tree_pids):  # a loaded machine lags
+            seen = set(shared_memory_of({sweep.pid} | {p.pid for p in tree}))
+            # Files seen on two polls in a row: a batch's segment, passed from a loader worker and unlinked at
+            # once, is gone before any kill (a loaded machine lags in making every kind)
+            if any(cell.children() for cell in cells) and seen & seen_before:
                 break
+            seen_before = seen
             assert sweep.poll() is None and time.monotonic() < deadline, "no cell started its loader workers"
             time.sleep(0.2)
         pids = {sweep.pid} | {p.pid for p in owner.children(recursive=True)}
