@@ -216,6 +216,27 @@ def test_a_cell_started_where_a_module_shadows_a_library_imports_the_library(tmp
     assert not (tmp_path / "RAN").exists()
 
 
+@pytest.mark.slow
+def test_a_joblib_sweeps_workers_import_no_module_from_the_users_folder(tmp_path) -> None:
+    """The launcher's own workers (loky's, importing NumPy and psutil before any cell) run no `numpy.py` or
+    `psutil.py` from the folder the sweep starts in (before, both ran in every worker and killed it)."""
+    from conftest import TINY, child_env, runs_in
+
+    for shadowed in ("numpy", "psutil", "yaml"):
+        (tmp_path / f"{shadowed}.py").write_text(f"open('RAN-{shadowed}', 'w').write('ran')\nraise SystemExit(3)\n")
+    store = tmp_path / "mlflow.db"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "run.py"), "-m", "model=mlp", "device=cpu", *TINY, "batch_size=16,32",
+         "hydra/launcher=joblib"],
+        cwd=tmp_path, env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{store}"}), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.glob("RAN-*")) == []
+    cells = [r for r in runs_in(f"sqlite:///{store}") if r.data.tags.get("trainbench.kind") == "cell"]
+    assert sorted(r.data.tags.get("trainbench.outcome") for r in cells) == ["finished", "finished"]
+
+
 def test_an_export_reads_no_file_outside_the_stores_folder_whatever_a_run_says(tmp_path) -> None:
     """A store is data from whoever wrote it: a run whose artifact location names another folder of this machine,
     a bucket, or an artifact that is a link out of its run's folder, must not copy what the user can read there into
