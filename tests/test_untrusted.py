@@ -177,13 +177,20 @@ def test_an_override_and_a_shared_files_run_name_reach_the_terminal_with_every_e
 
 
 def test_no_setting_chooses_the_module_a_cell_imports(tmp_path) -> None:
-    """framework.adapter (the module whose Adapter a cell runs) is the framework's own, and framework.package
-    (looked up as a module before the sweep) cannot be set: a module planted where the user stands never runs,
-    and each override is one line, exit 2, nothing recorded. 2026-11-29: framework.adapter=pwnmod ran pwnmod.py."""
+    """framework.adapter (the module whose Adapter a cell runs) is the framework's own, framework.package (looked
+    up as a module before the sweep) cannot be set, and a preset is one of conf/'s files, not a path: a module or
+    YAML planted where the user stands never runs, and each override is one line, exit 2, nothing recorded."""
     from conftest import child_env
+    from trainbench.locations import CONF_DIR
 
     (tmp_path / "pwnmod.py").write_text("open('RAN', 'w').write('planted code ran')\n")
-    for override in ("framework.adapter=pwnmod", "framework.package=pwnmod.x"):
+    # A preset named by a path loads any YAML, and a YAML can have Hydra call a function
+    (tmp_path / "planted.yaml").write_text(
+        "# @package _global_\nhydra:\n  callbacks:\n    planted:\n      _target_: os.makedirs\n"
+        f"      _args_: [{tmp_path / 'RAN'}]\n"
+    )
+    preset = os.path.relpath(tmp_path / "planted", CONF_DIR / "experiment")
+    for override in ("framework.adapter=pwnmod", "framework.package=pwnmod.x", f"+experiment={preset}"):
         done = subprocess.run(
             [sys.executable, str(ROOT / "src" / "run.py"), "model=mlp", "device=cpu", override],
             cwd=tmp_path,
@@ -193,7 +200,7 @@ def test_no_setting_chooses_the_module_a_cell_imports(tmp_path) -> None:
             timeout=300,
         )
         said = _said(done).strip().splitlines()
-        assert done.returncode == 2 and len(said) == 1 and override.split("=")[0] in said[0], said
+        assert done.returncode == 2 and len(said) == 1 and override.split("=")[0].lstrip("+") in said[0], said
     assert not (tmp_path / "RAN").exists() and not (tmp_path / "mlflow.db").exists()
 
 

@@ -66,6 +66,8 @@ def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:
             _refuse_removal(key.lstrip("~"))
         elif key.lstrip("+~") in choices_groups():
             _check_group_values(key.lstrip("+~"), override)
+        elif key.lstrip("+~") in preset_groups():
+            _refuse_preset_outside_its_group(key.lstrip("+~"), override.input_line.partition("=")[2])
     return parsed
 
 
@@ -138,6 +140,18 @@ def settings_under(key: str) -> tuple[str, str] | None:
     first = next((k for k in under if defaults[k] is not None), under[0])
     shown = ", ".join(k[len(key) + 1 :] for k in under[:8]) + (", ..." if len(under) > 8 else "")
     return shown, f"{first}={as_override_value(EXAMPLES.get(first, defaults[first]))}"
+
+
+def _refuse_preset_outside_its_group(group: str, value: str) -> None:
+    """A preset is a YAML file of its group (conf/experiment/, or a hydra.searchpath folder's experiment/), not a path
+    out of it: `+experiment=../../../tmp/x` would load any YAML, and a YAML can have Hydra call a function."""
+    for choice in value.split(","):
+        if choice.strip().startswith("/") or ".." in choice.strip().split("/"):
+            raise PlainError(
+                group,
+                f"`{group}={choice.strip()[:80]}` is a path out of conf/{group}/: name one of its presets "
+                f"({', '.join(choices(group))})",
+            )
 
 
 def _check_group_values(group: str, override: Any) -> None:

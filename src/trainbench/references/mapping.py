@@ -296,7 +296,8 @@ def reproduced(
     if foreign is not None:  # the report prints the command for anyone to run: Hydra's own keys run code
         raise BadReferences(
             f"{where} holds {foreign!r}, which is not a setting of the cell: a reproduce command is the cell's "
-            "overrides only (no hydra.* key or hydra/ group, no flag)"
+            "overrides only (batch_size, seed, conf/ choices by name, keys of model, data, task, device, precision, "
+            "optim, optimize, framework; no hydra, tracking, cell or sweep key, no flag, no ${...})"
         )
     try:
         cells = composed(command)
@@ -339,11 +340,30 @@ def reproducible(command: str) -> str | None:
     return f"python src/run.py {shlex.join(words)}" if words and all(map(cell_override, words)) else None
 
 
+# What a reproduce command may set: the cell's own sections. Not tracking.* (the reader's runs sent to another
+# server), cell.*/sweep.* (how it runs, not what), hydra* (`hydra.callbacks.x._target_` calls any function).
+CELL_SECTIONS = ("model", "data", "task", "device", "precision", "optim", "optimize", "framework")
+# Settings of those sections that are places or words shown as instructions, not the measured setting.
+NOT_FROM_A_COMMAND = ("data.root", "framework.install", "framework.gpu_install", "framework.title", "framework.package")
+
+
 def cell_override(word: str) -> bool:
-    """Whether a word of a `reproduce` command overrides trainbench's config: not a flag, and not Hydra's own
-    settings (`hydra.callbacks.x._target_=...` makes Hydra call any function when the command is run)."""
-    key = word.lstrip("+~").split("=", 1)[0]
-    return not word.startswith("-") and key != "hydra" and not key.startswith(("hydra.", "hydra/"))
+    """Whether a word of a `reproduce` command sets the cell and nothing else: `batch_size`, `seed`, a group or
+    preset of conf/ by one of its files' names (`+experiment=../../tmp/x` would load any YAML, and a YAML can set
+    hydra.callbacks), or a key of the cell's sections (CELL_SECTIONS, less NOT_FROM_A_COMMAND); no flag, no
+    removal, no `@package`, no `${...}` (an interpolation reads the environment or a file into the run)."""
+    from trainbench.config.catalogue import choices_groups, preset_groups
+    from trainbench.locations import choices
+
+    key, equals, value = word.removeprefix("+").partition("=")
+    if not equals or word.startswith(("-", "~")) or "@" in key or "/" in key or "${" in value:
+        return False
+    if key in choices_groups() + preset_groups():
+        return all(choice in choices(key) for choice in value.split(","))
+    if key in ("batch_size", "seed"):
+        return True
+    section, dot, _ = key.partition(".")
+    return bool(dot) and section in CELL_SECTIONS and not key.startswith(NOT_FROM_A_COMMAND)
 
 
 @functools.lru_cache(maxsize=256)
