@@ -504,7 +504,7 @@ def test_a_hostile_file_is_text_on_every_screen_and_its_secrets_land_nowhere(sto
 
     for screen in (imported, results, report):
         assert "\x1b" not in screen.stdout + screen.stderr and "\x07" not in screen.stdout + screen.stderr
-    assert "cell\\x1b]0;owned\\x07" in results.stdout  # shown, spelled out
+    assert r"cell\\x1b\]0;owned\\x07" in results.stdout  # shown, spelled out, as markdown text
     assert "<img" not in markdown and "<svg" not in markdown and "\x1b" not in markdown
     assert "&lt;img src=y onerror=alert(1)&gt;" in markdown
     for where in (stored_text, (tmp_path / "again.json").read_text(), results.stdout, markdown):

@@ -287,3 +287,29 @@ def test_an_export_reads_no_file_outside_the_stores_folder_whatever_a_run_says(t
         assert runs[refused]["artifacts"] == {} and "outside the store" in runs[refused]["tags"][LEFT_OUT_TAG]
     assert list(runs["linked"]["artifacts"]) == ["overrides.txt"], runs["linked"]["artifacts"]
     assert "key (a link out of its run's folder)" in runs["linked"]["tags"][LEFT_OUT_TAG]
+
+
+def test_a_shared_files_run_name_is_text_in_the_results_table_the_docs_site_publishes(tmp_path) -> None:
+    """`trainbench results FILE` prints the markdown that results/*.md are pasted from and the docs site renders: a
+    run name of `<img onerror=...>` or `[x](javascript:...)` in a colleague's file is text there, not a live tag
+    or link (2026-11-29: the <img> reached the rendered page as it was)."""
+    import json
+
+    import markdown
+
+    from conftest import child_env
+    from test_conventions import one_cell_and_its_sweep
+
+    document = one_cell_and_its_sweep(ROOT / "results" / "contributed" / "2026-11-26-nvidia-h100-80gb.json")
+    hostile = '<img src=x onerror="alert(1)"> [click](javascript:alert(2)) `code`'
+    document["runs"][-1]["run_name"] = hostile
+    (tmp_path / "theirs.json").write_text(json.dumps(document))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "src" / "run.py"), "results", "theirs.json"], cwd=tmp_path,
+        env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'none.db'}"}), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = markdown.markdown(done.stdout, extensions=["tables"])
+    assert "<table>" in page and "alert(1)" in page and "click" in page, page  # the name is there, as text
+    assert "<img" not in page and "<a " not in page and "<code>" not in page, page

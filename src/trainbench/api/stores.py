@@ -41,14 +41,15 @@ class Results:
     rows: tuple[ResultRow, ...]
 
     def markdown(self) -> str:
-        """The table `trainbench results` prints (markdown, what results/*.md files are made of)."""
-        from trainbench import untrusted
+        """The table `trainbench results` prints (markdown, what results/*.md files are made of, which the docs site
+        publishes): a value from a store or a shared file is text there, never HTML, a link or an image."""
+        from trainbench.untrusted import markdown_text, redact
 
-        lines = ["| " + " | ".join(untrusted.shown(name) for name in self.columns) + " |"]
-        lines.append("|" + "---|" * len(self.columns))
-        for row in self.rows:
-            shown = (untrusted.shown(row.values[name]).replace("|", "\\|") for name in self.columns)
-            lines.append("| " + " | ".join(shown) + " |")
+        def cell(text: object) -> str:  # secrets masked, as every screen shows them
+            return markdown_text(redact(str(text)))
+
+        lines = ["| " + " | ".join(map(cell, self.columns)) + " |", "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(cell(row.values[name]) for name in self.columns) + " |" for row in self.rows]
         return "\n".join(lines)
 
 
