@@ -154,7 +154,8 @@ def _said(done: subprocess.CompletedProcess[str]) -> str:
 
 def test_an_override_and_a_shared_files_run_name_reach_the_terminal_with_every_escape_spelled_out(tmp_path) -> None:
     """Hydra's parse error quotes an override's value, an import's refusal a file's run name: each is one line with
-    its escapes as text (\\x1b), never a window title, a link or a cleared screen (2026-11-29: both were raw)."""
+    its escapes as text (\\x1b), never a window title, a link, a cleared screen, nor a carriage return drawing
+    another message over it (2026-11-29: all were raw)."""
     import json
 
     from conftest import child_env
@@ -162,7 +163,8 @@ def test_an_override_and_a_shared_files_run_name_reach_the_terminal_with_every_e
     run_py = str(ROOT / "src" / "run.py")
     override = subprocess.run([sys.executable, run_py, f"batch_size={HOSTILE}", "device=cpu"], cwd=tmp_path,
                               env=child_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
-    record = {"run_id": "b" * 32, "run_name": HOSTILE, "status": "BOGUS", "start_time": 1, "end_time": 2,
+    spoof = "\rtrainbench: all runs imported OK" + "\n" * 50  # over the refusal, then off the screen
+    record = {"run_id": "b" * 32, "run_name": HOSTILE + spoof, "status": "BOGUS", "start_time": 1, "end_time": 2,
               "parent_run_id": None, "params": {}, "tags": {}, "metrics": {}, "artifacts": {}}  # fmt: skip
     document = {"format": "trainbench-export", "version": 1, "exported_at": "now", "experiment": "x", "runs": [record]}
     (tmp_path / "shared.json").write_text(json.dumps(document))
@@ -207,20 +209,26 @@ def test_no_setting_chooses_the_module_a_cell_imports(tmp_path) -> None:
 @pytest.mark.slow
 def test_a_cell_started_where_a_module_shadows_a_library_imports_the_library(tmp_path) -> None:
     """A cell's process is started with -P: a `numpy.py` in the folder the user runs from is never imported in
-    place of NumPy (before, `python -m trainbench.cell.worker` put that folder first on the cell's import path)."""
+    place of NumPy (before, `python -m trainbench.cell.worker` put that folder first on the cell's import path),
+    nor a `torch.py` (which only cells import) through an empty PYTHONPATH entry, which means that folder whatever
+    -P says (`export PYTHONPATH=$PYTHONPATH:/x` with nothing before; the user's own process takes it as Python
+    does, hence torch here)."""
     from conftest import TINY, child_env
 
-    (tmp_path / "numpy.py").write_text("open('RAN', 'w').write('shadowing module ran')\nraise SystemExit(3)\n")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "src" / "run.py"), "model=mlp", "device=cpu", *TINY],
-        cwd=tmp_path,
-        env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert not (tmp_path / "RAN").exists()
+    import_path = os.environ.get("PYTHONPATH", str(ROOT / "src"))
+    for shadowed, path in (("numpy", import_path), ("torch", os.pathsep + import_path)):
+        (tmp_path / f"{shadowed}.py").write_text(f"open('RAN', 'w').write('{shadowed}.py ran')\nraise SystemExit(3)\n")
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "src" / "run.py"), "model=mlp", "device=cpu", *TINY],
+            cwd=tmp_path,
+            env=child_env({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "PYTHONPATH": path}),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert not (tmp_path / "RAN").exists()
+        (tmp_path / f"{shadowed}.py").unlink()
 
 
 @pytest.mark.slow

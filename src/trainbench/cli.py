@@ -67,9 +67,11 @@ def main(hydra_main: Callable[[], Any], argv: Sequence[str] | None = None) -> in
 def console(hydra_main: Callable[[], Any] | None = None) -> None:
     """The `trainbench` command (pip install .), and `python src/run.py` with its own Hydra main."""
     from trainbench import closed_output
+    from trainbench.locations import folder_off_every_import_path
     from trainbench.store.tracking.redaction import redact_output
 
     redact_output()  # before any line: an override's value in Hydra's parse error, a shared file's run name
+    folder_off_every_import_path()  # before any process is started
 
     try:
         _console(sys.argv[1:], hydra_main)

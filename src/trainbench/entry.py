@@ -15,8 +15,9 @@ def fail(message: str) -> int:
     from trainbench.store.mlflow_project import record_refusal
     from trainbench.store.tracking import private
     from trainbench.sweep import handoff
+    from trainbench.untrusted import for_terminal
 
-    print(f"trainbench: {private(message)}", file=sys.stderr, flush=True)
+    print(f"trainbench: {for_terminal(private(message))}", file=sys.stderr, flush=True)  # one line, whatever it quotes
     handoff.write_refusal(private(message))  # for trainbench.run(), which raises it as trainbench.BadInput
     record_refusal(message)  # under `mlflow run`: the run it names says why it failed
     return EXIT_BAD_INPUT

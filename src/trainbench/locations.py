@@ -6,6 +6,7 @@ trainbench.config re-exports it.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -25,3 +26,14 @@ def module_command(module: str, *arguments: str) -> list[str]:
     left off its import path (-P): a `torch.py` or `numpy.py` where the user stands is never imported in place of
     the real one, nor run by a cell."""
     return [sys.executable, "-P", "-m", module, *arguments]
+
+
+def folder_off_every_import_path() -> None:
+    """Every Python this process starts leaves the folder it starts in off its import path, as -P does for
+    trainbench's own (module_command): a launcher's workers (loky's `python -m ...`, submitit's) would otherwise put
+    it first and import a numpy.py lying there. An empty PYTHONPATH entry (`PYTHONPATH=$PYTHONPATH:/x` with
+    nothing before) also means that folder, whatever -P says: dropped."""
+    os.environ["PYTHONSAFEPATH"] = "1"
+    entries = os.environ.get("PYTHONPATH")
+    if entries is not None:
+        os.environ["PYTHONPATH"] = os.pathsep.join(entry for entry in entries.split(os.pathsep) if entry)

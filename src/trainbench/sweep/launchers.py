@@ -61,10 +61,6 @@ def prepare(launcher: Any, jobs: int, cpus_per_cell: int | None) -> int:
     moment (loky's initializer runs before a worker takes any job). Returns how many jobs to hand the launcher
     at a time: submitit_local starts a process for every job it is given at once."""
     mark_sweep_process()
-    # A launcher's workers are Pythons it starts itself (loky's `python -m ...`, submitit's): each would put the
-    # folder the user runs from first on its import path, and import a numpy.py or psutil.py lying there. The cells
-    # are started with -P (locations.module_command); this is -P for every Python they start.
-    os.environ["PYTHONSAFEPATH"] = "1"
     kind = type(launcher).__module__ + "." + type(launcher).__name__
     settings = getattr(launcher, "joblib", None)
     if kind.endswith(".JoblibLauncher") and isinstance(settings, dict):

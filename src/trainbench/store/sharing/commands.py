@@ -9,12 +9,14 @@ from collections.abc import Sequence
 
 from trainbench import api
 from trainbench.store import tracking
+from trainbench.untrusted import for_terminal
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CTRL_C = 0, 1, 2, 130
 
 
 def _fail(message: str, status: int = EXIT_BAD_INPUT) -> int:
-    print(f"trainbench: {tracking.private(message)}", file=sys.stderr, flush=True)
+    # One line, whatever a file put in the message (a run name's \r would draw "imported OK" over it)
+    print(f"trainbench: {for_terminal(tracking.private(message))}", file=sys.stderr, flush=True)
     return status
 
 

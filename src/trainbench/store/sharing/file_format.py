@@ -195,7 +195,9 @@ def _check_bounds(run: RunRecord, name: str) -> None:
 
 
 def _where(name: str, index: int, run_name: Any) -> str:
-    return f"{name}: run {index}" + (f" ({run_name})" if isinstance(run_name, str) and run_name else "")
+    # The file's run name on the refusal's one line: a \r or \n in it would draw over what the line says
+    shown = untrusted.for_terminal(run_name) if isinstance(run_name, str) else ""
+    return f"{name}: run {index}" + (f" ({shown})" if shown else "")
 
 
 def _check_run(raw: Any, index: int, name: str) -> RunRecord:
