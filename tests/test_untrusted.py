@@ -321,3 +321,16 @@ def test_a_shared_files_run_name_is_text_in_the_results_table_the_docs_site_publ
     page = markdown.markdown(done.stdout, extensions=["tables"])
     assert "<table>" in page and "alert(1)" in page and "click" in page, page  # the name is there, as text
     assert "<img" not in page and "<a " not in page and "<code>" not in page, page
+
+
+def test_a_failed_runs_reason_is_text_on_its_mlflow_page() -> None:
+    """A cell's failure reason can quote what the cell read (a data file's message, a folder's name); MLflow's UI
+    renders the run's description as Markdown, so the reason there is text, never a tag or a link."""
+    import markdown
+
+    from trainbench.run_description import describe
+
+    reason = '<img src=x onerror="alert(1)"> in [the data](javascript:alert(2))'
+    page = markdown.markdown(describe({}, {}, {}, "failed", reason))
+    assert "alert(1)" in page and "the data" in page, page
+    assert "<img" not in page and "<a " not in page, page

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainbench import figures
+from trainbench import figures, untrusted
 from trainbench.measure import hardware
 from trainbench.store.runs import setting_name
 
@@ -34,7 +34,8 @@ def describe(
     if outcome == "finished" and headline:
         lines = [f"{headline} · finished"]
     else:
-        why = (reason or "no reason recorded").strip().splitlines()[0][:MAX_REASON_CHARS]
+        # A reason can quote what a cell read (a data file's error, a path): text on the page, never HTML or a link
+        why = untrusted.markdown_text((reason or "no reason recorded").strip().splitlines()[0][:MAX_REASON_CHARS])
         lines = [f"**{outcome}**: {why}" + (f" · {headline}" if headline else "")]
     lines.append(setting_name(dict(tags), dict(params)))
     framework = f"{tags.get('trainbench.framework', '')} {tags.get('trainbench.framework_version', '')}".strip()
