@@ -147,6 +147,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 os.environ.setdefault("TRAINBENCH_SHARED_RUNS", "off")
 
 
+def command_of(process: Any) -> str:
+    """A psutil process's command line; empty for one that ended (or is a zombie) while the test looked."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment without the store and the thread-count variables (part of every cell's
     setting: a test that wants one passes it in `extra`), plus `extra`."""

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -40,10 +41,21 @@ POSTGRES_MISSING = (
 _running: dict[int, Any] = {}  # id(object) -> MlflowServer / PostgresCluster still running, for atexit
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_port(span: int = 1) -> int:
+    """A port that is free now, with the `span - 1` ports after it (JAX's coordinator takes the rendezvous port +
+    1), below the range the system hands out for port 0 (/proc/sys/net/ipv4/ip_local_port_range: 32768 up here):
+    a server killed and started again on its port (a blink) leaves it free for seconds, and a port the system
+    handed out (gloo's, a client's) must not take it meanwhile."""
+    for _ in range(1000):
+        port = random.randrange(20000, 32768 - span)
+        with contextlib.ExitStack() as probes:
+            try:
+                for offset in range(span):
+                    probes.enter_context(socket.socket()).bind(("127.0.0.1", port + offset))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32767")
 
 
 def http_status(url: str, timeout: float = 2) -> int | None:

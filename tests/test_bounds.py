@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import ROOT, TINY, child_env
+from conftest import ROOT, TINY, child_env, command_of
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import owner_kill  # noqa: E402
@@ -97,6 +97,13 @@ def test_more_ranks_than_cores_run_as_many_as_cores_with_one_line(trainbench) ->
     assert cell.data.metrics["num_devices"] == cores
 
 
+def children_of(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children()
+    except psutil.Error:
+        return []
+
+
 def shared_memory_of(pids: set[int]) -> list[str]:
     """The entries of /dev/shm whose names carry one of `pids` (loky's semaphores and memmapping folders, torch's
     segments and Python's named semaphores are named for the process that made them)."""
@@ -131,11 +138,11 @@ def test_no_shared_memory_file_outlives_a_sweep_sigkilled_with_its_cells_and_the
         seen_before: set[str] = set()
         while True:  # until a cell's loader workers are up: every kind of file is made by then
             tree = owner.children(recursive=True)
-            cells = [p for p in tree if "trainbench.cell.worker" in " ".join(p.cmdline())]
+            cells = [p for p in tree if "trainbench.cell.worker" in command_of(p)]
             seen = set(shared_memory_of({sweep.pid} | {p.pid for p in tree}))
             # Files seen on two polls in a row: a batch's segment, passed from a loader worker and unlinked at
             # once, is gone before any kill (a loaded machine lags in making every kind)
-            if any(cell.children() for cell in cells) and seen & seen_before:
+            if any(children_of(cell) for cell in cells) and seen & seen_before:
                 break
             seen_before = seen
             assert sweep.poll() is None and time.monotonic() < deadline, "no cell started its loader workers"

@@ -17,15 +17,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+import servers
 from conftest import ROOT, RUN_PY, child_env, with_schema
 
 TINY = ["model=mlp", "data=digits", "device=cpu", "batch_size=32", "tracking.system_metrics_interval_s=0"]
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """The rendezvous port, free with the one after it (JAX's coordinator: COORDINATOR_PORT_OFFSET)."""
+    return servers.free_port(span=2)
 
 
 def cell_runs(uri: str) -> list:

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import RUN_PY, child_env, runs_in, start_multirun, with_schema
+from conftest import RUN_PY, child_env, command_of, runs_in, start_multirun, with_schema
 from trainbench.config.schema import CellLimits
 from trainbench.sweep import cell_process as runner
 from trainbench.sweep.oom_evidence import OomEvidence
@@ -201,7 +201,7 @@ def test_a_cell_that_stops_making_progress_is_recorded_hung_and_the_sweep_goes_o
             (
                 p
                 for p in psutil.Process(running.pid).children(recursive=True)
-                if "trainbench.cell.worker" in " ".join(p.cmdline())
+                if "trainbench.cell.worker" in command_of(p)
             ),
             None,
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +21,13 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY, child_env, import_references, runs_in
+from servers import free_port
 from trainbench.references.loading import load as load_references
 from trainbench.references.reading import DEFAULT_CSV
 
 pytestmark = pytest.mark.slow  # a real server and real cells
 
 TEAM_HOST = "mlflow.team.internal"  # the name the machines use for the server, as in docs/team.md
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def http_status(url: str, host: str | None = None, timeout: float = 2) -> int | None:
