@@ -43,11 +43,13 @@ _running: dict[int, Any] = {}  # id(object) -> MlflowServer / PostgresCluster st
 
 def free_port(span: int = 1) -> int:
     """A port that is free now, with the `span - 1` ports after it (JAX's coordinator takes the rendezvous port +
-    1), below the range the system hands out for port 0 (/proc/sys/net/ipv4/ip_local_port_range: 32768 up here):
-    a server killed and started again on its port (a blink) leaves it free for seconds, and a port the system
-    handed out (gloo's, a client's) must not take it meanwhile."""
+    1), below the range Linux hands out for port 0 (32768 up by default): a server killed and started again on its
+    port (a blink) leaves it free for seconds, and a port the system handed out (gloo's, a client's) must not take
+    it meanwhile. Drawn from the system's randomness: a test that seeds `random` must not make two pytest workers
+    draw the same."""
+    draw = random.SystemRandom()
     for _ in range(1000):
-        port = random.randrange(20000, 32768 - span)
+        port = draw.randrange(20000, 32768 - span)
         with contextlib.ExitStack() as probes:
             try:
                 for offset in range(span):

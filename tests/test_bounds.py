@@ -132,30 +132,29 @@ def test_no_shared_memory_file_outlives_a_sweep_sigkilled_with_its_cells_and_the
         cwd=tmp_path, env=child_env({"PYTHONPATH": str(ROOT / "src")}),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
+    pids: set[int] = set()
     try:
         owner = psutil.Process(sweep.pid)
         deadline = time.monotonic() + 180
-        seen_before: set[str] = set()
         while True:  # until a cell's loader workers are up: every kind of file is made by then
             tree = owner.children(recursive=True)
             cells = [p for p in tree if "trainbench.cell.worker" in command_of(p)]
-            seen = set(shared_memory_of({sweep.pid} | {p.pid for p in tree}))
-            # Files seen on two polls in a row: a batch's segment, passed from a loader worker and unlinked at
-            # once, is gone before any kill (a loaded machine lags in making every kind)
-            if any(children_of(cell) for cell in cells) and seen & seen_before:
+            pids = {sweep.pid} | {p.pid for p in tree}
+            if any(children_of(cell) for cell in cells) and shared_memory_of(pids):  # a loaded machine lags
                 break
-            seen_before = seen
             assert sweep.poll() is None and time.monotonic() < deadline, "no cell started its loader workers"
             time.sleep(0.2)
         pids = {sweep.pid} | {p.pid for p in owner.children(recursive=True)}
     finally:
         os.killpg(sweep.pid, signal.SIGKILL)
+        # Looked at as the kill lands: once its makers are gone, any cell launched on this machine (another test's,
+        # in a parallel run) sweeps a file up, so a later look can find nothing left and prove nothing
+        left = shared_memory_of(pids)
         sweep.wait(timeout=30)
+    assert left, "the kill left nothing in /dev/shm: this test no longer tests what it is named for"
     deadline = time.monotonic() + 30
     while any(psutil.pid_exists(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = shared_memory_of(pids)
-    assert left, "the kill left nothing in /dev/shm: this test no longer tests what it is named for"
 
     next_cell = subprocess.run(
         [sys.executable, str(ROOT / "src" / "run.py"), *DIGITS, *TINY, f"tracking.uri={uri}"],

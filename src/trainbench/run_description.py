@@ -34,8 +34,10 @@ def describe(
     if outcome == "finished" and headline:
         lines = [f"{headline} · finished"]
     else:
-        # A reason can quote what a cell read (a data file's error, a path): text on the page, never HTML or a link
-        why = untrusted.markdown_text((reason or "no reason recorded").strip().splitlines()[0][:MAX_REASON_CHARS])
+        # A reason can quote what a cell read (a data file's error, a path): text on the page, never HTML or a link;
+        # its secrets masked first (masking stops at the `&` of an entity)
+        first_line = (reason or "no reason recorded").strip().splitlines()[0][:MAX_REASON_CHARS]
+        why = untrusted.markdown_text(untrusted.redact(first_line))
         lines = [f"**{outcome}**: {why}" + (f" · {headline}" if headline else "")]
     lines.append(setting_name(dict(tags), dict(params)))
     framework = f"{tags.get('trainbench.framework', '')} {tags.get('trainbench.framework_version', '')}".strip()

@@ -145,6 +145,7 @@ def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None =
         refuse_unknown_flags,
     )
     from trainbench.entry import fail, hydra_entry
+    from trainbench.locations import folder_off_every_import_path
     from trainbench.measure.timeline import mark
     from trainbench.store.tracking import quiet_logs
 
@@ -154,6 +155,7 @@ def run_command_line(argv: Sequence[str], hydra_main: Callable[[], Any] | None =
     if any(a.startswith("hydra.verbose=") and a.split("=", 1)[1].lower() not in ("false", "0", "") for a in argv):
         os.environ["TRAINBENCH_VERBOSE"] = "1"  # every cell's process inherits it
     quiet_logs()
+    folder_off_every_import_path()  # trainbench.run() reaches here without the console (the caller's env is restored)
     _export_sources()
     mode = None  # as composed from the command line, where that is what Hydra would compose
     try:

@@ -61,13 +61,13 @@ def parse_overrides(parser: Any, overrides: list[str]) -> list[Any]:
     except OSError as error:
         raise PlainError("overrides", f"could not read the overrides: {error}") from None
     for override in parsed:
-        key = override.get_key_element()
+        group = override.key_or_group  # without its @package: `model@_global_=...` chooses from conf/model/ too
         if override.is_delete():
-            _refuse_removal(key.lstrip("~"))
-        elif key.lstrip("+~") in choices_groups():
-            _check_group_values(key.lstrip("+~"), override)
-        elif key.lstrip("+~") in preset_groups():
-            _refuse_preset_outside_its_group(key.lstrip("+~"), override.input_line.partition("=")[2])
+            _refuse_removal(override.get_key_element().lstrip("~"))
+        elif group in choices_groups():
+            _check_group_values(group, override)
+        elif group in preset_groups() or "/" in group:  # +experiment=..., hydra/launcher=...
+            _refuse_file_outside_its_group(group, override)
     return parsed
 
 
@@ -142,29 +142,35 @@ def settings_under(key: str) -> tuple[str, str] | None:
     return shown, f"{first}={as_override_value(EXAMPLES.get(first, defaults[first]))}"
 
 
-def _refuse_preset_outside_its_group(group: str, value: str) -> None:
-    """A preset is a YAML file of its group (conf/experiment/, or a hydra.searchpath folder's experiment/), not a path
-    out of it: `+experiment=../../../tmp/x` would load any YAML, and a YAML can have Hydra call a function."""
-    for choice in value.split(","):
-        if choice.strip().startswith("/") or ".." in choice.strip().split("/"):
+def _refuse_file_outside_its_group(group: str, override: Any) -> None:
+    """A preset (or one of Hydra's own groups) is a YAML file of its group's folder (conf/experiment/, or a
+    hydra.searchpath folder's experiment/), never a path out of it nor an interpolation that makes one:
+    `+experiment=../../../tmp/x` would load any YAML, and a YAML can have Hydra call a function."""
+    for value in _group_values(override):
+        if isinstance(value, str) and ("${" in value or value.startswith("/") or ".." in value.split("/")):
+            options = choices(group)
             raise PlainError(
                 group,
-                f"`{group}={choice.strip()[:80]}` is a path out of conf/{group}/: name one of its presets "
-                f"({', '.join(choices(group))})",
+                f"`{group}={value[:80]}` is a path or an interpolation, not one of {group}'s files: name one"
+                + (f" ({', '.join(options)})" if options else " by its name"),
             )
+
+
+def _group_values(override: Any) -> list[Any]:
+    """The values an override chooses (each of a sweep's); none for glob() and interval() (expanded by Hydra from
+    the group's own files, or refused when the sweep is expanded)."""
+    from hydra.core.override_parser.types import Glob
+
+    if not override.is_sweep_override():
+        return [override.value()]
+    if not override.is_discrete_sweep() or isinstance(override.value(), Glob):
+        return []
+    return list(override.sweep_iterator())
 
 
 def _check_group_values(group: str, override: Any) -> None:
     """A group's value names a YAML file: a number or a list is never one (Hydra would crash on it)."""
-    from hydra.core.override_parser.types import Glob
-
-    if override.is_sweep_override():
-        if not override.is_discrete_sweep() or isinstance(override.value(), Glob):
-            return  # interval(): refused when the sweep is expanded; glob(): expands to the group's files
-        values = list(override.sweep_iterator())
-    else:
-        values = [override.value()]
-    for value in values:
+    for value in _group_values(override):
         if not isinstance(value, str) or value not in choices(group):
             shown = value if not isinstance(value, str) else value[:80]
             raise ConfigError(group, shown, f"choose one of {', '.join(choices(group))}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainbench import untrusted
+from trainbench.references.commands import command_words, not_a_cell_override
 from trainbench.references.reading import SUBJECT_COLUMNS, BadReferences, CsvRow
 from trainbench.references.validating import (
     TRAIN_TIME,
@@ -292,13 +293,10 @@ def reproduced(
     from trainbench.tasks.base import task_of
 
     where = f"line {first.line}: `reproduce`={command!r}"
-    foreign = next((word for word in command_words(command) if not cell_override(word)), None)
-    if foreign is not None:  # the report prints the command for anyone to run: Hydra's own keys run code
-        raise BadReferences(
-            f"{where} holds {foreign!r}, which is not a setting of the cell: a reproduce command is the cell's "
-            "overrides only (batch_size, seed, conf/ choices by name, keys of model, data, task, device, precision, "
-            "optim, optimize, framework; no hydra, tracking, cell or sweep key, no flag, no ${...})"
-        )
+    for word in command_words(command):  # the report prints the command for anyone to run: Hydra's keys run code
+        why = not_a_cell_override(word)
+        if why is not None:
+            raise BadReferences(f"{where} holds {word!r}, {why}")
     try:
         cells = composed(command)
     except ConfigError as error:
@@ -318,52 +316,6 @@ def reproduced(
     # (threads.*) is not its setting, and would be kept in the composed-runs cache whatever the next import's.
     ran = {key: value for key, value in params(cell).items() if not key.startswith("threads.")}
     return ran, {key: str(value) for key, value in tags.items() if value is not None}
-
-
-def command_words(command: str) -> list[str]:
-    """The words of a `reproduce` command as a shell splits them (quotes removed): what Hydra is given; a command a
-    shell cannot split is one word that no override is."""
-    import shlex
-
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return [command]
-
-
-def reproducible(command: str) -> str | None:
-    """The command line that runs `command` here, quoted so that a shell passes each word as it is (no `$(...)`,
-    no `;`), or None where a word is not a cell override (a store's tag can say anything)."""
-    import shlex
-
-    words = command_words(command)
-    return f"python src/run.py {shlex.join(words)}" if words and all(map(cell_override, words)) else None
-
-
-# What a reproduce command may set: the cell's own sections. Not tracking.* (the reader's runs sent to another
-# server), cell.*/sweep.* (how it runs, not what), hydra* (`hydra.callbacks.x._target_` calls any function).
-CELL_SECTIONS = ("model", "data", "task", "device", "precision", "optim", "optimize", "framework")
-# Settings of those sections that are places or words shown as instructions, not the measured setting.
-NOT_FROM_A_COMMAND = ("data.root", "framework.install", "framework.gpu_install", "framework.title", "framework.package")
-
-
-def cell_override(word: str) -> bool:
-    """Whether a word of a `reproduce` command sets the cell and nothing else: `batch_size`, `seed`, a group or
-    preset of conf/ by one of its files' names (`+experiment=../../tmp/x` would load any YAML, and a YAML can set
-    hydra.callbacks), or a key of the cell's sections (CELL_SECTIONS, less NOT_FROM_A_COMMAND); no flag, no
-    removal, no `@package`, no `${...}` (an interpolation reads the environment or a file into the run)."""
-    from trainbench.config.catalogue import choices_groups, preset_groups
-    from trainbench.locations import choices
-
-    key, equals, value = word.removeprefix("+").partition("=")
-    if not equals or word.startswith(("-", "~")) or "@" in key or "/" in key or "${" in value:
-        return False
-    if key in choices_groups() + preset_groups():
-        return all(choice in choices(key) for choice in value.split(","))
-    if key in ("batch_size", "seed"):
-        return True
-    section, dot, _ = key.partition(".")
-    return bool(dot) and section in CELL_SECTIONS and not key.startswith(NOT_FROM_A_COMMAND)
 
 
 @functools.lru_cache(maxsize=256)

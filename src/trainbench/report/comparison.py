@@ -258,11 +258,13 @@ def add_speedups(row: Row, baseline: Column, higher_is_better: bool) -> None:
 def reproduce_commands(references: list[Entry]) -> list[str]:
     """The `python src/run.py` line that measures a row of published figures here: each reference's own
     command (the CSV's `reproduce` column: the preset that composes exactly that setting, narrowed to it)."""
-    from trainbench.references.mapping import reproducible
+    from trainbench.references.commands import reproducible
 
     commands = {e.reproduce: line for e in references if e.reproduce and (line := reproducible(e.reproduce))}
     if not commands:
         sources = ", ".join(sorted({e.column.source for e in references}))
+        if any(e.reproduce for e in references):  # a store's tag can say anything: not printed to be pasted
+            return [f"(no command printed: {sources}'s `reproduce` sets more than the cell; its notes say what it ran)"]
         return [f"(no command measures this setting here: {sources} gives no `reproduce`; its notes say what it ran)"]
     return list(commands.values())
 
