@@ -114,7 +114,9 @@ def test_a_server_down_beyond_mlflows_retries_mid_sweep_costs_no_metric_point_an
         assert "summary.txt" in {a.path for a in client.list_artifacts(parent.info.run_id)}
         assert out.count("finished") >= 2
         # One line when the outage begins, saying what the server did in words, and one when it ends
-        assert "trainbench: the tracking server does not answer (connection refused): waiting for it up to 300 s" in err
+        # refused, or aborted where the kill caught a request under way
+        said = r"trainbench: the tracking server does not answer \(connection (refused|aborted)\): waiting for it up to 300 s"
+        assert re.search(said, err), err[-3000:]
         assert re.search(r"trainbench: the tracking server answers again after \d+ s", err), err[-3000:]
 
 

@@ -52,13 +52,17 @@ def quiet() -> None:
 def warning(text: str) -> None:
     """A warning about the cell's figures, on stderr, from the process that speaks for the cell."""
     if _speaks_for_cell:
-        print(untrusted.for_terminal(text, keep_newlines=True), file=sys.stderr, flush=True)
+        sys.stderr.write(untrusted.for_terminal(text, keep_newlines=True) + "\n")  # one write, as line()
+        sys.stderr.flush()
 
 
 def line(text: str) -> None:
     tag = label()
     text = untrusted.for_terminal(text)
-    print(f"[{tag}] {text}" if tag else text, file=sys.stdout, flush=True)
+    # One write of the whole line: print() writes the text and its newline apart, and cells side by side share an
+    # unbuffered pipe, so another cell's line could land between them (a pipe keeps a write under 4 KiB whole)
+    sys.stdout.write((f"[{tag}] {text}" if tag else text) + "\n")
+    sys.stdout.flush()
 
 
 def phase(text: str) -> None:

@@ -30,9 +30,9 @@ def reproducible(command: str) -> str | None:
     return f"python src/run.py {shlex.join(words)}" if words and all(map(cell_override, words)) else None
 
 
-# What a reproduce command may set: the cell's own sections and how its process runs. Not tracking.uri (the reader's
-# runs sent to another server) nor the rest of tracking.*, sweep.* (what the sweep does with the store), hydra*
-# (`hydra.callbacks.x._target_` calls any function).
+# What a reproduce command may set: the cell's own sections and how its process runs, and of tracking.* the two
+# settings that send nothing elsewhere (tracking.uri would send the reader's runs to another server). Not sweep.*
+# (what the sweep does with the store), nor hydra* (`hydra.callbacks.x._target_` calls any function).
 CELL_SECTIONS = ("model", "data", "task", "device", "precision", "optim", "optimize", "framework", "cell")
 TRACKING_SETTINGS = ("tracking.system_metrics_interval_s", "tracking.outage_s")
 # Settings of those sections that are places on this machine, a model's attribute path, or words printed as what to
@@ -42,7 +42,7 @@ NOT_FROM_A_COMMAND = (
     "framework.install", "framework.gpu_install", "framework.title", "framework.package",
 )  # fmt: skip
 # A setting's value from a command: a name, a number, a list of them. Not `$` or `{` (an interpolation, escaped
-# `$\{...\}` included, reads the reader's environment into their runs), `/` or `\\` (a path), quotes.
+# `$\{...\}` included, reads the reader's environment into their runs), `/` or a backslash (a path), quotes.
 PLAIN_VALUE = re.compile(r"[\w.,:+\-\[\] ]*")
 
 
